@@ -1,0 +1,1 @@
+"""fedgraphrec.data."""

@@ -1,0 +1,254 @@
+"""Immutable dataset objects shared by every model and protocol.
+
+All ids are 0-based and contiguous. Sparse matrices are SciPy CSR with sorted indices and no
+duplicates; their arrays are made read-only so a protocol cannot mutate a dataset by accident.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def _freeze_csr(m: sp.csr_matrix) -> sp.csr_matrix:
+    m = sp.csr_matrix(m, dtype=np.float32)
+    m.sum_duplicates()
+    m.sort_indices()
+    for a in (m.data, m.indices, m.indptr):
+        a.flags.writeable = False
+    return m
+
+
+def _freeze(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.flags.writeable = False
+    return a
+
+
+def binary_csr(users: np.ndarray, items: np.ndarray, n_users: int, n_items: int) -> sp.csr_matrix:
+    """Build a read-only binary user×item CSR matrix; duplicate pairs collapse to one."""
+    users = np.asarray(users, dtype=np.int64)
+    items = np.asarray(items, dtype=np.int64)
+    m = sp.csr_matrix(
+        (np.ones(len(users), dtype=np.float32), (users, items)), shape=(n_users, n_items)
+    )
+    m.sum_duplicates()
+    m.data[:] = 1.0
+    return _freeze_csr(m)
+
+
+@dataclass(frozen=True)
+class Interactions:
+    """Implicit feedback split into train / valid / test, as binary user×item CSR matrices.
+
+    Attributes:
+        name: dataset name (for run folders and reports).
+        n_users: number of users (rows).
+        n_items: number of items (columns).
+        train: binary CSR ``(n_users, n_items)``; the only matrix a model may train on.
+        test: binary CSR ``(n_users, n_items)``, disjoint from ``train``.
+        valid: optional binary CSR carved from the original training data, disjoint from both.
+        user_ids: original id of each compact user index (``None`` when ids were already compact).
+        item_ids: original id of each compact item index.
+        info: free-form provenance (source files, rules applied, dropped counts).
+    """
+
+    name: str
+    n_users: int
+    n_items: int
+    train: sp.csr_matrix
+    test: sp.csr_matrix
+    valid: sp.csr_matrix | None = None
+    user_ids: np.ndarray | None = None
+    item_ids: np.ndarray | None = None
+    info: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        shape = (self.n_users, self.n_items)
+        for part in ("train", "test", "valid"):
+            m = getattr(self, part)
+            if m is None:
+                continue
+            if m.shape != shape:
+                raise ValueError(f"Interactions.{part} has shape {m.shape}, expected {shape}")
+            object.__setattr__(self, part, _freeze_csr(m))
+        for ids in ("user_ids", "item_ids"):
+            a = getattr(self, ids)
+            if a is not None:
+                object.__setattr__(self, ids, _freeze(np.asarray(a)))
+
+    @property
+    def n_train(self) -> int:
+        """Number of training interactions."""
+        return int(self.train.nnz)
+
+    def train_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Training (user, item) pairs in CSR order (user-major, items ascending)."""
+        users = np.repeat(np.arange(self.n_users, dtype=np.int64), np.diff(self.train.indptr))
+        return users, self.train.indices.astype(np.int64)
+
+    def user_degrees(self) -> np.ndarray:
+        """|I_u| in the training graph."""
+        return np.diff(self.train.indptr).astype(np.int64)
+
+    def item_degrees(self) -> np.ndarray:
+        """|U_i| in the training graph."""
+        return np.bincount(self.train.indices, minlength=self.n_items).astype(np.int64)
+
+    def stats(self) -> dict[str, int]:
+        """Counts for listings: users, items, train/valid/test interactions."""
+        return {
+            "users": self.n_users,
+            "items": self.n_items,
+            "train": self.n_train,
+            "valid": int(self.valid.nnz) if self.valid is not None else 0,
+            "test": int(self.test.nnz),
+        }
+
+
+@dataclass(frozen=True)
+class SocialGraph:
+    """User–user links in the same id space as the ratings.
+
+    Attributes:
+        n_users: size of the user id space.
+        src: link sources.
+        dst: link targets.
+        directed: whether ``(src, dst)`` is a directed trust link (FilmTrust, Ciao, Epinions) or one
+            direction of an undirected friendship already listed both ways.
+    """
+
+    n_users: int
+    src: np.ndarray
+    dst: np.ndarray
+    directed: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "src", _freeze(np.asarray(self.src, dtype=np.int64)))
+        object.__setattr__(self, "dst", _freeze(np.asarray(self.dst, dtype=np.int64)))
+
+    @property
+    def n_links(self) -> int:
+        """Number of stored (src, dst) rows."""
+        return len(self.src)
+
+    def adjacency(self, symmetric: bool = True, self_loops: bool = False) -> sp.csr_matrix:
+        """Binary adjacency; ``symmetric`` adds every reverse link (the P4GCN A1 rule)."""
+        s, d = self.src, self.dst
+        keep = s != d
+        s, d = s[keep], d[keep]
+        if symmetric:
+            s, d = np.concatenate([s, d]), np.concatenate([d, s])
+        a = sp.csr_matrix((np.ones(len(s), np.float32), (s, d)), shape=(self.n_users, self.n_users))
+        a.sum_duplicates()
+        a.data[:] = 1.0
+        if self_loops:
+            a = (a + sp.identity(self.n_users, dtype=np.float32, format="csr")).tocsr()
+        return _freeze_csr(a)
+
+
+@dataclass(frozen=True)
+class ItemTags:
+    """Item → tag (category) memberships; an item may carry several tags."""
+
+    n_items: int
+    n_tags: int
+    items: np.ndarray
+    tags: np.ndarray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "items", _freeze(np.asarray(self.items, dtype=np.int64)))
+        object.__setattr__(self, "tags", _freeze(np.asarray(self.tags, dtype=np.int64)))
+
+    def matrix(self) -> sp.csr_matrix:
+        """Binary item×tag CSR."""
+        return binary_csr(self.items, self.tags, self.n_items, self.n_tags)
+
+
+@dataclass(frozen=True)
+class RatingSplit:
+    """One split of explicit ratings as parallel arrays (user, item, rating)."""
+
+    users: np.ndarray
+    items: np.ndarray
+    ratings: np.ndarray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "users", _freeze(np.asarray(self.users, dtype=np.int64)))
+        object.__setattr__(self, "items", _freeze(np.asarray(self.items, dtype=np.int64)))
+        object.__setattr__(self, "ratings", _freeze(np.asarray(self.ratings, dtype=np.float32)))
+        if not (len(self.users) == len(self.items) == len(self.ratings)):
+            raise ValueError("RatingSplit arrays must have equal length")
+
+    def __len__(self) -> int:
+        return len(self.users)
+
+
+@dataclass(frozen=True)
+class Ratings:
+    """Explicit ratings with optional side information (social graph, item tags).
+
+    Attributes:
+        name: dataset name.
+        n_users: size of the user id space (shared with ``social``).
+        n_items: size of the item id space.
+        train: training ratings.
+        test: test ratings.
+        valid: optional validation ratings.
+        rating_range: (lowest, highest) legal rating.
+        social: optional user–user graph.
+        tags: optional item tags.
+        info: provenance (files, de-duplication rule, dropped counts).
+    """
+
+    name: str
+    n_users: int
+    n_items: int
+    train: RatingSplit
+    test: RatingSplit
+    valid: RatingSplit | None = None
+    rating_range: tuple[float, float] = (1.0, 5.0)
+    social: SocialGraph | None = None
+    tags: ItemTags | None = None
+    info: dict[str, object] = field(default_factory=dict)
+
+    def stats(self) -> dict[str, int]:
+        """Counts for listings: users, items, train/valid/test ratings, social links, tags."""
+        return {
+            "users": self.n_users,
+            "items": self.n_items,
+            "train": len(self.train),
+            "valid": len(self.valid) if self.valid is not None else 0,
+            "test": len(self.test),
+            "links": self.social.n_links if self.social is not None else 0,
+            "tags": self.tags.n_tags if self.tags is not None else 0,
+        }
+
+    def to_interactions(self, threshold: float | None = None) -> Interactions:
+        """Implicit view: every rating (or every rating ≥ ``threshold``) becomes an interaction.
+
+        Ids are kept as they are (no compaction), so side information stays aligned.
+        """
+
+        def mat(split: RatingSplit | None) -> sp.csr_matrix | None:
+            if split is None:
+                return None
+            keep = np.ones(len(split), bool) if threshold is None else split.ratings >= threshold
+            return binary_csr(split.users[keep], split.items[keep], self.n_users, self.n_items)
+
+        train, test = mat(self.train), mat(self.test)
+        assert train is not None and test is not None
+        return Interactions(
+            name=self.name,
+            n_users=self.n_users,
+            n_items=self.n_items,
+            train=train,
+            test=test,
+            valid=mat(self.valid),
+            info={**self.info, "implicit_threshold": threshold},
+        )
+
+
+Dataset = Interactions | Ratings
