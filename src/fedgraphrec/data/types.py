@@ -31,9 +31,7 @@ def binary_csr(users: np.ndarray, items: np.ndarray, n_users: int, n_items: int)
     """Build a read-only binary user×item CSR matrix; duplicate pairs collapse to one."""
     users = np.asarray(users, dtype=np.int64)
     items = np.asarray(items, dtype=np.int64)
-    m = sp.csr_matrix(
-        (np.ones(len(users), dtype=np.float32), (users, items)), shape=(n_users, n_items)
-    )
+    m = sp.csr_matrix((np.ones(len(users), dtype=np.float32), (users, items)), shape=(n_users, n_items))
     m.sum_duplicates()
     m.data[:] = 1.0
     return _freeze_csr(m)
@@ -252,3 +250,41 @@ class Ratings:
 
 
 Dataset = Interactions | Ratings
+
+
+@dataclass(frozen=True)
+class ItemGraph:
+    """Item–item relations (Flixster's ``W_movies``), in the item id space of the ratings.
+
+    ``Ratings`` has no field for item relations, so loaders carry this object in
+    ``Ratings.info["item_graph"]``.
+
+    Attributes:
+        n_items: size of the item id space.
+        src: relation sources.
+        dst: relation targets.
+        directed: ``False`` when every undirected relation is already listed in both directions.
+    """
+
+    n_items: int
+    src: np.ndarray
+    dst: np.ndarray
+    directed: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "src", _freeze(np.asarray(self.src, dtype=np.int64)))
+        object.__setattr__(self, "dst", _freeze(np.asarray(self.dst, dtype=np.int64)))
+
+    @property
+    def n_links(self) -> int:
+        """Number of stored (src, dst) rows."""
+        return len(self.src)
+
+    def adjacency(self, symmetric: bool = True) -> sp.csr_matrix:
+        """Binary item×item adjacency without self-loops; ``symmetric`` adds every reverse link."""
+        s, d = self.src, self.dst
+        keep = s != d
+        s, d = s[keep], d[keep]
+        if symmetric:
+            s, d = np.concatenate([s, d]), np.concatenate([d, s])
+        return binary_csr(s, d, self.n_items, self.n_items)

@@ -1,0 +1,385 @@
+"""Dataset names, where their files live, and :func:`load_dataset`.
+
+Data roots are searched in this order, and the first root that holds the dataset's folder wins:
+
+1. the explicit ``data_dir`` argument (the CLI's ``--data-dir``);
+2. the environment variable ``FEDGRAPHREC_DATA``;
+3. the user cache, ``$XDG_CACHE_HOME/fedgraphrec`` or ``~/.cache/fedgraphrec``.
+
+A dataset with a public URL (MovieLens-100K) that is in none of them is downloaded into the cache.
+
+Per-dataset rules (the defaults in :data:`REGISTRY`; every one can be overridden by a keyword of
+:func:`load_dataset`):
+
+* ``ml-100k``: split ``u1``, ratings ≥ 4 are positives, ids compacted over the training users and
+  items (942 × 1,408); test pairs of unseen users/items are dropped (``info["dropped_test"]``).
+* ``ml-100k-ratings``: split ``u1``, explicit 1..5, full 943 × 1,682 id space.
+* ``gowalla``, ``yelp2018``: LightGCN files as released. ``amazon-book``: only the test split
+  exists, so loading raises a :class:`DatasetNotFoundError` that says the training set is missing.
+* ``filmtrust``: ratings 0.5–4.0, directed trust; every row kept (3 repeated pairs, as in the
+  paper's 35,497); the user space includes the 134 trust-only users (1,642).
+* ``ciao``: rating-0 rows (34, outside 1–5) are dropped first, then repeated (user, item) pairs are
+  de-duplicated keeping the *last* occurrence in file order; counts in ``info``.
+* ``epinions``: ratings 1–5, same de-duplication (keep last; 9,826 rows removed); the social file is
+  kept as given (self-loops and duplicate rows are counted in ``info``, and
+  :meth:`SocialGraph.adjacency` drops them).
+* ``douban``, ``flixster``: the fixed ``train.tsv``/``test.tsv`` split, a 3,000 × 3,000 id space,
+  symmetric user graph; Flixster ratings are 0.5–5 and its item graph is ``info["item_graph"]``.
+* ``weeplaces``: train = GroupIM train + val/test fold-in, valid = val held-out, test = test held-out.
+* FilmTrust, Ciao and Epinions have no fixed split: a seeded per-user 80/10/10 split is drawn
+  (``seed``/``fractions`` options).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from fedgraphrec.data import download as _download
+from fedgraphrec.data._io import find_file
+from fedgraphrec.data.errors import DataError, DatasetNotFoundError
+from fedgraphrec.data.loaders import (
+    load_lightgcn,
+    load_ml100k,
+    load_ml100k_ratings,
+    load_rating_folder,
+    load_weeplaces,
+)
+from fedgraphrec.data.synthetic import synthetic_interactions, synthetic_ratings
+from fedgraphrec.data.types import Interactions, Ratings
+
+ENV_VAR = "FEDGRAPHREC_DATA"
+
+Loader = Callable[..., Interactions | Ratings]
+
+FORMATS: Mapping[str, Loader] = MappingProxyType(
+    {
+        "lightgcn": load_lightgcn,
+        "ml100k": load_ml100k,
+        "ml100k-ratings": load_ml100k_ratings,
+        "ratings": load_rating_folder,
+        "weeplaces": load_weeplaces,
+    }
+)
+"""Folder formats that :func:`load_dataset` understands, by the name ``format=`` takes."""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A known dataset.
+
+    Attributes:
+        name: the name users type (``--dataset``).
+        kind: ``"interactions"`` (implicit) or ``"ratings"`` (explicit, maybe with side information).
+        folder: folder name under a data root; ``None`` for generated data.
+        format: key of :data:`FORMATS` (or ``"synthetic"``/``"synthetic-ratings"``).
+        options: default loader options (the per-dataset cleaning rules).
+        description: one line for listings.
+        availability: ``"complete"`` or ``"partial"`` as in the datasets' INDEX.md.
+        note: what is missing or deviates, for listings and error messages.
+        url: public download URL, when there is one.
+    """
+
+    name: str
+    kind: Literal["interactions", "ratings"]
+    folder: str | None
+    format: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+    availability: str = "complete"
+    note: str = ""
+    url: str | None = None
+
+
+def _spec(*args: Any, **kwargs: Any) -> DatasetSpec:
+    kwargs["options"] = MappingProxyType(dict(kwargs.get("options", {})))
+    return DatasetSpec(*args, **kwargs)
+
+
+_SPECS = [
+    _spec(
+        "ml-100k",
+        "interactions",
+        "ml-100k",
+        "ml100k",
+        options={"split": "u1", "threshold": 4.0, "compact": "train"},
+        description="MovieLens-100K, split u1, ratings >= 4 as positives, ids compacted over train",
+        url=_download.ML100K_URL,
+    ),
+    _spec(
+        "ml-100k-ratings",
+        "ratings",
+        "ml-100k",
+        "ml100k-ratings",
+        options={"split": "u1", "compact": "all"},
+        description="MovieLens-100K explicit ratings 1..5, split u1",
+        url=_download.ML100K_URL,
+    ),
+    _spec("gowalla", "interactions", "gowalla", "lightgcn", description="Gowalla check-ins (LightGCN split)"),
+    _spec("yelp2018", "interactions", "yelp2018", "lightgcn", description="Yelp2018 (LightGCN split)"),
+    _spec(
+        "amazon-book",
+        "interactions",
+        "amazon-book",
+        "lightgcn",
+        description="Amazon-Book (LightGCN split)",
+        availability="partial",
+        note=(
+            "training set missing: the original train.txt (2,380,730 interactions) could not be "
+            "obtained; only the test split is here (see the datasets' INDEX.md)"
+        ),
+    ),
+    _spec(
+        "filmtrust",
+        "ratings",
+        "filmtrust",
+        "ratings",
+        options={"rating_range": (0.5, 4.0), "social_directed": True},
+        description="FilmTrust ratings 0.5-4 + directed trust (per-user 80/10/10)",
+    ),
+    _spec(
+        "ciao",
+        "ratings",
+        "ciao",
+        "ratings",
+        options={"rating_range": (1.0, 5.0), "drop_zero": True, "dedup": "last", "social_directed": True},
+        description="Ciao ratings 1-5 + trust + 28 categories (rating-0 rows dropped, last duplicate kept)",
+        note="deviates from the paper: +5.4 % items, +1.5 % unique ratings",
+    ),
+    _spec(
+        "epinions",
+        "ratings",
+        "epinions",
+        "ratings",
+        options={"rating_range": (1.0, 5.0), "dedup": "last", "social_directed": True},
+        description="Epinions ratings 1-5 + trust + 27 categories (last duplicate kept)",
+        note="deviates from the paper: +26.6 % ratings",
+    ),
+    _spec(
+        "douban",
+        "ratings",
+        "douban",
+        "ratings",
+        options={"rating_range": (1.0, 5.0), "social_directed": False, "n_users": 3000, "n_items": 3000},
+        description="Douban (Monti) ratings 1-5, fixed split, user graph",
+    ),
+    _spec(
+        "flixster",
+        "ratings",
+        "flixster",
+        "ratings",
+        options={"rating_range": (0.5, 5.0), "social_directed": False, "n_users": 3000, "n_items": 3000},
+        description="Flixster (Monti) ratings 0.5-5, fixed split, user graph, item graph in info",
+        note="deviates from the paper: -45.9 % interactions",
+    ),
+    _spec(
+        "weeplaces",
+        "interactions",
+        "weeplaces",
+        "weeplaces",
+        description="Weeplaces POI check-ins (GroupIM split)",
+        availability="partial",
+        note="no friendships and no POI categories",
+    ),
+    _spec(
+        "synthetic",
+        "interactions",
+        None,
+        "synthetic",
+        description="generated implicit feedback (power-law popularity, planted topics)",
+    ),
+    _spec(
+        "synthetic-ratings",
+        "ratings",
+        None,
+        "synthetic-ratings",
+        description="generated ratings with a social graph and item tags",
+    ),
+]
+
+REGISTRY: Mapping[str, DatasetSpec] = MappingProxyType({s.name: s for s in _SPECS})
+"""Every known dataset by name."""
+
+_GENERATORS: Mapping[str, Loader] = MappingProxyType(
+    {"synthetic": synthetic_interactions, "synthetic-ratings": synthetic_ratings}
+)
+
+
+def _download_ml100k(cache_root: Path) -> Path:
+    # Looked up at call time so tests can replace the module's network function.
+    return _download.download_ml100k(cache_root)
+
+
+_DOWNLOADERS: Mapping[str | None, Callable[[Path], Path]] = MappingProxyType(
+    {_download.ML100K_URL: _download_ml100k}
+)
+
+
+def cache_dir() -> Path:
+    """The user cache folder: ``$XDG_CACHE_HOME/fedgraphrec`` or ``~/.cache/fedgraphrec``."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "fedgraphrec"
+
+
+def data_roots(data_dir: str | Path | None = None) -> list[tuple[str, Path]]:
+    """The data roots in search order, each with where it came from (for messages)."""
+    roots: list[tuple[str, Path]] = []
+    if data_dir is not None:
+        roots.append(("data_dir argument", Path(data_dir).expanduser()))
+    env = os.environ.get(ENV_VAR)
+    if env:
+        roots.append((ENV_VAR, Path(env).expanduser()))
+    roots.append(("user cache", cache_dir()))
+    return roots
+
+
+def resolve_data_root(data_dir: str | Path | None = None) -> Path:
+    """The primary data root: ``data_dir`` if given, else ``$FEDGRAPHREC_DATA``, else the cache."""
+    return data_roots(data_dir)[0][1]
+
+
+def find_dataset(name: str, data_dir: str | Path | None = None) -> Path | None:
+    """Folder of the known dataset ``name`` in the first data root that has it, or ``None``.
+
+    Raises:
+        DatasetNotFoundError: ``name`` is not a known dataset.
+    """
+    spec = get_spec(name)
+    if spec.folder is None:
+        return None
+    for _, root in data_roots(data_dir):
+        candidate = root / spec.folder
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def get_spec(name: str) -> DatasetSpec:
+    """The :class:`DatasetSpec` of a known name.
+
+    Raises:
+        DatasetNotFoundError: unknown name (the message lists the known ones).
+    """
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        known = ", ".join(REGISTRY)
+        raise DatasetNotFoundError(f"unknown dataset {name!r}; known datasets: {known}") from None
+
+
+def detect_format(folder: str | Path) -> str:
+    """Guess a folder's format from its files.
+
+    ``train.txt``/``test.txt`` (or ``.gz``) → ``lightgcn``; ``u.data`` or ``u1.base`` → ``ml100k``;
+    ``ratings.tsv`` (or ``.gz``) or ``train.tsv`` + ``test.tsv`` → ``ratings``;
+    ``interactions.tsv.gz`` → ``weeplaces``.
+
+    Raises:
+        DataError: no known file is present.
+    """
+    p = Path(folder)
+    if find_file(p, "train.txt", "train.txt.gz", "test.txt", "test.txt.gz"):
+        return "lightgcn"
+    if find_file(p, "u.data", "u1.base"):
+        return "ml100k"
+    if find_file(p, "ratings.tsv", "ratings.tsv.gz") or (
+        find_file(p, "train.tsv", "train.tsv.gz") and find_file(p, "test.tsv", "test.tsv.gz")
+    ):
+        return "ratings"
+    if find_file(p, "interactions.tsv.gz", "interactions.tsv"):
+        return "weeplaces"
+    raise DataError(
+        f"cannot tell the format of {p}: expected train.txt/test.txt (lightgcn), u.data (ml100k), "
+        "ratings.tsv (ratings) or interactions.tsv.gz (weeplaces); pass format= explicitly"
+    )
+
+
+def _not_found(spec: DatasetSpec, data_dir: str | Path | None) -> DatasetNotFoundError:
+    looked = "; ".join(f"{root / (spec.folder or '')} ({why})" for why, root in data_roots(data_dir))
+    return DatasetNotFoundError(
+        f"dataset {spec.name!r} not found; looked in: {looked}. Put the {spec.folder}/ folder under a data "
+        f"root and set {ENV_VAR}=<root> or pass --data-dir <root>"
+    )
+
+
+def _call(loader: Loader, folder: Path, fmt: str, spec: DatasetSpec | None, options: dict[str, Any]) -> Any:
+    opts: dict[str, Any] = {}
+    if spec is not None:
+        if spec.format == fmt:
+            opts.update(spec.options)
+        opts["name"] = spec.name
+    opts.update(options)
+    try:
+        return loader(folder, **opts)
+    except DatasetNotFoundError as exc:
+        if spec is not None and spec.note and spec.availability == "partial":
+            raise DatasetNotFoundError(f"{exc} [{spec.name}: {spec.note}]") from exc
+        raise
+
+
+def _spec_for_folder(folder: Path, fmt: str) -> DatasetSpec | None:
+    """The known dataset whose folder name and format match, so its cleaning rules apply."""
+    for spec in REGISTRY.values():
+        if spec.folder == folder.name and spec.format == fmt:
+            return spec
+    return None
+
+
+def load_dataset(
+    name_or_path: str | Path,
+    data_dir: str | Path | None = None,
+    format: str | None = None,
+    *,
+    download: bool = True,
+    **options: Any,
+) -> Interactions | Ratings:
+    """Load a dataset by registry name or from a folder.
+
+    Args:
+        name_or_path: a name in :data:`REGISTRY` (e.g. ``"gowalla"``, ``"ml-100k"``,
+            ``"synthetic"``), or a path to a folder in one of the :data:`FORMATS`. A folder whose
+            name and format match a known dataset (e.g. ``.../ciao``) gets that dataset's cleaning
+            rules; otherwise the loader's defaults apply.
+        data_dir: explicit data root (searched before ``$FEDGRAPHREC_DATA`` and the cache).
+        format: force a folder format instead of detecting it.
+        download: allow downloading a dataset with a public URL into the cache when it is not found.
+        **options: loader options, overriding the registry defaults (e.g. ``split="u2"``,
+            ``seed=1``, ``valid_fraction=0.1``); for ``synthetic`` the generator's arguments.
+
+    Returns:
+        :class:`Interactions` or :class:`Ratings`.
+
+    Raises:
+        DatasetNotFoundError: unknown name, or the dataset's folder is in no data root (the message
+            lists where it looked and how to point at the data).
+        DataFormatError: a malformed file (naming file and line).
+        DataError: any other data problem (e.g. Amazon-Book's missing training set).
+    """
+    key = str(name_or_path)
+    if key in REGISTRY:
+        spec = REGISTRY[key]
+        if spec.folder is None:
+            return _GENERATORS[spec.format](**{"name": spec.name, **options})
+        folder = find_dataset(key, data_dir)
+        if folder is None:
+            if not (download and spec.url in _DOWNLOADERS):
+                raise _not_found(spec, data_dir)
+            folder = _DOWNLOADERS[spec.url](cache_dir())
+        fmt = format or spec.format
+        if fmt not in FORMATS:
+            raise DataError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
+        return _call(FORMATS[fmt], folder, fmt, spec, options)
+
+    path = Path(name_or_path).expanduser()
+    if not path.is_dir():
+        known = ", ".join(REGISTRY)
+        raise DatasetNotFoundError(f"{key!r} is neither a known dataset ({known}) nor a folder")
+    fmt = format or detect_format(path)
+    if fmt not in FORMATS:
+        raise DataError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
+    return _call(FORMATS[fmt], path, fmt, _spec_for_folder(path, fmt), options)

@@ -1,0 +1,259 @@
+"""Run configuration: one dataclass, loaded from TOML and ``--set key=value`` overrides.
+
+Every value a run depends on lives here, and the resolved configuration is written to the run
+folder, so a run can be repeated (or resumed) from its folder alone. Unknown keys and values of the
+wrong type are rejected with a message naming the file and line, or the ``--set`` argument.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ConfigError", "TrainConfig", "load_config"]
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is invalid; the message says where and why."""
+
+
+MODELS = ("lightgcn", "lightgcn+", "mf")
+SELECTIONS = ("valid", "last", "test")
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on.
+
+    Attributes:
+        dataset: registered name (``fedgraphrec datasets``) or a folder path.
+        dataset_options: loader options, e.g. ``{split = "u1", threshold = 4.0}``.
+        data_dir: dataset root (overrides ``FEDGRAPHREC_DATA``).
+        model: ``lightgcn``, ``lightgcn+`` or ``mf``.
+        dim: embedding size d.
+        n_layers: LightGCN layers L.
+        init_std: std of the N(0, σ²) initial tables (LightGCN code 0.1; LP-GCN scripts 1.0).
+        lr: Adam learning rate.
+        reg: λ of the layer-0 L2 term (LightGCN's ``decay``).
+        batch_size: triples per minibatch.
+        epochs: maximum number of epochs.
+        sampler: ``interactions`` (each train pair once per epoch) or ``users`` (LightGCN's scheme).
+        seed: the run seed; every random stream is a named child of it.
+        dtype: ``float32`` or ``float64``.
+        valid_fraction: per-user fraction of train carved into a validation split when the dataset
+            has none (0 keeps all of train).
+        eval_every: evaluate every this many epochs.
+        eval_initial: also evaluate the untrained model (epoch 0).
+        ks: cut-offs for the ranking metrics.
+        metric: metric used for model selection and early stopping, e.g. ``recall@20``.
+        select: which epoch the summary reports: ``valid`` (best validation ``metric``; falls back
+            to ``last`` without a validation split), ``last``, or ``test`` (best *test* ``metric``:
+            the optimistic protocol of some published scripts, kept only to reproduce them).
+        patience: evaluations without validation improvement before stopping (0: never stop early).
+        checkpoint_every: epochs between checkpoints (0: none).
+        threads: torch intra-op threads (0: leave torch's default).
+    """
+
+    dataset: str = "synthetic"
+    dataset_options: dict[str, Any] = field(default_factory=dict)
+    data_dir: str = ""
+    model: str = "lightgcn"
+    dim: int = 64
+    n_layers: int = 3
+    init_std: float = 0.1
+    lr: float = 0.001
+    reg: float = 1e-4
+    batch_size: int = 2048
+    epochs: int = 100
+    sampler: str = "interactions"
+    seed: int = 2020
+    dtype: str = "float32"
+    valid_fraction: float = 0.0
+    eval_every: int = 1
+    eval_initial: bool = False
+    ks: list[int] = field(default_factory=lambda: [20])
+    metric: str = "recall@20"
+    select: str = "valid"
+    patience: int = 0
+    checkpoint_every: int = 1
+    threads: int = 0
+
+    def validate(self) -> None:
+        """Check ranges and choices; raise :class:`ConfigError` naming the parameter."""
+        checks: list[tuple[bool, str]] = [
+            (self.model in MODELS, f"model must be one of {', '.join(MODELS)}; got {self.model!r}"),
+            (self.dim > 0, f"dim must be positive; got {self.dim}"),
+            (self.n_layers >= 0, f"n_layers must be >= 0; got {self.n_layers}"),
+            (self.init_std > 0, f"init_std must be positive; got {self.init_std}"),
+            (self.lr > 0, f"lr must be positive; got {self.lr}"),
+            (self.reg >= 0, f"reg must be >= 0; got {self.reg}"),
+            (self.batch_size > 0, f"batch_size must be positive; got {self.batch_size}"),
+            (self.epochs >= 0, f"epochs must be >= 0; got {self.epochs}"),
+            (
+                self.sampler in ("interactions", "users"),
+                f"sampler must be 'interactions' or 'users'; got {self.sampler!r}",
+            ),
+            (self.seed >= 0, f"seed must be >= 0; got {self.seed}"),
+            (
+                self.dtype in ("float32", "float64"),
+                f"dtype must be 'float32' or 'float64'; got {self.dtype!r}",
+            ),
+            (
+                0.0 <= self.valid_fraction < 1.0,
+                f"valid_fraction must be in [0, 1); got {self.valid_fraction}",
+            ),
+            (self.eval_every > 0, f"eval_every must be positive; got {self.eval_every}"),
+            (
+                len(self.ks) > 0 and all(k > 0 for k in self.ks),
+                f"ks must be positive integers; got {self.ks}",
+            ),
+            (
+                self.select in SELECTIONS,
+                f"select must be one of {', '.join(SELECTIONS)}; got {self.select!r}",
+            ),
+            (self.patience >= 0, f"patience must be >= 0; got {self.patience}"),
+            (self.checkpoint_every >= 0, f"checkpoint_every must be >= 0; got {self.checkpoint_every}"),
+            (self.threads >= 0, f"threads must be >= 0; got {self.threads}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+        m = re.fullmatch(r"(precision|recall|ndcg|hit)@(\d+)", self.metric)
+        if m is None:
+            raise ConfigError(
+                f"metric must look like 'recall@20' (precision/recall/ndcg/hit); got {self.metric!r}"
+            )
+        if int(m.group(2)) not in self.ks:
+            raise ConfigError(f"metric {self.metric!r} needs K={m.group(2)} in ks={self.ks}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (TOML/JSON serialisable)."""
+        return dataclasses.asdict(self)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+def _type_ok(value: Any, annotation: Any) -> tuple[bool, Any]:
+    """Check ``value`` against a field annotation; ints are accepted (and converted) for floats."""
+    origin = typing.get_origin(annotation)
+    if annotation is bool:
+        return isinstance(value, bool), value
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if annotation is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return ok, float(value) if ok else value
+    if annotation is str:
+        return isinstance(value, str), value
+    if origin is list:
+        (inner,) = typing.get_args(annotation)
+        if not isinstance(value, list):
+            return False, value
+        pairs = [_type_ok(v, inner) for v in value]
+        return all(p[0] for p in pairs), [p[1] for p in pairs]
+    if origin is dict:
+        return isinstance(value, dict), value
+    if isinstance(annotation, types.UnionType):
+        for arm in typing.get_args(annotation):
+            ok, conv = _type_ok(value, arm)
+            if ok:
+                return ok, conv
+        return False, value
+    return True, value
+
+
+def _field_types() -> dict[str, Any]:
+    return typing.get_type_hints(TrainConfig)
+
+
+def _apply(cfg: TrainConfig, key: str, value: Any, where: str) -> None:
+    hints = _field_types()
+    if key.startswith("dataset_options."):
+        cfg.dataset_options[key.split(".", 1)[1]] = value
+        return
+    if key not in _FIELDS:
+        valid = ", ".join(sorted(_FIELDS))
+        raise ConfigError(f"{where}: unknown key {key!r}; valid keys: {valid}")
+    ok, converted = _type_ok(value, hints[key])
+    if not ok:
+        raise ConfigError(f"{where}: {key} expects {_describe(hints[key])}, got {value!r}")
+    setattr(cfg, key, converted)
+
+
+def _describe(annotation: Any) -> str:
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _line_of(text: str, key: str) -> int | None:
+    for n, line in enumerate(text.splitlines(), start=1):
+        if re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return n
+    return None
+
+
+def _parse_override(item: str) -> tuple[str, Any]:
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected key=value")
+    key, raw = (s.strip() for s in item.split("=", 1))
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw  # bare words are strings: --set model=lightgcn
+    return key, value
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | None = None,
+    base: TrainConfig | None = None,
+    **values: Any,
+) -> TrainConfig:
+    """Build a validated :class:`TrainConfig`.
+
+    Precedence (lowest first): ``base`` (or the defaults), the TOML file at ``path``, keyword
+    ``values`` (used by the CLI's named options), then ``overrides`` (``["key=value", ...]``).
+
+    Raises:
+        ConfigError: on a missing or malformed file, an unknown key, a value of the wrong type, or an
+            out-of-range value; the message names the file and line or the ``--set`` argument.
+    """
+    cfg = dataclasses.replace(base) if base is not None else TrainConfig()
+    cfg.dataset_options = dict(cfg.dataset_options)
+    if path is not None:
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as exc:
+            raise ConfigError(f"{p}: cannot read config ({exc.strerror})") from exc
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{p}: {exc}") from exc
+        for key, value in data.items():
+            line = _line_of(text, key)
+            where = f"{p}:{line}" if line else str(p)
+            if key == "dataset_options":
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{where}: dataset_options must be a table")
+                cfg.dataset_options.update(value)
+                continue
+            _apply(cfg, key, value, where)
+    for key, value in values.items():
+        if value is not None:
+            _apply(cfg, key, value, f"option --{key.replace('_', '-')}")
+    for item in overrides or []:
+        key, value = _parse_override(item)
+        _apply(cfg, key, value, f"--set {item}")
+    try:
+        cfg.validate()
+    except ConfigError as exc:
+        origin = f"{path}: " if path is not None else ""
+        raise ConfigError(f"{origin}{exc}") from None
+    return cfg

@@ -1,0 +1,51 @@
+"""Learning-curve plots for a run folder (matplotlib, headless)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+__all__ = ["plot_curves"]
+
+
+def plot_curves(history: Sequence[dict[str, Any]], path: str | Path, title: str = "") -> Path:
+    """Training loss and every evaluated metric against the epoch, saved as a PNG.
+
+    Args:
+        history: records as written to ``metrics.jsonl`` (``epoch``, ``loss``, ``valid``/``test`` dicts).
+        path: output file.
+        title: figure title (e.g. ``"lightgcn on ml-100k"``).
+    """
+    path = Path(path)
+    fig, (ax_loss, ax_metric) = plt.subplots(1, 2, figsize=(11, 4))
+    trained = [r for r in history if r.get("loss") is not None]
+    ax_loss.plot([r["epoch"] for r in trained], [r["loss"] for r in trained], color="tab:red")
+    ax_loss.set_xlabel("epoch")
+    ax_loss.set_ylabel("mean training loss")
+    ax_loss.set_title("training loss")
+    ax_loss.grid(alpha=0.3)
+    for split, style in (("test", "-"), ("valid", "--")):
+        rows = [r for r in history if r.get(split)]
+        if not rows:
+            continue
+        for name in rows[0][split]:
+            ax_metric.plot(
+                [r["epoch"] for r in rows], [r[split][name] for r in rows], style, label=f"{split} {name}"
+            )
+    ax_metric.set_xlabel("epoch")
+    ax_metric.set_title("ranking metrics")
+    ax_metric.grid(alpha=0.3)
+    if ax_metric.lines:
+        ax_metric.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,269 @@
+"""Centralized training loop: BPR minibatches, Adam, evaluation, early stopping, checkpoints.
+
+This is the reference loop the federated protocols are measured against. It is deterministic:
+initial tables come from the stream ``("init",)``, triples from ``("sampler", epoch)`` and the
+validation carve-out from the data layer's seeded split, so the same config and seed give the same
+numbers, and a run resumed from its checkpoint ends exactly where an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedgraphrec.data import Interactions, Ratings, carve_validation, load_dataset
+from fedgraphrec.evaluation import evaluate_embeddings
+from fedgraphrec.experiments.config import TrainConfig
+from fedgraphrec.experiments.plots import plot_curves
+from fedgraphrec.experiments.progress import EpochProgress
+from fedgraphrec.experiments.runstore import RunDir
+from fedgraphrec.experiments.sampler import BPRSampler, SamplerScheme
+from fedgraphrec.models import BPRMF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
+from fedgraphrec.seeding import torch_generator
+
+__all__ = ["RunResult", "Trainer", "build_model", "evaluate_model", "prepare_interactions"]
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def prepare_interactions(cfg: TrainConfig) -> Interactions:
+    """Load the dataset named in ``cfg`` as implicit feedback, carving validation if asked."""
+    data = load_dataset(cfg.dataset, data_dir=cfg.data_dir or None, **cfg.dataset_options)
+    if isinstance(data, Ratings):
+        threshold = cfg.dataset_options.get("implicit_threshold")
+        data = data.to_interactions(threshold=threshold)
+    if cfg.valid_fraction > 0 and data.valid is None:
+        data = carve_validation(data, cfg.valid_fraction, seed=cfg.seed)
+    return data
+
+
+def build_model(cfg: TrainConfig, data: Interactions) -> GraphRecommender:
+    """The centralized model named by ``cfg.model``, initialised from the run seed's ``init`` stream."""
+    dtype = DTYPES[cfg.dtype]
+    graph = NormalizedBipartite.from_train(data.train, dtype=dtype)
+    gen = torch_generator(cfg.seed, "init")
+    if cfg.model == "lightgcn":
+        return LightGCN(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
+    if cfg.model == "lightgcn+":
+        return LightGCNPlus(graph, data.train, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
+    return BPRMF(graph, cfg.dim, cfg.init_std, gen, dtype)
+
+
+def evaluate_model(
+    model: GraphRecommender, data: Interactions, ks: list[int], split: str = "test"
+) -> dict[str, float]:
+    """Full-ranking metrics on ``split`` (``test`` masks train+valid items; ``valid`` masks train)."""
+    U, V = model.frozen_embeddings()
+    if split == "valid":
+        if data.valid is None:
+            raise ValueError("the dataset has no validation split")
+        target, exclude = data.valid, [data.train]
+    else:
+        target = data.test
+        exclude = [data.train] + ([data.valid] if data.valid is not None else [])
+    return dict(evaluate_embeddings(U.float(), V.float(), target, exclude, ks=tuple(ks)).metrics)
+
+
+@dataclass
+class RunResult:
+    """What a finished run leaves behind."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    history: list[dict[str, Any]]
+
+
+@dataclass
+class _LoopState:
+    epoch: int = 0  # epochs completed
+    best_value: float = float("-inf")
+    best_epoch: int = -1
+    bad_evals: int = 0
+    stopped_early: bool = False
+    train_seconds: float = 0.0
+
+
+class Trainer:
+    """Trains one centralized model and writes its run folder.
+
+    Args:
+        cfg: validated configuration.
+        run_dir: output folder (created; an existing checkpoint there is resumed if ``resume``).
+        progress: show a progress bar on stderr.
+        resume: continue from ``run_dir/checkpoint.pt`` if it exists.
+        on_epoch_end: optional hook called with the completed epoch number (tests use it to
+            simulate a crash).
+    """
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        run_dir: str | Path,
+        progress: bool = True,
+        resume: bool = False,
+        on_epoch_end: Callable[[int], None] | None = None,
+    ) -> None:
+        cfg.validate()
+        self.cfg = cfg
+        self.run = RunDir(run_dir)
+        self.progress = progress
+        self.resume = resume
+        self.on_epoch_end = on_epoch_end
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        self.data = prepare_interactions(cfg)
+        self.model = build_model(cfg, self.data)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        scheme: SamplerScheme = "users" if cfg.sampler == "users" else "interactions"
+        self.sampler = BPRSampler(self.data.train, cfg.seed, scheme)
+        self.state = _LoopState()
+        self.history: list[dict[str, Any]] = []
+
+    # ---------------------------------------------------------------- checkpoints
+    def _save_checkpoint(self) -> None:
+        payload = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "state": vars(self.state).copy(),
+            "history": self.history,
+            "config": self.cfg.to_dict(),
+        }
+        tmp = self.run.checkpoint_path.with_suffix(".pt.tmp")
+        torch.save(payload, tmp)
+        tmp.replace(self.run.checkpoint_path)
+
+    def _load_checkpoint(self) -> bool:
+        path = self.run.checkpoint_path
+        if not path.exists():
+            return False
+        payload = torch.load(path, weights_only=False)
+        if payload["config"] != self.cfg.to_dict():
+            raise ValueError(f"{path}: checkpoint was written with a different config; refusing to resume")
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.state = _LoopState(**payload["state"])
+        self.history = list(payload["history"])
+        self.run.rewrite_metrics(self.history)
+        return True
+
+    # ---------------------------------------------------------------- loop
+    def _evaluate(self, record: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
+        if self.data.valid is not None:
+            record["valid"] = evaluate_model(self.model, self.data, self.cfg.ks, "valid")
+        record["test"] = evaluate_model(self.model, self.data, self.cfg.ks, "test")
+        record["eval_seconds"] = time.perf_counter() - t0
+        cfg, st = self.cfg, self.state
+        split = {"valid": "valid" if self.data.valid is not None else None, "test": "test"}.get(cfg.select)
+        if split is None:  # "last", or "valid" without a validation split
+            return
+        value = record[split][cfg.metric]
+        if value > st.best_value:
+            st.best_value, st.best_epoch, st.bad_evals = value, record["epoch"], 0
+        else:
+            st.bad_evals += 1
+            if split == "valid" and cfg.patience and st.bad_evals >= cfg.patience:
+                st.stopped_early = True
+
+    def _train_epoch(self, epoch: int, bar: EpochProgress) -> dict[str, Any]:
+        cfg = self.cfg
+        self.model.train()
+        t0 = time.perf_counter()
+        total = bpr = reg = 0.0
+        n = 0
+        for users, pos, neg in self.sampler.batches(epoch, cfg.batch_size):
+            self.optimizer.zero_grad(set_to_none=True)
+            out = self.model.batch_loss(users, pos, neg, cfg.reg)
+            out.total.backward()
+            self.optimizer.step()
+            total += out.total.item()
+            bpr += out.bpr.item()
+            reg += out.reg.item()
+            n += 1
+            bar.advance_batch()
+        seconds = time.perf_counter() - t0
+        self.state.train_seconds += seconds
+        return {
+            "epoch": epoch + 1,
+            "loss": total / n,
+            "bpr": bpr / n,
+            "reg": reg / n,
+            "train_seconds": seconds,
+        }
+
+    def fit(self) -> RunResult:
+        """Run (or resume) training to the end and write summary and curves."""
+        cfg = self.cfg
+        resumed = self.resume and self._load_checkpoint()
+        if not resumed:
+            self.run.create(cfg)
+            self.run.rewrite_metrics([])
+            if cfg.eval_initial:
+                record: dict[str, Any] = {"epoch": 0, "loss": None}
+                self._evaluate(record)
+                self._log(record)
+        n_batches = self.sampler.n_batches(cfg.batch_size)
+        with EpochProgress(cfg.epochs, n_batches, enabled=self.progress, start=self.state.epoch) as bar:
+            for epoch in range(self.state.epoch, cfg.epochs):
+                if self.state.stopped_early:
+                    break
+                record = self._train_epoch(epoch, bar)
+                self.state.epoch = epoch + 1
+                if (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs:
+                    self._evaluate(record)
+                self._log(record)
+                bar.end_epoch(record, cfg.metric)
+                if cfg.checkpoint_every and (
+                    (epoch + 1) % cfg.checkpoint_every == 0
+                    or epoch + 1 == cfg.epochs
+                    or self.state.stopped_early
+                ):
+                    self._save_checkpoint()
+                if self.on_epoch_end is not None:
+                    self.on_epoch_end(epoch + 1)
+        summary = self._summary()
+        self.run.write_summary(summary)
+        plot_curves(self.history, self.run.curves_path, title=f"{cfg.model} on {self.data.name}")
+        return RunResult(self.run.path, summary, self.history)
+
+    def _log(self, record: dict[str, Any]) -> None:
+        self.history.append(record)
+        self.run.append_metrics(record)
+
+    def _summary(self) -> dict[str, Any]:
+        cfg, st = self.cfg, self.state
+        evaluated = [r for r in self.history if "test" in r]
+        last = evaluated[-1] if evaluated else None
+        selected: dict[str, Any] | None
+        if st.best_epoch >= 0:
+            selected = next(r for r in evaluated if r["epoch"] == st.best_epoch)
+            rule = cfg.select
+        else:
+            selected, rule = last, "last"
+        summary: dict[str, Any] = {
+            "protocol": "central",
+            "model": cfg.model,
+            "dataset": self.data.name,
+            "dataset_stats": self.data.stats(),
+            "seed": cfg.seed,
+            "epochs_run": st.epoch,
+            "stopped_early": st.stopped_early,
+            "selection": rule,
+            "selected_epoch": selected["epoch"] if selected else None,
+            "test": selected["test"] if selected else {},
+            "valid": selected.get("valid", {}) if selected else {},
+            "last_epoch_test": last["test"] if last else {},
+            "train_seconds": st.train_seconds,
+            "mean_epoch_seconds": st.train_seconds / max(st.epoch, 1),
+        }
+        if rule == "test":
+            summary["warning"] = (
+                "the epoch was selected on the test metric (the protocol of the reproduced script); "
+                "this is optimistic — use select='valid' for honest model selection"
+            )
+        return summary
