@@ -7,6 +7,7 @@ one line naming the file:line or the parameter at fault.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -23,7 +24,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
-out = Console()
+# Wide when piped, so tables are not truncated in logs and CI output.
+out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 
 PROTOCOLS = ("central",)
@@ -61,11 +63,26 @@ def datasets(
     if fmt != "table":
         raise _fail(f"--format must be 'table' or 'json', got {fmt!r}")
     table = Table(title="fedgraphrec datasets")
-    columns = ["name", "status", "users", "items", "train", "valid", "test", "links", "tags", "path"]
+    for r in rows:
+        parts = [r.get(k) for k in ("train", "valid", "test")]
+        r["interactions"] = sum(int(p) for p in parts if isinstance(p, int)) if r.get("users") else None
+    columns = [
+        "name",
+        "status",
+        "users",
+        "items",
+        "interactions",
+        "train",
+        "valid",
+        "test",
+        "links",
+        "tags",
+        "path",
+    ]
     for c in columns:
         table.add_column(
             c,
-            justify="right" if c in ("users", "items", "train", "valid", "test", "links", "tags") else "left",
+            justify="left" if c in ("name", "status", "path") else "right",
         )
     for r in rows:
         table.add_row(*[_cell(r.get(c)) for c in columns])

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
-from tests.helpers import random_train
 
 from fedgraphrec.experiments import BPRSampler
+from tests.helpers import random_train
 
 
 @pytest.mark.parametrize("scheme", ["interactions", "users"])

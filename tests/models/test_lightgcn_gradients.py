@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import torch
-from tests.helpers import random_train
 
 from fedgraphrec.models import BPRMF, LightGCN, LightGCNPlus, NormalizedBipartite
+from tests.helpers import random_train
 
 
 def triples(n_users, n_items, size=9, seed=0):

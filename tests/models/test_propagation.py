@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 import torch
-from tests.helpers import random_train
 
 from fedgraphrec.models import NormalizedBipartite, propagate, propagate_layers
+from tests.helpers import random_train
 
 
 def dense_reference(train, u0, v0, n_layers):

@@ -1,0 +1,41 @@
+"""Cryptographic building blocks, as thin wrappers over the pyca ``cryptography`` package.
+
+* :class:`ClientKeyPair` / :class:`PublicKey` — per-client X25519 key pairs.
+* :class:`SharedKey` — the shared symmetric key ``S``, with purpose-bound sub-keys.
+* :func:`wrap_key` / :func:`unwrap_key` — deliver ``S`` to a client (``PB_u(S)``).
+* :func:`seal` / :func:`open_sealed` — one-shot public-key encryption (verification answers).
+* :class:`ItemTokenizer` — deterministic item-ID tokens under ``S``.
+* :class:`PayloadCipher` — randomized AEAD of payloads under ``S``; :func:`ciphertext_size` and
+  :func:`sealed_size` give exact output sizes for byte accounting.
+* :class:`DecryptionError` (a :class:`CryptoError` and :class:`ValueError`) — failed authentication.
+"""
+
+from fedgraphrec.crypto.aead import PayloadCipher, ciphertext_size
+from fedgraphrec.crypto.errors import CryptoError, DecryptionError
+from fedgraphrec.crypto.keys import (
+    ClientKeyPair,
+    PublicKey,
+    SharedKey,
+    open_sealed,
+    seal,
+    sealed_size,
+    unwrap_key,
+    wrap_key,
+)
+from fedgraphrec.crypto.tokens import ItemTokenizer
+
+__all__ = [
+    "ClientKeyPair",
+    "CryptoError",
+    "DecryptionError",
+    "ItemTokenizer",
+    "PayloadCipher",
+    "PublicKey",
+    "SharedKey",
+    "ciphertext_size",
+    "open_sealed",
+    "seal",
+    "sealed_size",
+    "unwrap_key",
+    "wrap_key",
+]

@@ -1,0 +1,1 @@
+"""fedgraphrec.protocols: federated training protocols, one sub-package per paper."""

@@ -1,0 +1,392 @@
+r"""LP-GCN with the LightGCN backbone: Algorithm 1 and its per-minibatch phases.
+
+Wu, Pan, Yang, Ming, "Lossless and Privacy-Preserving Graph Convolution Network for Federated Item
+Recommendation", arXiv:2412.01141 (spec ``lpgcn.md``). Every client is a user; the server relays.
+Each minibatch runs, in order (phase names as in the ledger):
+
+1. ``sync/l=0`` — convolution-clients publish their convolution-items' layer-0 embeddings, the
+   server forwards them to every other holder (Alg. 1 lines 3–6);
+2. ``forward/l=k/...`` (Algorithm 4) — each client computes its layer-(k+1) user embedding from its
+   real items (Eq. 7); each client sends :math:`S(e^{(k)}_u)`; the server forwards to every
+   convolution-client the ciphertexts of its neighbours :math:`\mathcal N_{\tilde u}`; the
+   convolution-client decrypts and computes its items' layer-(k+1) embeddings (Eq. 8, own term only
+   for real items), which the server synchronises to all holders;
+3. ``loss/...`` (Algorithms 5 and 9) — each client in the batch receives its negatives' embeddings
+   of all layers, computes its BPR loss and the direct gradients :math:`D^{(l)}` (spec §2.4), and
+   sends its items' direct gradients (all layers) to their convolution-clients, encrypted under
+   :math:`S`;
+4. ``backward/l=k/...`` (Algorithm 6) — for :math:`k = L-1..0`: each client sends
+   :math:`S(G^{(k+1)}_u)` to the convolution-clients that need it; each convolution-client forms its
+   items' gradient :math:`G^{(k)}_{\tilde i} = D^{(k)}_{\tilde i} + \sum_{u\in\mathcal U_{\tilde i}}
+   c_{u\tilde i} G^{(k+1)}_u` (Eqs. 19, 20, 24, 27) and synchronises :math:`G^{(k+1)}_{\tilde i}` to
+   the holders, who form :math:`G^{(k)}_u = D^{(k)}_u + \sum_{i\in\mathcal I_u} c_{ui}
+   G^{(k+1)}_i` (Eqs. 18, 21, 22, 25, 26);
+5. ``update`` — every parameter owner runs Adam on its rows (users on clients, convolution-items on
+   their convolution-client, items nobody holds on the server), every minibatch.
+
+Deliberate choices (see spec §11 and the issue note):
+
+- Gradient messages follow option (B) of §4.10: what a holder sends about a user is encrypted
+  under :math:`S`, so the server never sees a user embedding *or* a user gradient in the clear.
+  The holder sends its user gradient :math:`G^{(k+1)}_u` once per layer (forwarded like the forward
+  pass) and the convolution-client applies the public weights :math:`c_{ui}` itself; the
+  neighbour-user terms of Eq. 21 reach users as the convolution-items' layer gradients, synchronised
+  like item embeddings (item-level aggregates, which the paper's server sees in Eq. 24 anyway).
+  This mirrors the forward pass message for message and is exact.
+- Virtual items take part in every synchronisation (so the server cannot tell them apart) but never
+  in Eq. 7, Eq. 8, the loss or a gradient (their holders send nothing about them to the
+  convolution-client, which knows them from verification).
+- Adam is element-wise, so one Adam over the user table and one over the item table is the union of
+  the owners' own optimisers (each owner steps every minibatch, as PyTorch's dense Adam does).
+
+In crypto mode ``real`` every protected payload is encrypted and decrypted for real and the
+receiving party computes with the decrypted values; in ``accounted`` mode the same values are used
+without the cipher and bytes are counted with the exact ciphertext sizes. Both execute the same
+arithmetic in the same order, so their numbers are identical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from fedgraphrec.crypto import PayloadCipher, ciphertext_size
+from fedgraphrec.models.propagation import NormalizedBipartite
+from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER
+from fedgraphrec.protocols.lpgcn.setup import TOKEN_BYTES, Topology, initialization
+from fedgraphrec.runtime import CryptoMode, Network, decode_tensor, encode_tensor, encoded_size
+
+__all__ = ["LPGCN", "StepRecord"]
+
+
+@dataclass
+class StepRecord:
+    """What one minibatch computed (kept for step-by-step verification against the oracle)."""
+
+    loss: float
+    bpr: float
+    reg: float
+    user_layers: list[torch.Tensor] = field(default_factory=list)
+    item_layers: list[torch.Tensor] = field(default_factory=list)
+    user_grad: torch.Tensor | None = None
+    item_grad: torch.Tensor | None = None
+
+
+class LPGCN:
+    r"""LP-GCN (LightGCN backbone) over the in-process runtime.
+
+    Args:
+        train: binary user×item training matrix (client u holds row u).
+        user0: initial user table ``(n, d)`` (row u handed to client u).
+        item0: initial item table ``(m, d)`` (row i handed to item i's convolution-client).
+        n_layers: LightGCN layers :math:`L`.
+        alpha: virtual items per client :math:`\alpha`.
+        seed: run seed (virtual items, assignment).
+        lr: Adam learning rate of every owner.
+        reg: :math:`\lambda` of the layer-0 L2 term.
+        crypto: ``"real"`` or ``"accounted"``.
+        transcripts: keep what each role received (for audits).
+    """
+
+    def __init__(
+        self,
+        train: sp.csr_matrix,
+        user0: torch.Tensor,
+        item0: torch.Tensor,
+        n_layers: int,
+        alpha: int = 0,
+        seed: int = 0,
+        lr: float = 0.001,
+        reg: float = 1e-4,
+        crypto: CryptoMode = "accounted",
+        transcripts: bool = False,
+    ) -> None:
+        if user0.dtype != item0.dtype or user0.shape[1] != item0.shape[1]:
+            raise ValueError("user0 and item0 must share dtype and embedding size")
+        self.n_layers = n_layers
+        self.reg = reg
+        self.dtype = user0.dtype
+        self.dim = int(user0.shape[1])
+        self.net = Network(train.shape[0], crypto=crypto, transcripts=transcripts)
+        setup = initialization(train, alpha, seed, self.net)
+        self.topology: Topology = setup.topology
+        self.cipher = PayloadCipher(setup.shared_key) if setup.shared_key is not None else None
+        self.graph = NormalizedBipartite.from_train(self.topology.real, dtype=self.dtype)
+        self.user_emb = torch.nn.Parameter(user0.detach().clone())
+        self.item_emb = torch.nn.Parameter(item0.detach().clone())
+        self.optimizer = torch.optim.Adam([self.user_emb, self.item_emb], lr=lr)
+        self._row_bytes = encoded_size((1, self.dim), self.dtype)
+        self._row_ct = ciphertext_size(self._row_bytes)
+        t = self.topology
+        self._conv_clients = t.convolution_clients
+        self._receivers = np.flatnonzero(t.held_not_own > 0)
+        self._nb_counts = t.neighbour_counts
+
+    # ------------------------------------------------------------------ messages
+    def _sync_items(self, phase: str, rows: torch.Tensor, kind: str) -> None:
+        """Convolution-clients → server → other holders: plaintext item rows (embeddings or gradients)."""
+        t, d = self.topology, self.dim
+        per_conv = t.conv_items_per_client[self._conv_clients]
+        sizes_up = [encoded_size((int(k), d), self.dtype) for k in per_conv]
+        payloads = None
+        if self.net.transcript.enabled:
+            order = np.argsort(t.conv_of_item, kind="stable")
+            owned = order[t.conv_of_item[order] >= 0]
+            split = np.cumsum(per_conv)[:-1]
+            payloads = [rows[torch.from_numpy(ix)].detach() for ix in np.split(owned, split)]
+        self.net.transmit(
+            phase,
+            CONV_CLIENT,
+            SERVER,
+            sizes_up,
+            kind=kind,
+            protected=False,
+            payloads=payloads,
+            senders=self._conv_clients,
+        )
+        sizes_down = [encoded_size((int(h), d), self.dtype) for h in t.held_not_own[self._receivers]]
+        self.net.transmit(
+            phase, SERVER, CLIENT, sizes_down, kind=kind, protected=False, receivers=self._receivers
+        )
+
+    def _send_user_rows(self, phase: str, rows: torch.Tensor, kind: str) -> torch.Tensor:
+        r"""Clients → server → convolution-clients: :math:`S(\text{row}_u)`, routed by neighbourhood.
+
+        The server forwards to each convolution-client the ciphertexts of its neighbours
+        :math:`\mathcal N_{\tilde u}`. Returns the table the convolution-clients compute with: each
+        received row as decrypted, own rows local.
+        """
+        t = self.topology
+        n = t.n_clients
+        blobs: list[bytes] | None = None
+        if self.cipher is not None:
+            blobs = [
+                self.cipher.encrypt(encode_tensor(rows[u : u + 1]), aad=f"{phase}|{u}".encode())
+                for u in range(n)
+            ]
+        self.net.transmit(
+            phase,
+            CLIENT,
+            SERVER,
+            np.full(n, self._row_ct),
+            kind=kind,
+            protected=True,
+            payloads=blobs,
+            senders=np.arange(n),
+        )
+        forwarded = None
+        if blobs is not None and self.net.transcript.enabled:
+            forwarded = [blobs[u] for u in t.nb_user]
+        self.net.transmit(
+            phase,
+            SERVER,
+            CONV_CLIENT,
+            np.full(len(t.nb_user), self._row_ct),
+            kind=kind,
+            protected=True,
+            payloads=forwarded,
+            receivers=t.nb_conv,
+        )
+        if blobs is None:
+            return rows
+        table = rows.detach().clone()
+        for u in t.nb_user:  # every convolution-client decrypts each neighbour's ciphertext
+            table[u] = decode_tensor(self.cipher.decrypt(blobs[u], aad=f"{phase}|{u}".encode()))[0]  # type: ignore[union-attr]
+        return table
+
+    # ------------------------------------------------------------------ phases
+    def forward_propagation(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Algorithm 4: every layer's user and item embeddings (all copies are equal)."""
+        us = [self.user_emb.detach()]
+        vs = [self.item_emb.detach()]
+        self._sync_items("sync/l=0", vs[0], "item_embedding")
+        for layer in range(self.n_layers):
+            u_next = self.graph.R @ vs[layer]  # Eq. 7 at every client, real items only
+            received = self._send_user_rows(f"forward/l={layer}/user-embeddings", us[layer], "user_embedding")
+            v_next = self.graph.RT @ received  # Eq. 8 at the convolution-clients
+            self._sync_items(f"forward/l={layer + 1}/item-embeddings", v_next, "item_embedding")
+            us.append(u_next)
+            vs.append(v_next)
+        return us, vs
+
+    def loss_and_gradients(
+        self,
+        users: torch.Tensor,
+        pos: torch.Tensor,
+        neg: torch.Tensor,
+        us: list[torch.Tensor],
+        vs: list[torch.Tensor],
+    ) -> tuple[StepRecord, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Algorithms 5 and 9: local BPR losses and direct gradients.
+
+        Returns the record, the user-side direct gradients of the combined embedding ``dU`` and of
+        layer 0 ``rU`` (regulariser), and the item-side ones ``dV``/``rV`` as aggregated at the
+        items' owners.
+        """
+        L, B = self.n_layers, int(users.shape[0])
+        w = 1.0 / (L + 1)
+        U = w * torch.stack(us).sum(0)
+        V = w * torch.stack(vs).sum(0)
+        un = users.numpy()
+        self._ship_negatives(un, neg.numpy())
+        u_rows, p_rows, n_rows = U[users], V[pos], V[neg]
+        x = (u_rows * n_rows).sum(-1) - (u_rows * p_rows).sum(-1)
+        bpr = torch.nn.functional.softplus(x).mean()
+        U0, V0 = us[0], vs[0]
+        reg = (U0[users].pow(2).sum() + V0[pos].pow(2).sum() + V0[neg].pow(2).sum()) / (2.0 * B)
+        s = torch.sigmoid(x).unsqueeze(1) / B
+        dU = torch.zeros_like(U).index_add_(0, users, s * (n_rows - p_rows))
+        rU = torch.zeros_like(U).index_add_(0, users, self.reg * U0[users] / B)
+        # item-side contributions computed by client users[b]; non-own ones travel to the owner
+        items = torch.cat([pos, neg])
+        senders = np.concatenate([un, un])
+        d_rows = torch.cat([-s * u_rows, s * u_rows])
+        r_rows = self.reg * V0[items] / B
+        d_rows, r_rows = self._send_item_gradients(items.numpy(), senders, d_rows, r_rows)
+        dV = torch.zeros_like(V).index_add_(0, items, d_rows)
+        rV = torch.zeros_like(V).index_add_(0, items, r_rows)
+        record = StepRecord(loss=float(bpr + self.reg * reg), bpr=float(bpr), reg=float(reg))
+        return record, dU, rU, dV, rV
+
+    def _ship_negatives(self, users: np.ndarray, neg: np.ndarray) -> None:
+        m = self.topology.n_items
+        pairs = np.unique(users.astype(np.int64) * m + neg)
+        clients, counts = np.unique(pairs // m, return_counts=True)
+        self.net.transmit(
+            "loss/negative-requests",
+            CLIENT,
+            SERVER,
+            counts * TOKEN_BYTES,
+            kind="item_token",
+            protected=True,
+            senders=clients,
+        )
+        sizes = [encoded_size((int(c) * (self.n_layers + 1), self.dim), self.dtype) for c in counts]
+        self.net.transmit(
+            "loss/negative-embeddings",
+            SERVER,
+            CLIENT,
+            sizes,
+            kind="item_embedding",
+            protected=False,
+            receivers=clients,
+        )
+
+    def _send_item_gradients(
+        self, items: np.ndarray, senders: np.ndarray, d_rows: torch.Tensor, r_rows: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Direct item gradients of all layers to each item's owner, one ciphertext per (client, owner).
+
+        Layer l's direct gradient is :math:`\alpha_l`·``d_row`` (+ ``r_row`` at l = 0), so the
+        :math:`L+1` rows of Alg. 9 are sent as the two rows they are made of. Items nobody holds go
+        to the server (their owner) in plaintext.
+        """
+        t = self.topology
+        owner = t.conv_of_item[items]
+        remote = owner != senders
+        ids = np.flatnonzero(remote)
+        if not len(ids):
+            return d_rows, r_rows
+        key = senders[ids].astype(np.int64) * (t.n_clients + 1) + (owner[ids] + 1)
+        order = np.argsort(key, kind="stable")
+        ids, key = ids[order], key[order]
+        bounds = np.flatnonzero(np.diff(key)) + 1
+        groups = np.split(ids, bounds)
+        src = np.array([senders[g[0]] for g in groups])
+        dst = np.array([owner[g[0]] for g in groups])
+        sizes = np.array(
+            [
+                ciphertext_size(encoded_size((2 * len(g), self.dim), self.dtype) + TOKEN_BYTES * len(g))
+                for g in groups
+            ]
+        )
+        blobs: list[bytes] | None = None
+        if self.cipher is not None:
+            blobs = []
+            for g, a in zip(groups, src, strict=True):
+                tg = torch.from_numpy(g)
+                payload = encode_tensor(torch.cat([d_rows[tg], r_rows[tg]]))
+                blobs.append(self.cipher.encrypt(payload, aad=f"loss|{a}".encode()))
+        to_server = dst < 0
+        self.net.transmit(
+            "loss/item-gradients",
+            CLIENT,
+            SERVER,
+            sizes,
+            kind="item_gradient",
+            protected=True,
+            payloads=blobs,
+            senders=src,
+        )
+        fwd = ~to_server
+        self.net.transmit(
+            "loss/item-gradients",
+            SERVER,
+            CONV_CLIENT,
+            sizes[fwd],
+            kind="item_gradient",
+            protected=True,
+            payloads=None if blobs is None else [b for b, f in zip(blobs, fwd, strict=True) if f],
+            receivers=dst[fwd],
+        )
+        if blobs is None:
+            return d_rows, r_rows
+        d_rows, r_rows = d_rows.clone(), r_rows.clone()
+        for g, a, blob in zip(groups, src, blobs, strict=True):  # each owner decrypts what it received
+            rows = decode_tensor(self.cipher.decrypt(blob, aad=f"loss|{a}".encode()))  # type: ignore[union-attr]
+            tg = torch.from_numpy(g)
+            d_rows[tg] = rows[: len(g)]
+            r_rows[tg] = rows[len(g) :]
+        return d_rows, r_rows
+
+    def backward_propagation(
+        self, dU: torch.Tensor, rU: torch.Tensor, dV: torch.Tensor, rV: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Algorithm 6: layer-0 gradients of every user and item, via the adjoint recursion."""
+        L = self.n_layers
+        w = 1.0 / (L + 1)
+        gU = w * dU + (rU if L == 0 else 0)
+        gV = w * dV + (rV if L == 0 else 0)
+        for layer in range(L - 1, -1, -1):
+            received = self._send_user_rows(f"backward/l={layer + 1}/user-gradients", gU, "user_gradient")
+            self._sync_items(f"backward/l={layer + 1}/item-gradients", gV, "item_gradient")
+            gU_next = w * dU + self.graph.R @ gV  # at every client (Eqs. 18, 21, 22, 25, 26)
+            gV_next = w * dV + self.graph.RT @ received  # at the convolution-clients (Eqs. 19, 20, 24, 27)
+            if layer == 0:
+                gU_next = gU_next + rU
+                gV_next = gV_next + rV
+            gU, gV = gU_next, gV_next
+        return gU, gV
+
+    # ------------------------------------------------------------------ Algorithm 1 body
+    def train_step(
+        self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, keep_layers: bool = False
+    ) -> StepRecord:
+        """One minibatch of Algorithm 1: sync, forward, loss, backward, Adam update."""
+        with torch.no_grad():
+            us, vs = self.forward_propagation()
+            record, dU, rU, dV, rV = self.loss_and_gradients(users, pos, neg, us, vs)
+            gU, gV = self.backward_propagation(dU, rU, dV, rV)
+        if keep_layers:
+            record.user_layers = [us[0].clone(), *us[1:]]  # layer 0 is the live parameter
+            record.item_layers = [vs[0].clone(), *vs[1:]]
+            record.user_grad, record.item_grad = gU, gV
+        self.optimizer.zero_grad(set_to_none=True)
+        self.user_emb.grad = gU
+        self.item_emb.grad = gV
+        self.optimizer.step()
+        return record
+
+    @torch.no_grad()
+    def final_embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer-combined embeddings for prediction (no ledger entries: evaluation is local).
+
+        Each client ranks with its own final user embedding against the final item embeddings the
+        server publishes (§4.6); computing them here uses the same propagation as training.
+        """
+        from fedgraphrec.models.propagation import propagate
+
+        return propagate(self.graph, self.user_emb.detach(), self.item_emb.detach(), self.n_layers)

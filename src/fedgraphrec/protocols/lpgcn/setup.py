@@ -1,0 +1,378 @@
+r"""LP-GCN set-up: Algorithms 2 and 3 and the verification sub-protocol (``lpgcn.md`` §4).
+
+Algorithm 2 distributes keys, draws virtual items and uploads encrypted item IDs; Algorithm 3 builds
+the server's token graph, picks candidate convolution-clients by greedy set cover and assigns
+convolution-items at random; verification (Alg. 2 lines 16–18) tells each convolution-client which
+holders of its items are real.
+
+What the simulation keeps is exactly what each party learns:
+
+- every client: its real items :math:`\mathcal I_u`, its virtual items :math:`\mathcal I'_u`, the
+  shared key :math:`S`, its convolution-items :math:`\tilde{\mathcal I}_u` (as tokens);
+- the server: the bipartite graph between client pseudonyms and item *tokens* (real and virtual
+  edges, indistinguishable), the assignment, public keys, ciphertexts;
+- a convolution-client: for each of its convolution-items, which holders are real (verification
+  answers, sealed to its public key), and its real neighbours' degrees (sent under :math:`S`).
+
+Gaps resolved as ``lpgcn.md`` §11 recommends: real degrees (G2: the convolution-client computes
+:math:`|\mathcal U_i|` from verified holders and distributes it), verification answers sealed to
+:math:`PB_{\tilde u}` (G4), greedy cover (G11). Items that no client holds (possible when
+:math:`\alpha = 0`) are owned by the server, which keeps their (non-sensitive) item embedding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from fedgraphrec.crypto import (
+    ClientKeyPair,
+    ItemTokenizer,
+    SharedKey,
+    ciphertext_size,
+    open_sealed,
+    seal,
+    sealed_size,
+    unwrap_key,
+    wrap_key,
+)
+from fedgraphrec.data.types import binary_csr
+from fedgraphrec.protocols.lpgcn.cover import plan_convolution
+from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, KEY_HOLDER, SERVER
+from fedgraphrec.runtime import Network
+from fedgraphrec.seeding import numpy_rng
+
+__all__ = ["SetupResult", "Topology", "initialization", "sample_virtual_items"]
+
+PUBLIC_KEY_BYTES = 32
+TOKEN_BYTES = 16
+TOKEN_AAD = b"lpgcn/verification"
+
+
+@dataclass(frozen=True)
+class Topology:
+    r"""Who holds and computes what, after set-up (arrays indexed by client id / item id).
+
+    Attributes:
+        real: binary client×item matrix of real (training) items; row ``u`` is private to client u.
+        virtual: binary client×item matrix of virtual items (row ``u`` private to client u).
+        conv_of_item: :math:`\tilde u_i` for every item, ``-1`` for items no client holds
+            (owned by the server).
+        candidates: the candidate convolution-clients :math:`\overline{\mathcal U}` (sorted ids).
+        nb_conv, nb_user: the pairs :math:`(\tilde u, u')` with :math:`u'\in\mathcal N_{\tilde u}`,
+            sorted by convolution-client: whose layer-l embedding the server forwards to whom.
+        held_not_own: per client, how many held items (real + virtual) are not its own
+            convolution-items (rows it receives at every synchronisation).
+        conv_items_per_client: per client, :math:`|\tilde{\mathcal I}_u|`.
+    """
+
+    real: sp.csr_matrix
+    virtual: sp.csr_matrix
+    conv_of_item: np.ndarray
+    candidates: np.ndarray
+    nb_conv: np.ndarray
+    nb_user: np.ndarray
+    held_not_own: np.ndarray
+    conv_items_per_client: np.ndarray
+
+    @property
+    def n_clients(self) -> int:
+        """Number of clients (users)."""
+        return int(self.real.shape[0])
+
+    @property
+    def n_items(self) -> int:
+        """Number of items."""
+        return int(self.real.shape[1])
+
+    @property
+    def convolution_clients(self) -> np.ndarray:
+        r""":math:`\tilde{\mathcal U}`: clients holding at least one convolution-item."""
+        return np.flatnonzero(self.conv_items_per_client > 0)
+
+    @property
+    def neighbour_counts(self) -> np.ndarray:
+        r""":math:`|\mathcal N_{\tilde u}|` per client (0 for ordinary clients)."""
+        return np.bincount(self.nb_conv, minlength=self.n_clients)
+
+
+@dataclass(frozen=True)
+class SetupResult:
+    """Topology plus the key material the clients hold (``None`` in accounted mode)."""
+
+    topology: Topology
+    shared_key: SharedKey | None
+    keypairs: list[ClientKeyPair] | None
+
+
+def sample_virtual_items(real: sp.csr_matrix, alpha: int, seed: int) -> sp.csr_matrix:
+    r"""α distinct virtual items per client, uniform over :math:`\mathcal I\setminus\mathcal I_u`.
+
+    Vectorised rejection sampling from the stream ``("lpgcn", "virtual")``; a client that holds
+    more than ``m - α`` items gets all its non-held items.
+    """
+    n, m = real.shape
+    if alpha <= 0:
+        return sp.csr_matrix((n, m), dtype=np.float32)
+    rng = numpy_rng(seed, "lpgcn", "virtual")
+    real_keys = np.sort(np.repeat(np.arange(n, dtype=np.int64), np.diff(real.indptr)) * m + real.indices)
+    need = np.minimum(alpha, m - np.diff(real.indptr)).astype(np.int64)
+    chosen_u: list[np.ndarray] = []
+    chosen_i: list[np.ndarray] = []
+    have = np.zeros(n, dtype=np.int64)
+    while (todo := np.flatnonzero(have < need)).size:
+        draws = np.repeat(todo, 2 * (need[todo] - have[todo]) + 2)
+        items = rng.integers(0, m, size=len(draws))
+        keys = draws * m + items
+        pos = np.searchsorted(real_keys, keys).clip(max=max(len(real_keys) - 1, 0))
+        ok = real_keys[pos] != keys if len(real_keys) else np.ones(len(keys), bool)
+        if chosen_u:
+            prev = np.concatenate(chosen_u) * m + np.concatenate(chosen_i)
+            ok &= ~np.isin(keys, prev)
+        keys = keys[ok]
+        _, first = np.unique(keys, return_index=True)
+        keys = keys[np.sort(first)]
+        u, i = keys // m, keys % m
+        order = np.argsort(u, kind="stable")
+        u, i = u[order], i[order]
+        rank = np.arange(len(u)) - np.searchsorted(u, u)
+        take = rank < (need[u] - have[u])
+        chosen_u.append(u[take])
+        chosen_i.append(i[take])
+        np.add.at(have, u[take], 1)
+    return binary_csr(np.concatenate(chosen_u), np.concatenate(chosen_i), n, m)
+
+
+def _neighbour_pairs(real: sp.csr_matrix, conv_of_item: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    coo = real.tocoo()
+    conv = conv_of_item[coo.col]
+    keep = conv != coo.row
+    keys = np.unique(conv[keep].astype(np.int64) * real.shape[0] + coo.row[keep])
+    return keys // real.shape[0], keys % real.shape[0]
+
+
+def initialization(
+    real: sp.csr_matrix,
+    alpha: int,
+    seed: int,
+    net: Network,
+) -> SetupResult:
+    """Algorithms 2 and 3 plus verification; records every set-up message in ``net``'s ledger.
+
+    Args:
+        real: the training interactions (client u's row is its private data).
+        alpha: virtual items per client.
+        seed: run seed (virtual items, the key-client, the assignment).
+        net: the runtime; in ``real`` crypto mode keys, tokens and answers are computed for real.
+    """
+    real = sp.csr_matrix(real, dtype=np.float32)
+    n, m = real.shape
+    clients = np.arange(n)
+    rng = numpy_rng(seed, "lpgcn", "setup")
+
+    # --- Algorithm 2, lines 1-7: key pairs, the shared key S, wrapped for every client ----------
+    net.transmit(
+        "setup/public-keys",
+        CLIENT,
+        SERVER,
+        np.full(n, PUBLIC_KEY_BYTES),
+        kind="public_key",
+        protected=False,
+        senders=clients,
+    )
+    key_client = int(rng.integers(0, n))
+    net.transmit(
+        "setup/public-keys",
+        SERVER,
+        KEY_HOLDER,
+        n * PUBLIC_KEY_BYTES,
+        kind="public_key",
+        protected=False,
+        receivers=np.array([key_client]),
+    )
+    wrapped_size = sealed_size(32)
+    shared_key: SharedKey | None = None
+    keypairs: list[ClientKeyPair] | None = None
+    wrapped: list[bytes] | None = None
+    if net.real:
+        keypairs = [ClientKeyPair.generate() for _ in range(n)]
+        shared_key = SharedKey.generate()
+        wrapped = [wrap_key(shared_key.to_bytes(), kp.public) for kp in keypairs]
+        wrapped_size = len(wrapped[0])
+    net.transmit(
+        "setup/wrapped-key",
+        KEY_HOLDER,
+        SERVER,
+        np.full(n, wrapped_size),
+        kind="wrapped_key",
+        protected=True,
+        payloads=wrapped,
+        senders=np.full(n, key_client),
+    )
+    net.transmit(
+        "setup/wrapped-key",
+        SERVER,
+        CLIENT,
+        np.full(n, wrapped_size),
+        kind="wrapped_key",
+        protected=True,
+        payloads=wrapped,
+        receivers=clients,
+    )
+    if keypairs is not None and wrapped is not None and shared_key is not None:
+        for kp, blob in zip(keypairs, wrapped, strict=True):
+            if unwrap_key(blob, kp) != shared_key.to_bytes():
+                raise RuntimeError("a client unwrapped a different shared key")
+
+    # --- Algorithm 2, lines 8-14: virtual items, encrypted item IDs ------------------------------
+    virtual = sample_virtual_items(real, alpha, seed)
+    holdings = sp.csr_matrix(real + virtual)
+    holdings.data[:] = 1.0
+    holdings.sort_indices()
+    held = np.diff(holdings.indptr)
+    rows = np.repeat(np.arange(n), held)
+    # each client uploads its tokens in an order of its own (seeded shuffle), so the order reveals
+    # nothing and the server's numbering (first appearance) does not depend on token values
+    shuffle = numpy_rng(seed, "lpgcn", "upload-order").random(len(rows))
+    upload = holdings.indices[np.lexsort((shuffle, rows))]
+    token_payloads: list[bytes] | None = None
+    if shared_key is not None:
+        item_tokens = ItemTokenizer(shared_key).tokens(np.arange(m))
+        uploaded = [item_tokens[i] for i in upload]
+        token_payloads = [
+            b"".join(uploaded[a:b]) for a, b in zip(holdings.indptr[:-1], holdings.indptr[1:], strict=True)
+        ]
+        first_seen: dict[bytes, int] = {}
+        for tok in uploaded:  # what the server does: number tokens by first appearance
+            first_seen.setdefault(tok, len(first_seen))
+        token_of_item = np.full(m, -1, dtype=np.int64)
+        for i, tok in enumerate(item_tokens):
+            token_of_item[i] = first_seen.get(tok, -1)
+    else:  # accounted mode: the same numbering, with item ids standing in for tokens
+        _, first = np.unique(upload, return_index=True)
+        token_of_item = np.full(m, -1, dtype=np.int64)
+        token_of_item[np.unique(upload)] = np.argsort(np.argsort(first))
+    unheld = token_of_item < 0  # items nobody holds: unknown to the server, given fresh column ids
+    token_of_item[unheld] = np.arange(int((~unheld).sum()), m)
+    net.transmit(
+        "setup/item-tokens",
+        CLIENT,
+        SERVER,
+        held * TOKEN_BYTES,
+        kind="item_token",
+        protected=True,
+        payloads=token_payloads,
+        senders=clients,
+    )
+
+    # --- Algorithm 3: the server's token graph, set cover, assignment ----------------------------
+    server_view = sp.csr_matrix(
+        (holdings.data, token_of_item[holdings.indices], holdings.indptr), shape=holdings.shape
+    )
+    server_view.sort_indices()
+    plan = plan_convolution(server_view, seed)
+    conv_of_item = np.asarray(plan.conv_client_of_item)[token_of_item]
+    conv_items_per_client = np.bincount(conv_of_item[conv_of_item >= 0], minlength=n)
+    net.transmit(
+        "setup/assignment",
+        SERVER,
+        CONV_CLIENT,
+        conv_items_per_client[conv_items_per_client > 0] * TOKEN_BYTES,
+        kind="item_token",
+        protected=True,
+        receivers=np.flatnonzero(conv_items_per_client > 0),
+    )
+
+    # --- Verification: other holders tell the convolution-client whether the item is virtual ----
+    h = holdings.tocoo()
+    ask = conv_of_item[h.col] != h.row
+    askers, answerers, items = conv_of_item[h.col][ask], h.row[ask], h.col[ask]
+    answer_size = sealed_size(1)
+    answers: list[bytes] | None = None
+    if keypairs is not None:
+        is_virtual = np.asarray(virtual[answerers, items]).ravel() > 0
+        answers = [
+            seal(bytes([int(v)]), keypairs[a].public, aad=TOKEN_AAD)
+            for v, a in zip(is_virtual, askers, strict=True)
+        ]
+        decoded = np.array(
+            [open_sealed(b, keypairs[a], aad=TOKEN_AAD)[0] for b, a in zip(answers, askers, strict=True)]
+        )
+        if not np.array_equal(decoded.astype(bool), is_virtual):
+            raise RuntimeError("verification answers did not decrypt to the holders' flags")
+        answer_size = len(answers[0]) if answers else answer_size
+    net.transmit(
+        "setup/verification-question",
+        SERVER,
+        CLIENT,
+        np.full(len(askers), TOKEN_BYTES),
+        kind="item_token",
+        protected=True,
+        receivers=answerers,
+    )
+    net.transmit(
+        "setup/verification-answer",
+        CLIENT,
+        SERVER,
+        np.full(len(askers), answer_size),
+        kind="virtual_flag",
+        protected=True,
+        payloads=answers,
+        senders=answerers,
+    )
+    net.transmit(
+        "setup/verification-answer",
+        SERVER,
+        CONV_CLIENT,
+        np.full(len(askers), answer_size),
+        kind="virtual_flag",
+        protected=True,
+        payloads=answers,
+        receivers=askers,
+    )
+
+    nb_conv, nb_user = _neighbour_pairs(real, conv_of_item)
+    # real neighbours' degrees |I_u'| reach the convolution-client under S (8-byte integer)
+    net.transmit(
+        "setup/neighbour-degrees",
+        SERVER,
+        CONV_CLIENT,
+        np.full(len(nb_conv), ciphertext_size(8)),
+        kind="user_degree",
+        protected=True,
+        receivers=nb_conv,
+    )
+    own = conv_of_item[holdings.indices] == np.repeat(np.arange(n), held)
+    held_not_own = held - np.bincount(np.repeat(np.arange(n), held)[own], minlength=n)
+    # real item degrees |U_i| go with the layer-0 embeddings to every other holder (plaintext)
+    net.transmit(
+        "setup/item-degrees",
+        CONV_CLIENT,
+        SERVER,
+        conv_items_per_client[conv_items_per_client > 0] * 8,
+        kind="item_degree",
+        protected=False,
+        senders=np.flatnonzero(conv_items_per_client > 0),
+    )
+    net.transmit(
+        "setup/item-degrees",
+        SERVER,
+        CLIENT,
+        held_not_own[held_not_own > 0] * 8,
+        kind="item_degree",
+        protected=False,
+        receivers=np.flatnonzero(held_not_own > 0),
+    )
+    topo = Topology(
+        real=real,
+        virtual=virtual,
+        conv_of_item=conv_of_item,
+        candidates=np.asarray(plan.candidates),
+        nb_conv=nb_conv,
+        nb_user=nb_user,
+        held_not_own=held_not_own,
+        conv_items_per_client=conv_items_per_client,
+    )
+    return SetupResult(topo, shared_key, keypairs)

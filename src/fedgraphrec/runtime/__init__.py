@@ -1,0 +1,19 @@
+"""The runtime every protocol runs on: transport, ledger, transcripts, codecs."""
+
+from fedgraphrec.runtime.codec import CodecError, decode_tensor, encode_tensor, encoded_size
+from fedgraphrec.runtime.ledger import Ledger, LedgerRow
+from fedgraphrec.runtime.network import CryptoMode, Network
+from fedgraphrec.runtime.transcript import Received, Transcript
+
+__all__ = [
+    "CodecError",
+    "CryptoMode",
+    "Ledger",
+    "LedgerRow",
+    "Network",
+    "Received",
+    "Transcript",
+    "decode_tensor",
+    "encode_tensor",
+    "encoded_size",
+]

@@ -1,0 +1,69 @@
+"""Tensor ↔ bytes codec used for every payload that crosses the runtime.
+
+Wire format of one tensor (little-endian): ``dtype code (1 byte) | ndim (1 byte) | shape (ndim × u32)
+| raw row-major data``. Byte counts in the ledger are those of this encoding (plus ciphertext
+overhead where a payload is encrypted), so :func:`encoded_size` must equal ``len(encode_tensor(t))``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import torch
+
+__all__ = ["CodecError", "decode_tensor", "encode_tensor", "encoded_size"]
+
+_CODES: dict[torch.dtype, int] = {
+    torch.float32: 1,
+    torch.float64: 2,
+    torch.int64: 3,
+    torch.int32: 4,
+    torch.uint8: 5,
+    torch.bool: 6,
+}
+_DTYPES = {v: k for k, v in _CODES.items()}
+
+
+class CodecError(ValueError):
+    """A byte string is not a valid encoded tensor."""
+
+
+def _element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def encoded_size(shape: tuple[int, ...], dtype: torch.dtype) -> int:
+    """Bytes that :func:`encode_tensor` produces for a tensor of ``shape`` and ``dtype``."""
+    if dtype not in _CODES:
+        raise TypeError(f"unsupported dtype {dtype}; supported: {sorted(map(str, _CODES))}")
+    return 2 + 4 * len(shape) + int(np.prod(shape, dtype=np.int64)) * _element_size(dtype)
+
+
+def encode_tensor(t: torch.Tensor) -> bytes:
+    """Serialise a dense CPU tensor (any supported dtype, up to 255 dims)."""
+    if t.dtype not in _CODES:
+        raise TypeError(f"unsupported dtype {t.dtype}; supported: {sorted(map(str, _CODES))}")
+    if t.dim() > 255:
+        raise ValueError("tensors with more than 255 dimensions are not supported")
+    header = struct.pack(f"<BB{t.dim()}I", _CODES[t.dtype], t.dim(), *t.shape)
+    return header + t.detach().contiguous().cpu().numpy().tobytes()
+
+
+def decode_tensor(data: bytes) -> torch.Tensor:
+    """Inverse of :func:`encode_tensor`; raises :class:`CodecError` on malformed input."""
+    if len(data) < 2:
+        raise CodecError("payload shorter than the 2-byte tensor header")
+    code, ndim = data[0], data[1]
+    if code not in _DTYPES:
+        raise CodecError(f"unknown dtype code {code}")
+    head = 2 + 4 * ndim
+    if len(data) < head:
+        raise CodecError("payload shorter than its shape header")
+    shape = struct.unpack(f"<{ndim}I", data[2:head])
+    dtype = _DTYPES[code]
+    if len(data) != encoded_size(shape, dtype):
+        raise CodecError(f"payload of {len(data)} bytes does not match shape {shape} and dtype {dtype}")
+    np_dtype = torch.empty((), dtype=dtype).numpy().dtype
+    arr = np.frombuffer(data, dtype=np_dtype, offset=head).reshape(shape)
+    return torch.from_numpy(arr.copy())

@@ -1,0 +1,84 @@
+"""The one interface protocols use to transmit: records the ledger and transcripts.
+
+Role programs never call each other directly; each transmission batch goes through
+:meth:`Network.transmit`, which counts messages and bytes in the :class:`~.ledger.Ledger` and, when
+transcripts are on, keeps what the receiving role got. In crypto mode ``real`` payloads are the
+actual ciphertext bytes and sizes are their lengths; in mode ``accounted`` the cipher is skipped and
+sizes come from the exact ciphertext-size formula, so both modes produce identical ledgers and
+identical numbers.
+
+The in-process engine delivers by returning the payloads; an engine that crosses processes (Flower)
+implements the same method by sending them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from fedgraphrec.runtime.ledger import Ledger
+from fedgraphrec.runtime.transcript import Received, Transcript
+
+__all__ = ["CryptoMode", "Network"]
+
+CryptoMode = Literal["real", "accounted"]
+
+
+class Network:
+    """In-process transport with a ledger and optional transcripts.
+
+    Args:
+        n_clients: size of the client id space (for per-client byte totals).
+        crypto: ``"real"`` or ``"accounted"``.
+        transcripts: keep what each role received.
+    """
+
+    def __init__(self, n_clients: int, crypto: CryptoMode = "accounted", transcripts: bool = False) -> None:
+        if crypto not in ("real", "accounted"):
+            raise ValueError(f"crypto mode must be 'real' or 'accounted', got {crypto!r}")
+        self.crypto: CryptoMode = crypto
+        self.ledger = Ledger(n_clients)
+        self.transcript = Transcript(enabled=transcripts)
+
+    @property
+    def real(self) -> bool:
+        """Whether protected payloads are encrypted for real."""
+        return self.crypto == "real"
+
+    def transmit(
+        self,
+        phase: str,
+        sender: str,
+        receiver: str,
+        sizes: np.ndarray | Sequence[int] | int,
+        *,
+        kind: str,
+        protected: bool,
+        payloads: Sequence[Any] | None = None,
+        senders: np.ndarray | None = None,
+        receivers: np.ndarray | None = None,
+    ) -> Sequence[Any] | None:
+        """Send one batch of messages and return the payloads as delivered.
+
+        Args:
+            phase: protocol phase name (same names in code, ledger and logs).
+            sender: sending role.
+            receiver: receiving role.
+            sizes: bytes of each message (or one int for a single message).
+            kind: what the payloads are, for transcripts and audits.
+            protected: whether the payloads are encrypted for the receiver's eyes only (or for
+                parties other than the receiver).
+            payloads: the payload objects (required for transcripts to be meaningful).
+            senders: client id of each message's sender, when the sender is a client role.
+            receivers: client id of each message's receiver, when the receiver is a client role.
+        """
+        sz = np.atleast_1d(np.asarray(sizes, dtype=np.int64))
+        if payloads is not None and len(payloads) != len(sz):
+            raise ValueError(f"{phase}: {len(payloads)} payloads for {len(sz)} message sizes")
+        self.ledger.record(phase, sender, receiver, sz, senders=senders, receivers=receivers)
+        if self.transcript.enabled and payloads is not None:
+            recv = None if receivers is None else [int(r) for r in np.asarray(receivers)]
+            self.transcript.add(receiver, Received(phase, sender, kind, protected, list(payloads), recv))
+        return payloads

@@ -1,0 +1,135 @@
+"""The command line: datasets listing, train, demo, and clear errors (exit 2, one line)."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fedgraphrec.cli import app
+
+runner = CliRunner()
+TINY = [
+    "--set",
+    "dataset_options.n_users=80",
+    "--set",
+    "dataset_options.n_items=90",
+    "--set",
+    "dim=8",
+    "--set",
+    "ks=[5]",
+    "--set",
+    "metric=recall@5",
+]
+
+
+def test_train_central_writes_run_folder(tmp_path):
+    res = runner.invoke(
+        app,
+        [
+            "train",
+            "central",
+            "--dataset",
+            "synthetic",
+            "--model",
+            "lightgcn+",
+            "--epochs",
+            "2",
+            "--out",
+            str(tmp_path / "r"),
+            "--no-progress",
+            *TINY,
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    for name in ("config.toml", "metrics.jsonl", "summary.json", "curves.png", "checkpoint.pt"):
+        assert (tmp_path / "r" / name).exists(), name
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["model"] == "lightgcn+" and summary["epochs_run"] == 2
+    assert "recall@5" in res.output
+
+
+def test_config_file_and_set(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('model = "mf"\nepochs = 1\n[dataset_options]\nn_users = 60\nn_items = 70\n')
+    res = runner.invoke(
+        app,
+        [
+            "train",
+            "central",
+            "-c",
+            str(cfg),
+            "--set",
+            "dim=4",
+            "--set",
+            "ks=[5]",
+            "--set",
+            "metric=ndcg@5",
+            "--out",
+            str(tmp_path / "r"),
+            "--no-progress",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert 'model = "mf"' in (tmp_path / "r" / "config.toml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["train", "fedavg"], "unknown protocol 'fedavg'"),
+        (["train", "central", "--set", "dim=x"], "dim expects int"),
+        (["train", "central", "--set", "n_layer=2"], "unknown key 'n_layer'"),
+        (["train", "central", "--dataset", "no-such-data"], "no-such-data"),
+        (["train", "central", "--resume", "/nonexistent/run"], "not a run folder"),
+    ],
+)
+def test_user_errors_exit_2_with_a_clear_line(args, message):
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+    assert "Traceback" not in res.output
+
+
+def test_malformed_dataset_file_names_file_and_line(tmp_path):
+    folder = tmp_path / "mydata"
+    folder.mkdir()
+    (folder / "train.txt").write_text("0 1 2\n1 x 3\n")
+    (folder / "test.txt").write_text("0 3\n1 2\n")
+    res = runner.invoke(
+        app, ["train", "central", "--dataset", str(folder), "--out", str(tmp_path / "r"), "--no-progress"]
+    )
+    assert res.exit_code == 2
+    assert "train.txt:2" in res.output
+
+
+def test_demo_runs(tmp_path):
+    res = runner.invoke(app, ["demo", "--epochs", "2", "--out", str(tmp_path / "demo"), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "demo" / "summary.json").exists()
+
+
+@pytest.mark.datasets
+def test_datasets_listing_matches_index():
+    root = os.environ.get("FEDGRAPHREC_DATA")
+    if not root or not Path(root, "gowalla").exists():
+        pytest.skip("FEDGRAPHREC_DATA does not point at the shared datasets")
+    res = runner.invoke(app, ["datasets", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["name"]: r for r in json.loads(res.output)}
+    # figures of ../shared/datasets/INDEX.md
+    expected = {
+        "gowalla": (29_858, 40_981, 810_128, 217_242),
+        "yelp2018": (31_668, 38_048, 1_237_259, 324_147),
+        "douban": (3_000, 3_000, 123_202, 13_689),
+        "flixster": (3_000, 3_000, 23_556, 2_617),
+    }
+    for name, (users, items, train, test) in expected.items():
+        r = rows[name]
+        assert (r["users"], r["items"], r["train"], r["test"]) == (users, items, train, test), name
+    assert rows["ml-100k"]["users"] == 942 and rows["ml-100k"]["items"] == 1_408
+    assert rows["filmtrust"]["train"] + rows["filmtrust"]["valid"] + rows["filmtrust"]["test"] == 35_497
+    assert rows["filmtrust"]["links"] == 1_853
+    assert rows["amazon-book"]["status"] == "partial"
+    assert rows["weeplaces"]["train"] + rows["weeplaces"]["valid"] + rows["weeplaces"]["test"] == 508_485

@@ -1,0 +1,75 @@
+import numpy as np
+import pytest
+import torch
+
+from fedgraphrec.runtime import CodecError, Ledger, Network, decode_tensor, encode_tensor, encoded_size
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.uint8, torch.bool]
+)
+@pytest.mark.parametrize("shape", [(), (3,), (2, 5), (0, 4)])
+def test_codec_round_trip_and_size(dtype, shape):
+    t = (torch.arange(int(np.prod(shape))) % 3).reshape(shape).to(dtype)
+    data = encode_tensor(t)
+    assert len(data) == encoded_size(tuple(shape), dtype)
+    back = decode_tensor(data)
+    assert back.dtype == dtype and back.shape == t.shape and torch.equal(back, t)
+
+
+def test_codec_rejects_malformed_payloads():
+    data = encode_tensor(torch.ones(2, 3))
+    with pytest.raises(CodecError, match="does not match"):
+        decode_tensor(data[:-1])
+    with pytest.raises(CodecError, match="dtype code"):
+        decode_tensor(b"\x63\x00")
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        encode_tensor(torch.ones(2, dtype=torch.complex64))
+
+
+def test_ledger_rows_totals_and_per_client():
+    led = Ledger(n_clients=4)
+    led.record("up", "client", "server", [10, 20, 30], senders=np.array([0, 1, 1]))
+    led.record("down", "server", "client", 5, receivers=np.array([3]))
+    led.record("up", "client", "server", [1], senders=np.array([2]))
+    rows = {(r.phase, r.sender, r.receiver): (r.messages, r.payload_bytes) for r in led.rows()}
+    assert rows == {("up", "client", "server"): (4, 61), ("down", "server", "client"): (1, 5)}
+    assert led.total_bytes() == 66 and led.total_messages() == 5
+    assert led.client_sent.tolist() == [10, 50, 1, 0]
+    assert led.client_received.tolist() == [0, 0, 0, 5]
+    assert led.bytes_between("client", "server") == 61
+    with pytest.raises(ValueError, match="client ids"):
+        led.record("up", "client", "server", [1, 2], senders=np.array([0]))
+
+
+def test_ledger_save(tmp_path):
+    led = Ledger(2)
+    led.record("p", "a", "b", [3, 4])
+    led.save(tmp_path)
+    assert (tmp_path / "ledger.csv").read_text().splitlines()[1] == "p,a,b,2,7"
+    assert '"total_bytes": 7' in (tmp_path / "ledger.json").read_text()
+
+
+def test_network_records_transcripts_only_when_enabled():
+    net = Network(3, crypto="real", transcripts=True)
+    out = net.transmit(
+        "fw",
+        "client",
+        "server",
+        [4, 4],
+        kind="user_embedding",
+        protected=True,
+        payloads=[b"aaaa", b"bbbb"],
+        senders=np.array([0, 2]),
+    )
+    assert out == [b"aaaa", b"bbbb"]
+    (entry,) = net.transcript.of("server")
+    assert entry.kind == "user_embedding" and entry.protected and entry.payloads == [b"aaaa", b"bbbb"]
+    assert list(net.transcript.payloads("server", kind="user_embedding")) == [b"aaaa", b"bbbb"]
+    quiet = Network(3, transcripts=False)
+    quiet.transmit("fw", "client", "server", [4], kind="x", protected=False, payloads=[b"zzzz"])
+    assert quiet.transcript.of("server") == [] and quiet.ledger.total_bytes() == 4
+    with pytest.raises(ValueError, match="crypto mode"):
+        Network(1, crypto="fake")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="payloads for"):
+        net.transmit("fw", "client", "server", [1, 2], kind="x", protected=False, payloads=[b"a"])
