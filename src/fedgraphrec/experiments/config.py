@@ -24,6 +24,7 @@ class ConfigError(ValueError):
 
 
 MODELS = ("lightgcn", "lightgcn+", "mf")
+PROTOCOLS = ("central", "lpgcn")
 SELECTIONS = ("valid", "last", "test")
 
 
@@ -32,6 +33,7 @@ class TrainConfig:
     """Everything a training run depends on.
 
     Attributes:
+        protocol: ``central`` (the oracle) or a federated protocol (``lpgcn``).
         dataset: registered name (``fedgraphrec datasets``) or a folder path.
         dataset_options: loader options, e.g. ``{split = "u1", threshold = 4.0}``.
         data_dir: dataset root (overrides ``FEDGRAPHREC_DATA``).
@@ -58,7 +60,13 @@ class TrainConfig:
         patience: evaluations without validation improvement before stopping (0: never stop early).
         checkpoint_every: epochs between checkpoints (0: none).
         threads: torch intra-op threads (0: leave torch's default).
+        alpha: LP-GCN virtual items per client.
+        crypto: ``real`` (every protected payload encrypted) or ``accounted`` (bytes counted as if).
+        verify: run the centralized oracle in lockstep and log the largest parameter deviation.
+        transcripts: keep what each party received (for audits; memory-hungry on large data).
     """
+
+    protocol: str = "central"
 
     dataset: str = "synthetic"
     dataset_options: dict[str, Any] = field(default_factory=dict)
@@ -83,10 +91,23 @@ class TrainConfig:
     patience: int = 0
     checkpoint_every: int = 1
     threads: int = 0
+    alpha: int = 0
+    crypto: str = "accounted"
+    verify: bool = False
+    transcripts: bool = False
 
     def validate(self) -> None:
         """Check ranges and choices; raise :class:`ConfigError` naming the parameter."""
         checks: list[tuple[bool, str]] = [
+            (
+                self.protocol in PROTOCOLS,
+                f"protocol must be one of {', '.join(PROTOCOLS)}; got {self.protocol!r}",
+            ),
+            (self.alpha >= 0, f"alpha must be >= 0; got {self.alpha}"),
+            (
+                self.crypto in ("real", "accounted"),
+                f"crypto must be 'real' or 'accounted'; got {self.crypto!r}",
+            ),
             (self.model in MODELS, f"model must be one of {', '.join(MODELS)}; got {self.model!r}"),
             (self.dim > 0, f"dim must be positive; got {self.dim}"),
             (self.n_layers >= 0, f"n_layers must be >= 0; got {self.n_layers}"),

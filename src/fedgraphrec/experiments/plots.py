@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-__all__ = ["plot_curves"]
+if TYPE_CHECKING:
+    from fedgraphrec.runtime import Ledger
+
+__all__ = ["plot_curves", "plot_ledger"]
 
 
 def plot_curves(history: Sequence[dict[str, Any]], path: str | Path, title: str = "") -> Path:
@@ -43,6 +47,34 @@ def plot_curves(history: Sequence[dict[str, Any]], path: str | Path, title: str 
     ax_metric.grid(alpha=0.3)
     if ax_metric.lines:
         ax_metric.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_ledger(ledger: Ledger, path: str | Path, title: str = "") -> Path:
+    """Bytes per (sender → receiver) role pair, and the distribution of bytes per client."""
+    path = Path(path)
+    pairs: dict[str, int] = {}
+    for r in ledger.rows():
+        key = f"{r.sender}→{r.receiver}"
+        pairs[key] = pairs.get(key, 0) + r.payload_bytes
+    fig, (ax_pairs, ax_clients) = plt.subplots(1, 2, figsize=(11, 4))
+    names = sorted(pairs, key=pairs.__getitem__)
+    ax_pairs.barh(names, [pairs[k] / 2**20 for k in names], color="tab:blue")
+    ax_pairs.set_xlabel("MiB")
+    ax_pairs.set_title("bytes by role pair")
+    per_client = (ledger.client_sent + ledger.client_received) / 2**10
+    if len(per_client):
+        ax_clients.hist(per_client, bins=min(50, max(5, len(per_client) // 20)), color="tab:green")
+        ax_clients.axvline(float(np.mean(per_client)), color="k", linestyle="--", label="mean")
+        ax_clients.legend(fontsize=8)
+    ax_clients.set_xlabel("KiB sent + received")
+    ax_clients.set_ylabel("clients")
+    ax_clients.set_title("bytes per client")
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -19,16 +19,13 @@ import torch
 from fedgraphrec.data import Interactions, Ratings, carve_validation, load_dataset
 from fedgraphrec.evaluation import evaluate_embeddings
 from fedgraphrec.experiments.config import TrainConfig
-from fedgraphrec.experiments.plots import plot_curves
+from fedgraphrec.experiments.learners import Learner, make_learner
+from fedgraphrec.experiments.plots import plot_curves, plot_ledger
 from fedgraphrec.experiments.progress import EpochProgress
 from fedgraphrec.experiments.runstore import RunDir
 from fedgraphrec.experiments.sampler import BPRSampler, SamplerScheme
-from fedgraphrec.models import BPRMF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
-from fedgraphrec.seeding import torch_generator
 
-__all__ = ["RunResult", "Trainer", "build_model", "evaluate_model", "prepare_interactions"]
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+__all__ = ["RunResult", "Trainer", "evaluate_embeddings_on", "prepare_interactions"]
 
 
 def prepare_interactions(cfg: TrainConfig) -> Interactions:
@@ -42,23 +39,10 @@ def prepare_interactions(cfg: TrainConfig) -> Interactions:
     return data
 
 
-def build_model(cfg: TrainConfig, data: Interactions) -> GraphRecommender:
-    """The centralized model named by ``cfg.model``, initialised from the run seed's ``init`` stream."""
-    dtype = DTYPES[cfg.dtype]
-    graph = NormalizedBipartite.from_train(data.train, dtype=dtype)
-    gen = torch_generator(cfg.seed, "init")
-    if cfg.model == "lightgcn":
-        return LightGCN(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
-    if cfg.model == "lightgcn+":
-        return LightGCNPlus(graph, data.train, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
-    return BPRMF(graph, cfg.dim, cfg.init_std, gen, dtype)
-
-
-def evaluate_model(
-    model: GraphRecommender, data: Interactions, ks: list[int], split: str = "test"
+def evaluate_embeddings_on(
+    U: torch.Tensor, V: torch.Tensor, data: Interactions, ks: list[int], split: str = "test"
 ) -> dict[str, float]:
     """Full-ranking metrics on ``split`` (``test`` masks train+valid items; ``valid`` masks train)."""
-    U, V = model.frozen_embeddings()
     if split == "valid":
         if data.valid is None:
             raise ValueError("the dataset has no validation split")
@@ -117,8 +101,7 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.data = prepare_interactions(cfg)
-        self.model = build_model(cfg, self.data)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        self.learner: Learner = make_learner(cfg, self.data)
         scheme: SamplerScheme = "users" if cfg.sampler == "users" else "interactions"
         self.sampler = BPRSampler(self.data.train, cfg.seed, scheme)
         self.state = _LoopState()
@@ -127,8 +110,7 @@ class Trainer:
     # ---------------------------------------------------------------- checkpoints
     def _save_checkpoint(self) -> None:
         payload = {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "learner": self.learner.state_dict(),
             "state": vars(self.state).copy(),
             "history": self.history,
             "config": self.cfg.to_dict(),
@@ -144,8 +126,7 @@ class Trainer:
         payload = torch.load(path, weights_only=False)
         if payload["config"] != self.cfg.to_dict():
             raise ValueError(f"{path}: checkpoint was written with a different config; refusing to resume")
-        self.model.load_state_dict(payload["model"])
-        self.optimizer.load_state_dict(payload["optimizer"])
+        self.learner.load_state_dict(payload["learner"])
         self.state = _LoopState(**payload["state"])
         self.history = list(payload["history"])
         self.run.rewrite_metrics(self.history)
@@ -154,9 +135,10 @@ class Trainer:
     # ---------------------------------------------------------------- loop
     def _evaluate(self, record: dict[str, Any]) -> None:
         t0 = time.perf_counter()
+        U, V = self.learner.embeddings()
         if self.data.valid is not None:
-            record["valid"] = evaluate_model(self.model, self.data, self.cfg.ks, "valid")
-        record["test"] = evaluate_model(self.model, self.data, self.cfg.ks, "test")
+            record["valid"] = evaluate_embeddings_on(U, V, self.data, self.cfg.ks, "valid")
+        record["test"] = evaluate_embeddings_on(U, V, self.data, self.cfg.ks, "test")
         record["eval_seconds"] = time.perf_counter() - t0
         cfg, st = self.cfg, self.state
         split = {"valid": "valid" if self.data.valid is not None else None, "test": "test"}.get(cfg.select)
@@ -172,29 +154,30 @@ class Trainer:
 
     def _train_epoch(self, epoch: int, bar: EpochProgress) -> dict[str, Any]:
         cfg = self.cfg
-        self.model.train()
         t0 = time.perf_counter()
         total = bpr = reg = 0.0
         n = 0
         for users, pos, neg in self.sampler.batches(epoch, cfg.batch_size):
-            self.optimizer.zero_grad(set_to_none=True)
-            out = self.model.batch_loss(users, pos, neg, cfg.reg)
-            out.total.backward()
-            self.optimizer.step()
-            total += out.total.item()
-            bpr += out.bpr.item()
-            reg += out.reg.item()
+            out = self.learner.train_batch(users, pos, neg)
+            total += out.loss
+            bpr += out.bpr
+            reg += out.reg
             n += 1
             bar.advance_batch()
         seconds = time.perf_counter() - t0
         self.state.train_seconds += seconds
-        return {
+        record: dict[str, Any] = {
             "epoch": epoch + 1,
             "loss": total / n,
             "bpr": bpr / n,
             "reg": reg / n,
             "train_seconds": seconds,
         }
+        if (dev := self.learner.pop_deviation()) is not None:
+            record["verify_max_deviation"] = dev
+        if (ledger := self.learner.ledger) is not None:
+            record["bytes_total"] = ledger.total_bytes()
+        return record
 
     def fit(self) -> RunResult:
         """Run (or resume) training to the end and write summary and curves."""
@@ -228,7 +211,14 @@ class Trainer:
                     self.on_epoch_end(epoch + 1)
         summary = self._summary()
         self.run.write_summary(summary)
-        plot_curves(self.history, self.run.curves_path, title=f"{cfg.model} on {self.data.name}")
+        plot_curves(
+            self.history, self.run.curves_path, title=f"{cfg.protocol}/{cfg.model} on {self.data.name}"
+        )
+        if (ledger := self.learner.ledger) is not None:
+            ledger.save(self.run.path)
+            plot_ledger(
+                ledger, self.run.path / "communication.png", title=f"{cfg.protocol} on {self.data.name}"
+            )
         return RunResult(self.run.path, summary, self.history)
 
     def _log(self, record: dict[str, Any]) -> None:
@@ -246,7 +236,7 @@ class Trainer:
         else:
             selected, rule = last, "last"
         summary: dict[str, Any] = {
-            "protocol": "central",
+            "protocol": cfg.protocol,
             "model": cfg.model,
             "dataset": self.data.name,
             "dataset_stats": self.data.stats(),
@@ -261,6 +251,16 @@ class Trainer:
             "train_seconds": st.train_seconds,
             "mean_epoch_seconds": st.train_seconds / max(st.epoch, 1),
         }
+        if (ledger := self.learner.ledger) is not None:
+            per_client = ledger.client_sent + ledger.client_received
+            summary["communication"] = {
+                "total_bytes": ledger.total_bytes(),
+                "mean_bytes_per_client": float(per_client.mean()),
+                "mean_bytes_per_client_per_epoch": float(per_client.mean()) / max(st.epoch, 1),
+            }
+        devs = [r["verify_max_deviation"] for r in self.history if "verify_max_deviation" in r]
+        if devs:
+            summary["verify_max_deviation"] = max(devs)
         if rule == "test":
             summary["warning"] = (
                 "the epoch was selected on the test metric (the protocol of the reproduced script); "

@@ -7,6 +7,7 @@ overhead where a payload is encrypted), so :func:`encoded_size` must equal ``len
 
 from __future__ import annotations
 
+import math
 import struct
 
 import numpy as np
@@ -23,21 +24,19 @@ _CODES: dict[torch.dtype, int] = {
     torch.bool: 6,
 }
 _DTYPES = {v: k for k, v in _CODES.items()}
+_ITEMSIZE = {dt: torch.empty((), dtype=dt).element_size() for dt in _CODES}
+_NUMPY = {dt: torch.empty((), dtype=dt).numpy().dtype for dt in _CODES}
 
 
 class CodecError(ValueError):
     """A byte string is not a valid encoded tensor."""
 
 
-def _element_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def encoded_size(shape: tuple[int, ...], dtype: torch.dtype) -> int:
     """Bytes that :func:`encode_tensor` produces for a tensor of ``shape`` and ``dtype``."""
-    if dtype not in _CODES:
+    if dtype not in _ITEMSIZE:
         raise TypeError(f"unsupported dtype {dtype}; supported: {sorted(map(str, _CODES))}")
-    return 2 + 4 * len(shape) + int(np.prod(shape, dtype=np.int64)) * _element_size(dtype)
+    return 2 + 4 * len(shape) + math.prod(shape) * _ITEMSIZE[dtype]
 
 
 def encode_tensor(t: torch.Tensor) -> bytes:
@@ -64,6 +63,5 @@ def decode_tensor(data: bytes) -> torch.Tensor:
     dtype = _DTYPES[code]
     if len(data) != encoded_size(shape, dtype):
         raise CodecError(f"payload of {len(data)} bytes does not match shape {shape} and dtype {dtype}")
-    np_dtype = torch.empty((), dtype=dtype).numpy().dtype
-    arr = np.frombuffer(data, dtype=np_dtype, offset=head).reshape(shape)
+    arr = np.frombuffer(data, dtype=_NUMPY[dtype], offset=head).reshape(shape)
     return torch.from_numpy(arr.copy())

@@ -103,6 +103,25 @@ class Ledger:
             self.client_sent[: other.n_clients] += other.client_sent
             self.client_received[: other.n_clients] += other.client_received
 
+    def state_dict(self) -> dict[str, object]:
+        """Exact counts, for checkpoints."""
+        return {
+            "rows": {"|".join(k): list(v) for k, v in self._rows.items()},
+            "client_sent": self.client_sent.copy(),
+            "client_received": self.client_received.copy(),
+        }
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Restore the counts saved by :meth:`state_dict`."""
+        rows = state["rows"]
+        assert isinstance(rows, dict)
+        self._rows.clear()
+        for key, (m, b) in rows.items():
+            p, s, r = key.split("|")
+            self._rows[(p, s, r)] = [int(m), int(b)]
+        self.client_sent = np.asarray(state["client_sent"], dtype=np.int64).copy()
+        self.client_received = np.asarray(state["client_received"], dtype=np.int64).copy()
+
     def to_dict(self) -> dict[str, object]:
         """JSON-ready summary: rows, totals and per-client statistics."""
         per_client = self.client_sent + self.client_received

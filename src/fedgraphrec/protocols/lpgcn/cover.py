@@ -107,7 +107,7 @@ def greedy_set_cover(holdings: sp.spmatrix | sp.sparray) -> np.ndarray:
         ``holdings``: :math:`(n, m)`; result: :math:`(k,)`, :math:`k \le n`.
     """
     h = _binary_csr(holdings)
-    n, m = h.shape
+    n = h.shape[0]
     csc = h.tocsc()
     csc.sort_indices()
     item_degree = np.diff(csc.indptr)

@@ -1,0 +1,213 @@
+"""Learners: what the training loop drives, centralized or federated.
+
+The loop in :mod:`fedgraphrec.experiments.train` only needs a learner that trains on one minibatch of
+triples, exposes final embeddings for evaluation, and checkpoints its state. The centralized oracle
+and every protocol implement this, so one loop (early stopping, checkpoints, run folder) serves all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from fedgraphrec.data import Interactions
+from fedgraphrec.experiments.config import TrainConfig
+from fedgraphrec.models import BPRMF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
+from fedgraphrec.protocols.lpgcn.protocol import LPGCN
+from fedgraphrec.runtime import Ledger
+from fedgraphrec.seeding import torch_generator
+
+__all__ = ["BatchStats", "CentralLearner", "LPGCNLearner", "Learner", "build_model", "make_learner"]
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """Loss of one minibatch, split into its BPR and regulariser parts."""
+
+    loss: float
+    bpr: float
+    reg: float
+
+
+class Learner(Protocol):
+    """What the training loop needs from a model or protocol."""
+
+    def train_batch(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> BatchStats:
+        """Train on one minibatch of BPR triples."""
+        ...
+
+    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Final user and item embeddings for evaluation."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore from :meth:`state_dict`."""
+        ...
+
+    @property
+    def ledger(self) -> Ledger | None:
+        """Communication ledger (``None`` for centralized training)."""
+        ...
+
+    def pop_deviation(self) -> float | None:
+        """Largest deviation from the oracle since the last call (``None`` when not verifying)."""
+        ...
+
+
+def build_model(cfg: TrainConfig, data: Interactions) -> GraphRecommender:
+    """The centralized model named by ``cfg.model``, initialised from the run seed's ``init`` stream."""
+    dtype = DTYPES[cfg.dtype]
+    graph = NormalizedBipartite.from_train(data.train, dtype=dtype)
+    gen = torch_generator(cfg.seed, "init")
+    if cfg.model == "lightgcn":
+        return LightGCN(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
+    if cfg.model == "lightgcn+":
+        return LightGCNPlus(graph, data.train, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
+    return BPRMF(graph, cfg.dim, cfg.init_std, gen, dtype)
+
+
+class CentralLearner:
+    """A centralized model with its Adam optimizer (the oracle)."""
+
+    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
+        self.model = build_model(cfg, data)
+        self.reg = cfg.reg
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+
+    @property
+    def ledger(self) -> Ledger | None:
+        """Centralized training communicates nothing."""
+        return None
+
+    def train_batch(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> BatchStats:
+        """Autograd step of the LightGCN BPR loss."""
+        self.optimizer.zero_grad(set_to_none=True)
+        out = self.model.batch_loss(users, pos, neg, self.reg)
+        out.total.backward()
+        self.optimizer.step()
+        return BatchStats(out.total.item(), out.bpr.item(), out.reg.item())
+
+    def pop_deviation(self) -> float | None:
+        """The oracle does not verify itself."""
+        return None
+
+    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Final embeddings of the model."""
+        return self.model.frozen_embeddings()
+
+    def parameters_for_verification(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The layer-0 tables a lossless protocol must reproduce."""
+        p = dict(self.model.named_parameters())
+        return p["user_emb"].detach(), p["item_emb"].detach()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Model and optimizer state."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore model and optimizer."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+class LPGCNLearner:
+    """LP-GCN, optionally verified against the centralized oracle in lockstep.
+
+    With ``cfg.verify`` the oracle takes the same minibatches from the same initial tables, and
+    :attr:`max_deviation` holds the largest relative difference of the parameters after any step
+    since the last :meth:`pop_deviation`.
+    """
+
+    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
+        if cfg.model != "lightgcn":
+            raise ValueError(
+                f"lpgcn currently supports the lightgcn backbone; got model={cfg.model!r} "
+                "(LightGCN+ (Algorithms 7-8) is not implemented yet)"
+            )
+        oracle = CentralLearner(cfg, data)  # draws the tables once; rows are handed to their owners
+        user0, item0 = oracle.parameters_for_verification()
+        self.protocol = LPGCN(
+            data.train,
+            user0,
+            item0,
+            n_layers=cfg.n_layers,
+            alpha=cfg.alpha,
+            seed=cfg.seed,
+            lr=cfg.lr,
+            reg=cfg.reg,
+            crypto="real" if cfg.crypto == "real" else "accounted",
+            transcripts=cfg.transcripts,
+        )
+        self.oracle = oracle if cfg.verify else None
+        self.max_deviation = 0.0
+
+    @property
+    def ledger(self) -> Ledger | None:
+        """The protocol's communication ledger."""
+        return self.protocol.net.ledger
+
+    def train_batch(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> BatchStats:
+        """One minibatch of Algorithm 1 (and of the oracle, when verifying)."""
+        rec = self.protocol.train_step(users, pos, neg)
+        if self.oracle is not None:
+            self.oracle.train_batch(users, pos, neg)
+            for fed, ref in zip(
+                (self.protocol.user_emb, self.protocol.item_emb),
+                self.oracle.parameters_for_verification(),
+                strict=True,
+            ):
+                dev = ((fed.detach() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+                self.max_deviation = max(self.max_deviation, dev)
+        return BatchStats(rec.loss, rec.bpr, rec.reg)
+
+    def pop_deviation(self) -> float | None:
+        """Largest deviation since the last call (``None`` when not verifying)."""
+        if self.oracle is None:
+            return None
+        dev, self.max_deviation = self.max_deviation, 0.0
+        return dev
+
+    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Final embeddings as the clients and server hold them."""
+        return self.protocol.final_embeddings()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Owners' parameters, their Adam states, the ledger (and the oracle's state)."""
+        p = self.protocol
+        state: dict[str, Any] = {
+            "user_emb": p.user_emb.detach().clone(),
+            "item_emb": p.item_emb.detach().clone(),
+            "optimizer": p.optimizer.state_dict(),
+            "ledger": p.net.ledger.state_dict(),
+        }
+        if self.oracle is not None:
+            state["oracle"] = self.oracle.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore parameters, optimizer, ledger (set-up is re-run deterministically)."""
+        p = self.protocol
+        with torch.no_grad():
+            p.user_emb.copy_(state["user_emb"])
+            p.item_emb.copy_(state["item_emb"])
+        p.optimizer.load_state_dict(state["optimizer"])
+        p.net.ledger.load_state_dict(state["ledger"])
+        if self.oracle is not None and "oracle" in state:
+            self.oracle.load_state_dict(state["oracle"])
+
+
+def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCNLearner:
+    """The learner for ``cfg.protocol``."""
+    if cfg.protocol == "central":
+        return CentralLearner(cfg, data)
+    if cfg.protocol == "lpgcn":
+        return LPGCNLearner(cfg, data)
+    raise ValueError(f"unknown protocol {cfg.protocol!r}")
