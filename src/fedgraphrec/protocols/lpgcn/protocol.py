@@ -53,7 +53,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto import PayloadCipher, ciphertext_size
+from fedgraphrec.crypto import ItemTokenizer, PayloadCipher, ciphertext_size
 from fedgraphrec.models.propagation import NormalizedBipartite
 from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.setup import TOKEN_BYTES, Topology, initialization
@@ -114,6 +114,10 @@ class LPGCN:
         setup = initialization(train, alpha, seed, self.net)
         self.topology: Topology = setup.topology
         self.cipher = PayloadCipher(setup.shared_key) if setup.shared_key is not None else None
+        m = train.shape[1]
+        self._tokens = (
+            ItemTokenizer(setup.shared_key).tokens(np.arange(m)) if setup.shared_key is not None else []
+        )
         self.graph = NormalizedBipartite.from_train(self.topology.real, dtype=self.dtype)
         self.user_emb = torch.nn.Parameter(user0.detach().clone())
         self.item_emb = torch.nn.Parameter(item0.detach().clone())
@@ -161,13 +165,13 @@ class LPGCN:
         """
         t = self.topology
         n = t.n_clients
+        cipher = self.cipher
         blobs: list[bytes] | None = None
-        if self.cipher is not None:
+        if cipher is not None:
             blobs = [
-                self.cipher.encrypt(encode_tensor(rows[u : u + 1]), aad=f"{phase}|{u}".encode())
-                for u in range(n)
+                cipher.encrypt(encode_tensor(rows[u : u + 1]), aad=f"{phase}|{u}".encode()) for u in range(n)
             ]
-        self.net.transmit(
+        uploaded = self.net.transmit(
             phase,
             CLIENT,
             SERVER,
@@ -177,10 +181,8 @@ class LPGCN:
             payloads=blobs,
             senders=np.arange(n),
         )
-        forwarded = None
-        if blobs is not None and self.net.transcript.enabled:
-            forwarded = [blobs[u] for u in t.nb_user]
-        self.net.transmit(
+        forwarded = None if uploaded is None else [uploaded[u] for u in t.nb_user]
+        delivered = self.net.transmit(
             phase,
             SERVER,
             CONV_CLIENT,
@@ -190,11 +192,11 @@ class LPGCN:
             payloads=forwarded,
             receivers=t.nb_conv,
         )
-        if blobs is None:
+        if cipher is None or delivered is None:
             return rows
         table = rows.detach().clone()
-        for u in t.nb_user:  # every convolution-client decrypts each neighbour's ciphertext
-            table[u] = decode_tensor(self.cipher.decrypt(blobs[u], aad=f"{phase}|{u}".encode()))[0]  # type: ignore[union-attr]
+        for u, blob in zip(t.nb_user, delivered, strict=True):  # each conv-client decrypts what it got
+            table[u] = decode_tensor(cipher.decrypt(blob, aad=f"{phase}|{u}".encode()))[0]
         return table
 
     # ------------------------------------------------------------------ phases
@@ -297,46 +299,56 @@ class LPGCN:
         groups = np.split(ids, bounds)
         src = np.array([senders[g[0]] for g in groups])
         dst = np.array([owner[g[0]] for g in groups])
-        sizes = np.array(
-            [
-                ciphertext_size(encoded_size((2 * len(g), self.dim), self.dtype) + TOKEN_BYTES * len(g))
-                for g in groups
-            ]
-        )
-        blobs: list[bytes] | None = None
-        if self.cipher is not None:
-            blobs = []
-            for g, a in zip(groups, src, strict=True):
-                tg = torch.from_numpy(g)
-                payload = encode_tensor(torch.cat([d_rows[tg], r_rows[tg]]))
-                blobs.append(self.cipher.encrypt(payload, aad=f"loss|{a}".encode()))
         to_server = dst < 0
-        self.net.transmit(
-            "loss/item-gradients",
-            CLIENT,
-            SERVER,
-            sizes,
-            kind="item_gradient",
-            protected=True,
-            payloads=blobs,
-            senders=src,
+        plain = np.array(
+            [encoded_size((2 * len(g), self.dim), self.dtype) + TOKEN_BYTES * len(g) for g in groups]
         )
+        sizes = np.where(to_server, plain, [ciphertext_size(int(b)) for b in plain])
+        payloads: list[bytes] | None = None
+        if self.cipher is not None:
+            payloads = []
+            for g, a, srv in zip(groups, src, to_server, strict=True):
+                tg = torch.from_numpy(g)
+                body = encode_tensor(torch.cat([d_rows[tg], r_rows[tg]])) + b"".join(
+                    self._tokens[i] for i in items[g]
+                )
+                payloads.append(body if srv else self.cipher.encrypt(body, aad=f"loss|{a}".encode()))
+            if [len(b) for b in payloads] != sizes.tolist():
+                raise RuntimeError("loss/item-gradients: payload sizes differ from the accounted sizes")
+        for srv in (True, False):  # plaintext to the server (its own items); S-encrypted to conv-clients
+            sel = to_server == srv
+            if not sel.any():
+                continue
+            self.net.transmit(
+                "loss/item-gradients",
+                CLIENT,
+                SERVER,
+                sizes[sel],
+                kind="item_gradient",
+                protected=not srv,
+                payloads=None if payloads is None else [b for b, k in zip(payloads, sel, strict=True) if k],
+                senders=src[sel],
+            )
         fwd = ~to_server
-        self.net.transmit(
+        delivered = self.net.transmit(
             "loss/item-gradients",
             SERVER,
             CONV_CLIENT,
             sizes[fwd],
             kind="item_gradient",
             protected=True,
-            payloads=None if blobs is None else [b for b, f in zip(blobs, fwd, strict=True) if f],
+            payloads=None if payloads is None else [b for b, k in zip(payloads, fwd, strict=True) if k],
             receivers=dst[fwd],
         )
-        if blobs is None:
+        if payloads is None or self.cipher is None:
             return d_rows, r_rows
+        received = iter(delivered or [])
         d_rows, r_rows = d_rows.clone(), r_rows.clone()
-        for g, a, blob in zip(groups, src, blobs, strict=True):  # each owner decrypts what it received
-            rows = decode_tensor(self.cipher.decrypt(blob, aad=f"loss|{a}".encode()))  # type: ignore[union-attr]
+        for g, a, srv, body in zip(
+            groups, src, to_server, payloads, strict=True
+        ):  # each owner opens its mail
+            blob = body if srv else self.cipher.decrypt(next(received), aad=f"loss|{a}".encode())
+            rows = decode_tensor(blob[: len(blob) - TOKEN_BYTES * len(g)])
             tg = torch.from_numpy(g)
             d_rows[tg] = rows[: len(g)]
             r_rows[tg] = rows[len(g) :]
