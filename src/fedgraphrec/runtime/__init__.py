@@ -1,6 +1,6 @@
 """The runtime every protocol runs on: transport, ledger, transcripts, codecs."""
 
-from fedgraphrec.runtime.codec import CodecError, decode_tensor, encode_tensor, encoded_size
+from fedgraphrec.runtime.codec import CodecError, decode_tensor, encode_tensor, encoded_size, tensor_header
 from fedgraphrec.runtime.ledger import Ledger, LedgerRow
 from fedgraphrec.runtime.network import CryptoMode, Network
 from fedgraphrec.runtime.transcript import Received, Transcript
@@ -16,4 +16,5 @@ __all__ = [
     "decode_tensor",
     "encode_tensor",
     "encoded_size",
+    "tensor_header",
 ]

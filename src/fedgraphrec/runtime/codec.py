@@ -13,7 +13,7 @@ import struct
 import numpy as np
 import torch
 
-__all__ = ["CodecError", "decode_tensor", "encode_tensor", "encoded_size"]
+__all__ = ["CodecError", "decode_tensor", "encode_tensor", "encoded_size", "tensor_header"]
 
 _CODES: dict[torch.dtype, int] = {
     torch.float32: 1,
@@ -39,14 +39,20 @@ def encoded_size(shape: tuple[int, ...], dtype: torch.dtype) -> int:
     return 2 + 4 * len(shape) + math.prod(shape) * _ITEMSIZE[dtype]
 
 
+def tensor_header(shape: tuple[int, ...], dtype: torch.dtype) -> bytes:
+    """The header :func:`encode_tensor` writes before the raw data of such a tensor."""
+    if dtype not in _CODES:
+        raise TypeError(f"unsupported dtype {dtype}; supported: {sorted(map(str, _CODES))}")
+    return struct.pack(f"<BB{len(shape)}I", _CODES[dtype], len(shape), *shape)
+
+
 def encode_tensor(t: torch.Tensor) -> bytes:
     """Serialise a dense CPU tensor (any supported dtype, up to 255 dims)."""
     if t.dtype not in _CODES:
         raise TypeError(f"unsupported dtype {t.dtype}; supported: {sorted(map(str, _CODES))}")
     if t.dim() > 255:
         raise ValueError("tensors with more than 255 dimensions are not supported")
-    header = struct.pack(f"<BB{t.dim()}I", _CODES[t.dtype], t.dim(), *t.shape)
-    return header + t.detach().contiguous().cpu().numpy().tobytes()
+    return tensor_header(tuple(t.shape), t.dtype) + t.detach().contiguous().cpu().numpy().tobytes()
 
 
 def decode_tensor(data: bytes) -> torch.Tensor:
