@@ -37,6 +37,15 @@ def binary_csr(users: np.ndarray, items: np.ndarray, n_users: int, n_items: int)
     return _freeze_csr(m)
 
 
+def _link_adjacency(src: np.ndarray, dst: np.ndarray, n: int, symmetric: bool) -> sp.csr_matrix:
+    """Binary n×n adjacency of links without self-loops; ``symmetric`` adds every reverse link."""
+    keep = src != dst
+    s, d = src[keep], dst[keep]
+    if symmetric:
+        s, d = np.concatenate([s, d]), np.concatenate([d, s])
+    return binary_csr(s, d, n, n)
+
+
 @dataclass(frozen=True)
 class Interactions:
     """Implicit feedback split into train / valid / test, as binary user×item CSR matrices.
@@ -134,14 +143,7 @@ class SocialGraph:
 
     def adjacency(self, symmetric: bool = True, self_loops: bool = False) -> sp.csr_matrix:
         """Binary adjacency; ``symmetric`` adds every reverse link (the P4GCN A1 rule)."""
-        s, d = self.src, self.dst
-        keep = s != d
-        s, d = s[keep], d[keep]
-        if symmetric:
-            s, d = np.concatenate([s, d]), np.concatenate([d, s])
-        a = sp.csr_matrix((np.ones(len(s), np.float32), (s, d)), shape=(self.n_users, self.n_users))
-        a.sum_duplicates()
-        a.data[:] = 1.0
+        a = _link_adjacency(self.src, self.dst, self.n_users, symmetric)
         if self_loops:
             a = (a + sp.identity(self.n_users, dtype=np.float32, format="csr")).tocsr()
         return _freeze_csr(a)
@@ -282,9 +284,4 @@ class ItemGraph:
 
     def adjacency(self, symmetric: bool = True) -> sp.csr_matrix:
         """Binary item×item adjacency without self-loops; ``symmetric`` adds every reverse link."""
-        s, d = self.src, self.dst
-        keep = s != d
-        s, d = s[keep], d[keep]
-        if symmetric:
-            s, d = np.concatenate([s, d]), np.concatenate([d, s])
-        return binary_csr(s, d, self.n_items, self.n_items)
+        return _link_adjacency(self.src, self.dst, self.n_items, symmetric)

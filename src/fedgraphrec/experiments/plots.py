@@ -39,6 +39,8 @@ def plot_curves(history: Sequence[dict[str, Any]], path: str | Path, title: str 
         if not rows:
             continue
         for name in rows[0][split]:
+            if name.startswith("hit@"):  # hit rate sits near 1 and crowds the other curves out
+                continue
             ax_metric.plot(
                 [r["epoch"] for r in rows], [r[split][name] for r in rows], style, label=f"{split} {name}"
             )
@@ -64,15 +66,18 @@ def plot_ledger(ledger: Ledger, path: str | Path, title: str = "") -> Path:
         pairs[key] = pairs.get(key, 0) + r.payload_bytes
     fig, (ax_pairs, ax_clients) = plt.subplots(1, 2, figsize=(11, 4))
     names = sorted(pairs, key=pairs.__getitem__)
-    ax_pairs.barh(names, [pairs[k] / 2**20 for k in names], color="tab:blue")
-    ax_pairs.set_xlabel("MiB")
+    scale, unit = _unit(max(pairs.values(), default=0))
+    ax_pairs.barh(names, [pairs[k] / scale for k in names], color="tab:blue")
+    ax_pairs.set_xlabel(unit)
     ax_pairs.set_title("bytes by role pair")
-    per_client = (ledger.client_sent + ledger.client_received) / 2**10
+    raw = ledger.client_sent + ledger.client_received
+    scale, unit = _unit(int(raw.max()) if len(raw) else 0)
+    per_client = raw / scale
     if len(per_client):
         ax_clients.hist(per_client, bins=min(50, max(5, len(per_client) // 20)), color="tab:green")
         ax_clients.axvline(float(np.mean(per_client)), color="k", linestyle="--", label="mean")
         ax_clients.legend(fontsize=8)
-    ax_clients.set_xlabel("KiB sent + received")
+    ax_clients.set_xlabel(f"{unit} sent + received")
     ax_clients.set_ylabel("clients")
     ax_clients.set_title("bytes per client")
     if title:
@@ -81,3 +86,10 @@ def plot_ledger(ledger: Ledger, path: str | Path, title: str = "") -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _unit(n_bytes: int) -> tuple[float, str]:
+    for power, unit in ((3, "GiB"), (2, "MiB"), (1, "KiB")):
+        if n_bytes >= 2 ** (10 * power):
+            return float(2 ** (10 * power)), unit
+    return 1.0, "bytes"

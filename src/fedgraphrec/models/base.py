@@ -44,6 +44,23 @@ class GraphRecommender(nn.Module):
         """Number of items."""
         return self.graph.n_items
 
+    def _attach(
+        self,
+        graph: NormalizedBipartite,
+        dim: int,
+        n_layers: int,
+        generator: torch.Generator | None,
+        dtype: torch.dtype,
+    ) -> torch.Generator:
+        """Validate sizes, keep the graph in ``dtype``; returns the generator for the tables."""
+        if n_layers < 0:
+            raise ValueError(f"n_layers must be >= 0, got {n_layers}")
+        if dim <= 0:
+            raise ValueError(f"dim must be positive, got {dim}")
+        self.graph = graph.to(dtype)
+        self.n_layers = n_layers
+        return generator if generator is not None else torch.Generator().manual_seed(0)
+
     def layer0(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer-0 user and item embeddings (differentiable in the parameters)."""
         raise NotImplementedError

@@ -65,13 +65,7 @@ class LightGCN(GraphRecommender):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
-        if n_layers < 0:
-            raise ValueError(f"n_layers must be >= 0, got {n_layers}")
-        if dim <= 0:
-            raise ValueError(f"dim must be positive, got {dim}")
-        gen = generator if generator is not None else torch.Generator().manual_seed(0)
-        self.graph = graph.to(dtype)
-        self.n_layers = n_layers
+        gen = self._attach(graph, dim, n_layers, generator, dtype)
         self.user_emb = init_table(graph.n_users, dim, init_std, gen, dtype)
         self.item_emb = init_table(graph.n_items, dim, init_std, gen, dtype)
 
@@ -109,13 +103,9 @@ class LightGCNPlus(GraphRecommender):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
-        if n_layers < 0:
-            raise ValueError(f"n_layers must be >= 0, got {n_layers}")
-        gen = generator if generator is not None else torch.Generator().manual_seed(0)
         if train.shape != (graph.n_users, graph.n_items):
             raise ValueError(f"train has shape {train.shape}, the graph {(graph.n_users, graph.n_items)}")
-        self.graph = graph.to(dtype)
-        self.n_layers = n_layers
+        gen = self._attach(graph, dim, n_layers, generator, dtype)
         F_op = fism_operator(train)
         self._F = torch_csr(F_op, dtype)
         self._FT = torch_csr(F_op.T.tocsr(), dtype)

@@ -1,0 +1,138 @@
+"""LP-GCN epoch time against the centralized LightGCN epoch on the same batches, in one run.
+
+Both start from the same initial tables and consume the same minibatches (LightGCN's user-uniform
+sampler). The timed work is interleaved in blocks of minibatches so machine noise hits both sides
+alike; the report gives total and median-per-batch ratios, LP-GCN's set-up time (once per run, not
+per epoch), bytes per client per epoch from the ledger, and the peak resident memory of the process.
+
+Examples::
+
+    python benchmarks/lpgcn_epoch.py --dataset gowalla --layers 3 --dim 64 --crypto accounted
+    python benchmarks/lpgcn_epoch.py --dataset ml-100k --layers 5 --dim 20 --lr 0.01 --reg 1e-3 \
+        --init-std 1 --crypto real
+    python benchmarks/lpgcn_epoch.py --dataset yelp2018 --layers 3 --batches 20 --no-central
+
+The ML-100K configuration is the authors' LP-GCN equivalence experiment (L=5, d=20, batch 2048);
+their published simulation takes about 630 s per epoch on this machine (issue #3), which
+``--reference-seconds`` turns into a speed-up factor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from fedgraphrec.data import load_dataset
+from fedgraphrec.experiments.sampler import BPRSampler
+from fedgraphrec.models import LightGCN, NormalizedBipartite
+from fedgraphrec.protocols.lpgcn.protocol import LPGCN
+
+
+def peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="gowalla")
+    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=2048)
+    ap.add_argument("--lr", type=float, default=0.001)
+    ap.add_argument("--reg", type=float, default=1e-4)
+    ap.add_argument("--init-std", type=float, default=0.1)
+    ap.add_argument("--alpha", type=int, default=0)
+    ap.add_argument("--crypto", choices=["accounted", "real"], default="accounted")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batches", type=int, default=0, help="time only this many batches (0: one epoch)")
+    ap.add_argument("--block", type=int, default=10, help="batches per interleaved block")
+    ap.add_argument("--no-central", action="store_true", help="time LP-GCN alone (memory runs)")
+    ap.add_argument("--reference-seconds", type=float, default=0.0, help="an external epoch time to compare")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+
+    data = load_dataset(args.dataset)
+    graph = NormalizedBipartite.from_train(data.train)
+    central = LightGCN(graph, args.dim, args.layers, args.init_std, torch.Generator().manual_seed(args.seed))
+    opt = torch.optim.Adam(central.parameters(), lr=args.lr)
+    t0 = time.perf_counter()
+    fed = LPGCN(
+        data.train,
+        central.user_emb.detach(),
+        central.item_emb.detach(),
+        n_layers=args.layers,
+        alpha=args.alpha,
+        seed=args.seed,
+        lr=args.lr,
+        reg=args.reg,
+        crypto=args.crypto,
+    )
+    setup_s = time.perf_counter() - t0
+    setup_bytes = fed.net.ledger.client_sent + fed.net.ledger.client_received
+    batches = list(BPRSampler(data.train, args.seed, "users").batches(0, args.batch_size))
+    n_epoch = len(batches)
+    if args.batches:
+        batches = batches[: args.batches]
+
+    def step_central(b: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
+        opt.zero_grad(set_to_none=True)
+        central.batch_loss(*b, args.reg).total.backward()
+        opt.step()
+
+    times: dict[str, list[float]] = {"lpgcn": [], "central": []}
+    sides = [("lpgcn", fed.train_step)] + ([] if args.no_central else [("central", step_central)])
+    for start in range(0, len(batches), args.block):
+        block = batches[start : start + args.block]
+        for name, step in sides if (start // args.block) % 2 == 0 else sides[::-1]:
+            for b in block:
+                t = time.perf_counter()
+                step(b)
+                times[name].append(time.perf_counter() - t)
+    if not args.no_central:
+        dev = max(
+            ((a.detach() - b.detach()).abs().max() / b.detach().abs().max()).item()
+            for a, b in ((fed.user_emb, central.user_emb), (fed.item_emb, central.item_emb))
+        )
+    scale = n_epoch / len(batches)
+    per_client = (fed.net.ledger.client_sent + fed.net.ledger.client_received - setup_bytes) * scale
+    report = {
+        "dataset": args.dataset,
+        "config": vars(args) | {"json": str(args.json) if args.json else None},
+        "batches_per_epoch": n_epoch,
+        "timed_batches": len(batches),
+        "setup_seconds": setup_s,
+        "lpgcn_epoch_seconds": sum(times["lpgcn"]) * scale,
+        "lpgcn_median_batch_seconds": statistics.median(times["lpgcn"]),
+        "bytes_per_client_per_epoch_mean": float(per_client.mean()),
+        "peak_rss_gib": peak_rss_gib(),
+        "conv_clients": len(fed.topology.convolution_clients),
+        "neighbour_pairs": len(fed.topology.nb_user),
+    }
+    if not args.no_central:
+        report |= {
+            "central_epoch_seconds": sum(times["central"]) * scale,
+            "central_median_batch_seconds": statistics.median(times["central"]),
+            "ratio_total": sum(times["lpgcn"]) / sum(times["central"]),
+            "ratio_median": statistics.median(times["lpgcn"]) / statistics.median(times["central"]),
+            "max_relative_parameter_deviation": dev,
+        }
+    if args.reference_seconds:
+        report["speedup_vs_reference"] = args.reference_seconds / report["lpgcn_epoch_seconds"]
+    for k, v in report.items():
+        if k != "config":
+            print(f"{k:>36}: {v:.4g}" if isinstance(v, float) else f"{k:>36}: {v}")
+    if len(batches) < n_epoch:
+        print(f"(epoch figures extrapolated from {len(batches)} of {n_epoch} batches)")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
