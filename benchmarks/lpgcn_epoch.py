@@ -86,7 +86,9 @@ def main() -> None:
         opt.step()
 
     times: dict[str, list[float]] = {"lpgcn": [], "central": []}
-    sides = [("lpgcn", fed.train_step)] + ([] if args.no_central else [("central", step_central)])
+    sides = [("lpgcn", lambda b: fed.train_step(*b))] + (
+        [] if args.no_central else [("central", step_central)]
+    )
     for start in range(0, len(batches), args.block):
         block = batches[start : start + args.block]
         for name, step in sides if (start // args.block) % 2 == 0 else sides[::-1]:

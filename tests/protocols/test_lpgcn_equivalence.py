@@ -84,3 +84,13 @@ def test_real_and_accounted_modes_give_identical_numbers_and_ledgers():
     np.testing.assert_array_equal(
         runs["real"].net.ledger.client_sent, runs["accounted"].net.ledger.client_sent
     )
+
+
+def test_accounted_sizes_follow_the_codec():
+    from fedgraphrec.runtime import encoded_size
+
+    train = random_train(n_users=6, n_items=7, density=0.4, seed=1)
+    for dtype in (torch.float32, torch.float64):
+        fed = LPGCN(train, torch.zeros(6, 5, dtype=dtype), torch.zeros(7, 5, dtype=dtype), n_layers=1)
+        ks = np.array([0, 1, 4, 9])
+        assert fed._matrix_bytes(ks).tolist() == [encoded_size((int(k), 5), dtype) for k in ks]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -43,35 +44,60 @@ class Ledger:
         self._rows: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
         self.client_sent = np.zeros(n_clients, dtype=np.int64)
         self.client_received = np.zeros(n_clients, dtype=np.int64)
+        self._counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def _per_client(
+        self, ids: np.ndarray, sizes: np.ndarray | None, uniform: int | None, n: int
+    ) -> np.ndarray:
+        """Bytes per client id; messages of equal size reuse a cached count of the (persistent) id array."""
+        if uniform is not None:
+            hit = self._counts.get(id(ids))
+            if hit is None or hit[0] is not ids:
+                hit = (ids, np.bincount(ids, minlength=n))
+                if len(self._counts) < 256:
+                    self._counts[id(ids)] = hit
+            return hit[1] * uniform
+        assert sizes is not None
+        return np.bincount(ids, weights=sizes, minlength=n).astype(np.int64)
 
     def record(
         self,
         phase: str,
         sender: str,
         receiver: str,
-        sizes: np.ndarray | list[int] | int,
+        sizes: np.ndarray | Sequence[int] | int,
         *,
         senders: np.ndarray | None = None,
         receivers: np.ndarray | None = None,
+        count: int | None = None,
     ) -> None:
         """Record a batch of messages with byte ``sizes`` (one entry per message).
 
         ``senders`` / ``receivers`` are the client ids of each message when that side is a client
-        role; they feed the per-client totals.
+        role; they feed the per-client totals. ``count`` with a scalar ``sizes`` records ``count``
+        messages of that size without materialising a per-message array.
         """
-        sz = np.atleast_1d(np.asarray(sizes, dtype=np.int64))
-        if (sz < 0).any():
-            raise ValueError("message sizes must be non-negative")
+        uniform: int | None
+        if count is not None:
+            if not isinstance(sizes, int | np.integer) or sizes < 0 or count < 0:
+                raise ValueError("count needs one non-negative integer size and a non-negative count")
+            n_msgs, total, uniform = count, int(sizes) * count, int(sizes)
+            sz = None
+        else:
+            sz = np.atleast_1d(np.asarray(sizes, dtype=np.int64))
+            if (sz < 0).any():
+                raise ValueError("message sizes must be non-negative")
+            n_msgs, total = len(sz), int(sz.sum())
+            uniform = int(sz[0]) if n_msgs and sz[0] == sz.min() == sz.max() else None
         row = self._rows[(phase, sender, receiver)]
-        row[0] += len(sz)
-        row[1] += int(sz.sum())
+        row[0] += n_msgs
+        row[1] += total
         for ids, totals in ((senders, self.client_sent), (receivers, self.client_received)):
             if ids is None:
                 continue
-            ids = np.asarray(ids, dtype=np.int64)
-            if len(ids) != len(sz):
-                raise ValueError(f"{len(ids)} client ids for {len(sz)} messages")
-            np.add.at(totals, ids, sz)
+            if len(ids) != n_msgs:
+                raise ValueError(f"{len(ids)} client ids for {n_msgs} messages")
+            totals += self._per_client(np.asarray(ids), sz, uniform, len(totals))
 
     def rows(self) -> list[LedgerRow]:
         """One row per (phase, sender, receiver), in first-recorded order."""

@@ -59,6 +59,7 @@ class Network:
         payloads: Sequence[Any] | None = None,
         senders: np.ndarray | None = None,
         receivers: np.ndarray | None = None,
+        count: int | None = None,
     ) -> Sequence[Any] | None:
         """Send one batch of messages and return the payloads as delivered.
 
@@ -73,11 +74,14 @@ class Network:
             payloads: the payload objects (required for transcripts to be meaningful).
             senders: client id of each message's sender, when the sender is a client role.
             receivers: client id of each message's receiver, when the receiver is a client role.
+            count: with an integer ``sizes``, the number of messages of that size.
         """
-        sz = np.atleast_1d(np.asarray(sizes, dtype=np.int64))
-        if payloads is not None and len(payloads) != len(sz):
-            raise ValueError(f"{phase}: {len(payloads)} payloads for {len(sz)} message sizes")
-        self.ledger.record(phase, sender, receiver, sz, senders=senders, receivers=receivers)
+        if count is None:
+            sizes = np.atleast_1d(np.asarray(sizes, dtype=np.int64))
+        n_msgs = count if count is not None else len(sizes)  # type: ignore[arg-type]
+        if payloads is not None and len(payloads) != n_msgs:
+            raise ValueError(f"{phase}: {len(payloads)} payloads for {n_msgs} message sizes")
+        self.ledger.record(phase, sender, receiver, sizes, senders=senders, receivers=receivers, count=count)
         if self.transcript.enabled and payloads is not None:
             recv = None if receivers is None else [int(r) for r in np.asarray(receivers)]
             self.transcript.add(receiver, Received(phase, sender, kind, protected, list(payloads), recv))

@@ -125,6 +125,7 @@ class LPGCN:
         self._row_bytes = encoded_size((1, self.dim), self.dtype)
         self._row_ct = ciphertext_size(self._row_bytes)
         self._user_ids = [str(u).encode() for u in range(train.shape[0])]
+        self._all_clients = np.arange(train.shape[0])
         self._row_payload = self.dim * torch.empty((), dtype=self.dtype).element_size()
         t = self.topology
         self._conv_clients = t.convolution_clients
@@ -134,9 +135,9 @@ class LPGCN:
     # ------------------------------------------------------------------ messages
     def _sync_items(self, phase: str, rows: torch.Tensor, kind: str) -> None:
         """Convolution-clients → server → other holders: plaintext item rows (embeddings or gradients)."""
-        t, d = self.topology, self.dim
+        t = self.topology
         per_conv = t.conv_items_per_client[self._conv_clients]
-        sizes_up = [encoded_size((int(k), d), self.dtype) for k in per_conv]
+        sizes_up = self._matrix_bytes(per_conv)
         payloads = None
         if self.net.transcript.enabled:
             order = np.argsort(t.conv_of_item, kind="stable")
@@ -153,10 +154,14 @@ class LPGCN:
             payloads=payloads,
             senders=self._conv_clients,
         )
-        sizes_down = [encoded_size((int(h), d), self.dtype) for h in t.held_not_own[self._receivers]]
+        sizes_down = self._matrix_bytes(t.held_not_own[self._receivers])
         self.net.transmit(
             phase, SERVER, CLIENT, sizes_down, kind=kind, protected=False, receivers=self._receivers
         )
+
+    def _matrix_bytes(self, n_rows: np.ndarray) -> np.ndarray:
+        """``encoded_size((k, d))`` for every k in ``n_rows`` (vectorised; the codec's formula)."""
+        return len(tensor_header((0, 0), self.dtype)) + np.asarray(n_rows, dtype=np.int64) * self._row_payload
 
     def _send_user_rows(self, phase: str, rows: torch.Tensor, kind: str) -> torch.Tensor:
         r"""Clients → server → convolution-clients: :math:`S(\text{row}_u)`, routed by neighbourhood.
@@ -175,18 +180,20 @@ class LPGCN:
             phase,
             CLIENT,
             SERVER,
-            np.full(n, self._row_ct),
+            self._row_ct,
+            count=n,
             kind=kind,
             protected=True,
             payloads=blobs,
-            senders=np.arange(n),
+            senders=self._all_clients,
         )
         forwarded = None if uploaded is None else [uploaded[u] for u in t.nb_user]
         delivered = self.net.transmit(
             phase,
             SERVER,
             CONV_CLIENT,
-            np.full(len(t.nb_user), self._row_ct),
+            self._row_ct,
+            count=len(t.nb_user),
             kind=kind,
             protected=True,
             payloads=forwarded,
@@ -258,8 +265,10 @@ class LPGCN:
         """
         L, B = self.n_layers, int(users.shape[0])
         w = 1.0 / (L + 1)
-        U = w * torch.stack(us).sum(0)
-        V = w * torch.stack(vs).sum(0)
+        U, V = us[0] * w, vs[0] * w  # layer mean, accumulated in place (as the oracle's routine does)
+        for u_l, v_l in zip(us[1:], vs[1:], strict=True):
+            U.add_(u_l, alpha=w)
+            V.add_(v_l, alpha=w)
         un = users.numpy()
         self._ship_negatives(un, neg.numpy())
         u_rows, p_rows, n_rows = U[users], V[pos], V[neg]
@@ -294,7 +303,7 @@ class LPGCN:
             protected=True,
             senders=clients,
         )
-        sizes = [encoded_size((int(c) * (self.n_layers + 1), self.dim), self.dtype) for c in counts]
+        sizes = self._matrix_bytes(counts * (self.n_layers + 1))
         self.net.transmit(
             "loss/negative-embeddings",
             SERVER,
@@ -406,13 +415,14 @@ class LPGCN:
         """Algorithm 6: layer-0 gradients of every user and item, via the adjoint recursion."""
         L = self.n_layers
         w = 1.0 / (L + 1)
-        gU = w * dU + (rU if L == 0 else 0)
-        gV = w * dV + (rV if L == 0 else 0)
+        wdU, wdV = w * dU, w * dV  # D^(l) = α_l ∂L/∂(final), the same for every l > 0
+        gU = wdU + rU if L == 0 else wdU
+        gV = wdV + rV if L == 0 else wdV
         for layer in range(L - 1, -1, -1):
             received = self._send_user_rows(f"backward/l={layer + 1}/user-gradients", gU, "user_gradient")
             self._sync_items(f"backward/l={layer + 1}/item-gradients", gV, "item_gradient")
-            gU_next = w * dU + self.graph.R @ gV  # at every client (Eqs. 18, 21, 22, 25, 26)
-            gV_next = w * dV + self.graph.RT @ received  # at the convolution-clients (Eqs. 19, 20, 24, 27)
+            gU_next = wdU + self.graph.R @ gV  # at every client (Eqs. 18, 21, 22, 25, 26)
+            gV_next = wdV + self.graph.RT @ received  # at the convolution-clients (Eqs. 19, 20, 24, 27)
             if layer == 0:
                 gU_next = gU_next + rU
                 gV_next = gV_next + rV
