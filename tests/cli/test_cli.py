@@ -133,3 +133,37 @@ def test_datasets_listing_matches_index():
     assert rows["filmtrust"]["links"] == 1_853
     assert rows["amazon-book"]["status"] == "partial"
     assert rows["weeplaces"]["train"] + rows["weeplaces"]["valid"] + rows["weeplaces"]["test"] == 508_485
+
+
+@pytest.mark.parametrize("model", ["lightgcn", "lightgcn+"])
+def test_train_lpgcn_verified_real_crypto(tmp_path, model):
+    out = tmp_path / "lp"
+    res = runner.invoke(
+        app,
+        [
+            "train",
+            "lpgcn",
+            "--model",
+            model,
+            "--alpha",
+            "3",
+            "--crypto",
+            "real",
+            "--verify",
+            "--epochs",
+            "2",
+            "--out",
+            str(out),
+            "--no-progress",
+            *TINY,
+            "--set",
+            "dtype=float64",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["protocol"] == "lpgcn" and summary["verify_max_deviation"] < 1e-10
+    assert summary["communication"]["total_bytes"] > 0
+    for name in ("ledger.csv", "ledger.json", "communication.png"):
+        assert (out / name).exists(), name
+    assert "largest relative parameter deviation" in res.output

@@ -64,6 +64,8 @@ class TrainConfig:
         crypto: ``real`` (every protected payload encrypted) or ``accounted`` (bytes counted as if).
         verify: run the centralized oracle in lockstep and log the largest parameter deviation.
         transcripts: keep what each party received (for audits; memory-hungry on large data).
+        paper_literal: LP-GCN(LightGCN+): random gradients for virtual items' W rows as Alg. 7
+            prints (inexact when alpha > 0) instead of the lossless aggregation.
     """
 
     protocol: str = "central"
@@ -95,6 +97,7 @@ class TrainConfig:
     crypto: str = "accounted"
     verify: bool = False
     transcripts: bool = False
+    paper_literal: bool = False
 
     def validate(self) -> None:
         """Check ranges and choices; raise :class:`ConfigError` naming the parameter."""

@@ -103,10 +103,9 @@ class CentralLearner:
         """Final embeddings of the model."""
         return self.model.frozen_embeddings()
 
-    def parameters_for_verification(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The layer-0 tables a lossless protocol must reproduce."""
-        p = dict(self.model.named_parameters())
-        return p["user_emb"].detach(), p["item_emb"].detach()
+    def parameters_for_verification(self) -> dict[str, torch.Tensor]:
+        """The learnable tables a lossless protocol must reproduce, by name."""
+        return {k: v.detach() for k, v in self.model.named_parameters()}
 
     def state_dict(self) -> dict[str, Any]:
         """Model and optimizer state."""
@@ -127,17 +126,14 @@ class LPGCNLearner:
     """
 
     def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model != "lightgcn":
-            raise ValueError(
-                f"lpgcn currently supports the lightgcn backbone; got model={cfg.model!r} "
-                "(LightGCN+ (Algorithms 7-8) is not implemented yet)"
-            )
+        if cfg.model not in ("lightgcn", "lightgcn+"):
+            raise ValueError(f"lpgcn runs the lightgcn or lightgcn+ backbone; got model={cfg.model!r}")
         oracle = CentralLearner(cfg, data)  # draws the tables once; rows are handed to their owners
-        user0, item0 = oracle.parameters_for_verification()
+        tables = oracle.parameters_for_verification()
         self.protocol = LPGCN(
             data.train,
-            user0,
-            item0,
+            tables.get("user_emb"),
+            tables["item_emb"],
             n_layers=cfg.n_layers,
             alpha=cfg.alpha,
             seed=cfg.seed,
@@ -145,6 +141,8 @@ class LPGCNLearner:
             reg=cfg.reg,
             crypto="real" if cfg.crypto == "real" else "accounted",
             transcripts=cfg.transcripts,
+            item_w0=tables.get("item_w"),
+            paper_literal=cfg.paper_literal,
         )
         self.oracle = oracle if cfg.verify else None
         self.max_deviation = 0.0
@@ -159,11 +157,9 @@ class LPGCNLearner:
         rec = self.protocol.train_step(users, pos, neg)
         if self.oracle is not None:
             self.oracle.train_batch(users, pos, neg)
-            for fed, ref in zip(
-                (self.protocol.user_emb, self.protocol.item_emb),
-                self.oracle.parameters_for_verification(),
-                strict=True,
-            ):
+            reference = self.oracle.parameters_for_verification()
+            for name, fed in self.protocol.parameters_by_name().items():
+                ref = reference[name]
                 dev = ((fed.detach() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
                 self.max_deviation = max(self.max_deviation, dev)
         return BatchStats(rec.loss, rec.bpr, rec.reg)
@@ -183,8 +179,7 @@ class LPGCNLearner:
         """Owners' parameters, their Adam states, the ledger (and the oracle's state)."""
         p = self.protocol
         state: dict[str, Any] = {
-            "user_emb": p.user_emb.detach().clone(),
-            "item_emb": p.item_emb.detach().clone(),
+            "tables": {k: v.detach().clone() for k, v in p.parameters_by_name().items()},
             "optimizer": p.optimizer.state_dict(),
             "ledger": p.net.ledger.state_dict(),
         }
@@ -196,8 +191,8 @@ class LPGCNLearner:
         """Restore parameters, optimizer, ledger (set-up is re-run deterministically)."""
         p = self.protocol
         with torch.no_grad():
-            p.user_emb.copy_(state["user_emb"])
-            p.item_emb.copy_(state["item_emb"])
+            for name, param in p.parameters_by_name().items():
+                param.copy_(state["tables"][name])
         p.optimizer.load_state_dict(state["optimizer"])
         p.net.ledger.load_state_dict(state["ledger"])
         if self.oracle is not None and "oracle" in state:

@@ -55,10 +55,12 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.crypto import ItemTokenizer, PayloadCipher, ciphertext_size
-from fedgraphrec.models.propagation import NormalizedBipartite
+from fedgraphrec.models.lightgcn import fism_operator
+from fedgraphrec.models.propagation import NormalizedBipartite, torch_csr
 from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.setup import TOKEN_BYTES, Topology, initialization
 from fedgraphrec.runtime import CryptoMode, Network, decode_tensor, encode_tensor, encoded_size, tensor_header
+from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["LPGCN", "StepRecord"]
 
@@ -74,6 +76,7 @@ class StepRecord:
     item_layers: list[torch.Tensor] = field(default_factory=list)
     user_grad: torch.Tensor | None = None
     item_grad: torch.Tensor | None = None
+    w_grad: torch.Tensor | None = None
 
 
 class LPGCN:
@@ -95,7 +98,7 @@ class LPGCN:
     def __init__(
         self,
         train: sp.csr_matrix,
-        user0: torch.Tensor,
+        user0: torch.Tensor | None,
         item0: torch.Tensor,
         n_layers: int,
         alpha: int = 0,
@@ -104,13 +107,24 @@ class LPGCN:
         reg: float = 1e-4,
         crypto: CryptoMode = "accounted",
         transcripts: bool = False,
+        *,
+        item_w0: torch.Tensor | None = None,
+        paper_literal: bool = False,
     ) -> None:
-        if user0.dtype != item0.dtype or user0.shape[1] != item0.shape[1]:
-            raise ValueError("user0 and item0 must share dtype and embedding size")
+        self.backbone = "lightgcn+" if item_w0 is not None else "lightgcn"
+        if (user0 is None) == (item_w0 is None):
+            raise ValueError("give user0 (LightGCN backbone) or item_w0 (LightGCN+ backbone), not both")
+        first = item_w0 if user0 is None else user0
+        assert first is not None
+        if first.dtype != item0.dtype or first.shape[1] != item0.shape[1]:
+            raise ValueError("the initial tables must share dtype and embedding size")
         self.n_layers = n_layers
         self.reg = reg
-        self.dtype = user0.dtype
-        self.dim = int(user0.shape[1])
+        self.seed = seed
+        self.paper_literal = paper_literal
+        self._steps = 0
+        self.dtype = item0.dtype
+        self.dim = int(item0.shape[1])
         self.net = Network(train.shape[0], crypto=crypto, transcripts=transcripts)
         setup = initialization(train, alpha, seed, self.net)
         self.topology: Topology = setup.topology
@@ -119,9 +133,20 @@ class LPGCN:
         tokens = ItemTokenizer(setup.shared_key).tokens(np.arange(m)) if setup.shared_key is not None else []
         self._token_table = np.frombuffer(b"".join(tokens), dtype=np.uint8).reshape(len(tokens), TOKEN_BYTES)
         self.graph = NormalizedBipartite.from_train(self.topology.real, dtype=self.dtype)
-        self.user_emb = torch.nn.Parameter(user0.detach().clone())
         self.item_emb = torch.nn.Parameter(item0.detach().clone())
-        self.optimizer = torch.optim.Adam([self.user_emb, self.item_emb], lr=lr)
+        if user0 is not None:  # LightGCN: each client owns its user row
+            self.user_emb: torch.nn.Parameter | None = torch.nn.Parameter(user0.detach().clone())
+            self.item_w: torch.nn.Parameter | None = None
+            owned = [self.user_emb, self.item_emb]
+        else:  # LightGCN+ (Alg. 7/8): the server owns W, users are built from it (Eq. 6)
+            assert item_w0 is not None
+            self.user_emb = None
+            self.item_w = torch.nn.Parameter(item_w0.detach().clone())
+            fism = fism_operator(self.topology.real)
+            self._F = torch_csr(fism, self.dtype)
+            self._FT = torch_csr(fism.T.tocsr(), self.dtype)
+            owned = [self.item_w, self.item_emb]
+        self.optimizer = torch.optim.Adam(owned, lr=lr)
         self._row_bytes = encoded_size((1, self.dim), self.dtype)
         self._row_ct = ciphertext_size(self._row_bytes)
         self._user_ids = [str(u).encode() for u in range(train.shape[0])]
@@ -237,7 +262,7 @@ class LPGCN:
     # ------------------------------------------------------------------ phases
     def forward_propagation(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Algorithm 4: every layer's user and item embeddings (all copies are equal)."""
-        us = [self.user_emb.detach()]
+        us = [self.user_layer0()]
         vs = [self.item_emb.detach()]
         self._sync_items("sync/l=0", vs[0], "item_embedding")
         for layer in range(self.n_layers):
@@ -248,6 +273,75 @@ class LPGCN:
             us.append(u_next)
             vs.append(v_next)
         return us, vs
+
+    def user_layer0(self) -> torch.Tensor:
+        """Layer-0 user embeddings: the clients' own rows, or Eq. 6 from the server's W (Alg. 8).
+
+        For LightGCN+ the server first sends every client the rows :math:`W_i` of all its held items
+        (virtual ones included, so the request reveals nothing); the client averages its real ones.
+        """
+        if self.user_emb is not None:
+            return self.user_emb.detach()
+        assert self.item_w is not None
+        t = self.topology
+        held = np.diff((t.real + t.virtual).tocsr().indptr)
+        self.net.transmit(
+            "sync/W",
+            SERVER,
+            CLIENT,
+            self._matrix_bytes(held),
+            kind="item_embedding",
+            protected=False,
+            receivers=self._all_clients,
+        )
+        return self._F @ self.item_w.detach()
+
+    def w_gradients(self, gU: torch.Tensor) -> torch.Tensor:
+        r"""Alg. 7 lines 10–16: the server's gradient of W, Eq. 29 summed over holders.
+
+        :math:`\nabla W_i = \sum_{u\in\mathcal U_i} G^{(0)}_u/\sqrt{|\mathcal I_u|}`.
+
+        Lossless default (spec §11.1): every client sends :math:`S(G^{(0)}_u)` routed like the
+        backward pass; each convolution-client sums Eq. 29 over its items' verified-real holders
+        and hands the server the per-item aggregate. With ``paper_literal`` each client instead sends
+        the server :math:`\nabla w_i` for all held items in plaintext, random for virtual items
+        (Alg. 7 line 11), and the server sums them: inexact whenever :math:`\alpha > 0`.
+        """
+        t = self.topology
+        if not self.paper_literal:
+            received = self._send_user_rows("update/user-gradients", gU, "user_gradient")
+            grad_w = self._FT @ received
+            per_conv = t.conv_items_per_client[self._conv_clients]
+            self.net.transmit(
+                "update/w-gradients",
+                CONV_CLIENT,
+                SERVER,
+                self._matrix_bytes(per_conv),
+                kind="item_gradient",
+                protected=False,
+                senders=self._conv_clients,
+            )
+            return grad_w
+        grad_w = self._FT @ gU
+        virtual = t.virtual.tocoo()
+        if virtual.nnz:
+            rng = numpy_rng(self.seed, "lpgcn", "paper-literal-virtual-grad", self._steps)
+            scale = (gU[torch.from_numpy(virtual.row.astype(np.int64))].std(dim=1, keepdim=True)).numpy()
+            noise = rng.standard_normal((virtual.nnz, self.dim)) * scale
+            grad_w = grad_w.index_add(
+                0, torch.from_numpy(virtual.col.astype(np.int64)), torch.from_numpy(noise).to(self.dtype)
+            )
+        held = np.diff((t.real + t.virtual).tocsr().indptr)
+        self.net.transmit(
+            "update/w-gradients",
+            CLIENT,
+            SERVER,
+            self._matrix_bytes(held) + TOKEN_BYTES * held,
+            kind="item_gradient",
+            protected=False,
+            senders=self._all_clients,
+        )
+        return grad_w
 
     def loss_and_gradients(
         self,
@@ -438,15 +532,25 @@ class LPGCN:
             us, vs = self.forward_propagation()
             record, dU, rU, dV, rV = self.loss_and_gradients(users, pos, neg, us, vs)
             gU, gV = self.backward_propagation(dU, rU, dV, rV)
+            grad_w = self.w_gradients(gU) if self.item_w is not None else None
         if keep_layers:
-            record.user_layers = [us[0].clone(), *us[1:]]  # layer 0 is the live parameter
+            record.user_layers = [us[0].clone(), *us[1:]]  # layer 0 may be the live parameter
             record.item_layers = [vs[0].clone(), *vs[1:]]
-            record.user_grad, record.item_grad = gU, gV
+            record.user_grad, record.item_grad, record.w_grad = gU, gV, grad_w
         self.optimizer.zero_grad(set_to_none=True)
-        self.user_emb.grad = gU
+        if self.user_emb is not None:
+            self.user_emb.grad = gU
+        if self.item_w is not None:
+            self.item_w.grad = grad_w
         self.item_emb.grad = gV
         self.optimizer.step()
+        self._steps += 1
         return record
+
+    def parameters_by_name(self) -> dict[str, torch.nn.Parameter]:
+        """The owned parameters under the oracle's names (``user_emb`` or ``item_w``, ``item_emb``)."""
+        named = {"user_emb": self.user_emb, "item_w": self.item_w, "item_emb": self.item_emb}
+        return {k: v for k, v in named.items() if v is not None}
 
     @torch.no_grad()
     def final_embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -457,4 +561,5 @@ class LPGCN:
         """
         from fedgraphrec.models.propagation import propagate
 
-        return propagate(self.graph, self.user_emb.detach(), self.item_emb.detach(), self.n_layers)
+        user0 = self.user_emb.detach() if self.user_emb is not None else self._F @ self.item_w.detach()  # type: ignore[union-attr]
+        return propagate(self.graph, user0, self.item_emb.detach(), self.n_layers)

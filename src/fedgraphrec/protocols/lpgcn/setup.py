@@ -61,8 +61,12 @@ class Topology:
         conv_of_item: :math:`\tilde u_i` for every item, ``-1`` for items no client holds
             (owned by the server).
         candidates: the candidate convolution-clients :math:`\overline{\mathcal U}` (sorted ids).
-        nb_conv, nb_user: the pairs :math:`(\tilde u, u')` with :math:`u'\in\mathcal N_{\tilde u}`,
-            sorted by convolution-client: whose layer-l embedding the server forwards to whom.
+        nb_conv, nb_user: the routing pairs :math:`(\tilde u, u')`, sorted by convolution-client:
+            whose ciphertexts the server forwards to whom. They are built from the server's token
+            graph, i.e. every *holder* (real or virtual) of the convolution-client's items, because
+            the server cannot tell real holders from virtual ones; the convolution-client decrypts
+            all and uses only the verified-real neighbours :math:`\mathcal N_{\tilde u}` (so the
+            routing, unlike the paper's Eq. 30 count, grows with α).
         held_not_own: per client, how many held items (real + virtual) are not its own
             convolution-items (rows it receives at every synchronisation).
         conv_items_per_client: per client, :math:`|\tilde{\mathcal I}_u|`.
@@ -333,8 +337,8 @@ def initialization(
         receivers=askers,
     )
 
-    nb_conv, nb_user = _neighbour_pairs(real, conv_of_item)
-    # real neighbours' degrees |I_u'| reach the convolution-client under S (8-byte integer)
+    nb_conv, nb_user = _neighbour_pairs(holdings, conv_of_item)
+    # neighbours' degrees |I_u'| reach the convolution-client under S (8-byte integer)
     net.transmit(
         "setup/neighbour-degrees",
         SERVER,
