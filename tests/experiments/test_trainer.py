@@ -118,3 +118,22 @@ def test_float64_run(tmp_path):
     res = Trainer(tiny_config("dtype=float64", "epochs=2"), tmp_path / "f64", progress=False).fit()
     assert res.summary["epochs_run"] == 2
     assert torch.get_default_dtype() == torch.float32
+
+
+def test_lpgcn_run_resumes_to_identical_metrics_and_ledger(tmp_path):
+    extra = ("protocol=lpgcn", "alpha=2", "verify=true", "epochs=4")
+    full = Trainer(tiny_config(*extra), tmp_path / "full", progress=False).fit()
+
+    class CrashError(Exception):
+        pass
+
+    def crash_after_2(epoch):
+        if epoch == 2:
+            raise CrashError
+
+    with pytest.raises(CrashError):
+        Trainer(tiny_config(*extra), tmp_path / "cut", progress=False, on_epoch_end=crash_after_2).fit()
+    resumed = Trainer(tiny_config(*extra), tmp_path / "cut", progress=False, resume=True).fit()
+    assert untimed(resumed.history) == untimed(full.history)
+    assert resumed.summary["communication"] == full.summary["communication"]
+    assert (tmp_path / "cut" / "ledger.csv").read_text() == (tmp_path / "full" / "ledger.csv").read_text()
