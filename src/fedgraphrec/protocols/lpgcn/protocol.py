@@ -1,4 +1,4 @@
-r"""LP-GCN with the LightGCN backbone: Algorithm 1 and its per-minibatch phases.
+r"""LP-GCN (LightGCN and LightGCN+ backbones): Algorithms 1 and 7 and their per-minibatch phases.
 
 Wu, Pan, Yang, Ming, "Lossless and Privacy-Preserving Graph Convolution Network for Federated Item
 Recommendation", arXiv:2412.01141 (spec ``lpgcn.md``). Every client is a user; the server relays.
@@ -8,9 +8,10 @@ Each minibatch runs, in order (phase names as in the ledger):
    server forwards them to every other holder (Alg. 1 lines 3–6);
 2. ``forward/l=k/...`` (Algorithm 4) — each client computes its layer-(k+1) user embedding from its
    real items (Eq. 7); each client sends :math:`S(e^{(k)}_u)`; the server forwards to every
-   convolution-client the ciphertexts of its neighbours :math:`\mathcal N_{\tilde u}`; the
-   convolution-client decrypts and computes its items' layer-(k+1) embeddings (Eq. 8, own term only
-   for real items), which the server synchronises to all holders;
+   convolution-client the ciphertexts of every holder of its items (it cannot tell real holders
+   from virtual ones); the convolution-client decrypts and computes its items' layer-(k+1)
+   embeddings from the verified-real holders (Eq. 8, own term only for real items), which the
+   server synchronises to all holders;
 3. ``loss/...`` (Algorithms 5 and 9) — each client in the batch receives its negatives' embeddings
    of all layers, computes its BPR loss and the direct gradients :math:`D^{(l)}` (spec §2.4), and
    sends its items' direct gradients (all layers) to their convolution-clients, encrypted under
@@ -23,6 +24,12 @@ Each minibatch runs, in order (phase names as in the ledger):
    G^{(k+1)}_i` (Eqs. 18, 21, 22, 25, 26);
 5. ``update`` — every parameter owner runs Adam on its rows (users on clients, convolution-items on
    their convolution-client, items nobody holds on the server), every minibatch.
+
+With the LightGCN+ backbone (Algorithms 7–8) the server owns the item table :math:`W` and sends each
+client the rows of its held items (``sync/W``); clients build :math:`U^{(0)}_u` by Eq. 6 from their
+real items; after the backward pass the gradient of :math:`W` (Eq. 29) is aggregated at the
+convolution-clients from the routed, encrypted user gradients and handed to the server
+(``update/...``), which runs Adam on :math:`W` (:meth:`LPGCN.w_gradients`).
 
 Deliberate choices (see spec §11 and the issue note):
 
