@@ -22,20 +22,26 @@ from fedgraphrec.crypto.keys import (
     unwrap_key,
     wrap_key,
 )
+from fedgraphrec.crypto.sharing import FixedPoint, mask_from_seed, pair_clients, reconstruct, split
 from fedgraphrec.crypto.tokens import ItemTokenizer
 
 __all__ = [
     "ClientKeyPair",
     "CryptoError",
     "DecryptionError",
+    "FixedPoint",
     "ItemTokenizer",
     "PayloadCipher",
     "PublicKey",
     "SharedKey",
     "ciphertext_size",
+    "mask_from_seed",
     "open_sealed",
+    "pair_clients",
+    "reconstruct",
     "seal",
     "sealed_size",
+    "split",
     "unwrap_key",
     "wrap_key",
 ]
