@@ -37,6 +37,12 @@ def binary_csr(users: np.ndarray, items: np.ndarray, n_users: int, n_items: int)
     return _freeze_csr(m)
 
 
+def _freeze_links(links: SocialGraph | ItemGraph) -> None:
+    """Make a link list's ``src``/``dst`` read-only int64 arrays (frozen-dataclass safe)."""
+    object.__setattr__(links, "src", _freeze(np.asarray(links.src, dtype=np.int64)))
+    object.__setattr__(links, "dst", _freeze(np.asarray(links.dst, dtype=np.int64)))
+
+
 def _link_adjacency(src: np.ndarray, dst: np.ndarray, n: int, symmetric: bool) -> sp.csr_matrix:
     """Binary n×n adjacency of links without self-loops; ``symmetric`` adds every reverse link."""
     keep = src != dst
@@ -133,8 +139,7 @@ class SocialGraph:
     directed: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "src", _freeze(np.asarray(self.src, dtype=np.int64)))
-        object.__setattr__(self, "dst", _freeze(np.asarray(self.dst, dtype=np.int64)))
+        _freeze_links(self)
 
     @property
     def n_links(self) -> int:
@@ -274,8 +279,7 @@ class ItemGraph:
     directed: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "src", _freeze(np.asarray(self.src, dtype=np.int64)))
-        object.__setattr__(self, "dst", _freeze(np.asarray(self.dst, dtype=np.int64)))
+        _freeze_links(self)
 
     @property
     def n_links(self) -> int:

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.protocols.lpgcn.cover import Assignment, greedy_set_cover, plan_convolution
+from fedgraphrec.protocols.lpgcn.cover import Assignment, _read_only, greedy_set_cover, plan_convolution
 
 __all__ = [
     "BYTES_PER_FLOAT32",
@@ -54,12 +54,6 @@ __all__ = [
 
 BYTES_PER_FLOAT32 = 4
 """``B`` of Eq. 30: bytes per transmitted embedding entry (float32)."""
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a, dtype=np.int64)
-    a.flags.writeable = False
-    return a
 
 
 @dataclass(frozen=True)
