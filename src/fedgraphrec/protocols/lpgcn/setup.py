@@ -29,25 +29,21 @@ import scipy.sparse as sp
 
 from fedgraphrec.crypto import (
     ClientKeyPair,
-    ItemTokenizer,
     SharedKey,
     ciphertext_size,
     open_sealed,
     seal,
     sealed_size,
-    unwrap_key,
-    wrap_key,
 )
 from fedgraphrec.data.types import binary_csr
+from fedgraphrec.protocols.common import TOKEN_BYTES, distribute_shared_key, upload_item_tokens
 from fedgraphrec.protocols.lpgcn.cover import plan_convolution
-from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, KEY_HOLDER, SERVER
+from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER
 from fedgraphrec.runtime import Network
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["SetupResult", "Topology", "initialization", "sample_virtual_items"]
 
-PUBLIC_KEY_BYTES = 32
-TOKEN_BYTES = 16
 TOKEN_AAD = b"lpgcn/verification"
 
 
@@ -172,63 +168,12 @@ def initialization(
         net: the runtime; in ``real`` crypto mode keys, tokens and answers are computed for real.
     """
     real = sp.csr_matrix(real, dtype=np.float32)
-    n, m = real.shape
-    clients = np.arange(n)
+    n = real.shape[0]
     rng = numpy_rng(seed, "lpgcn", "setup")
 
     # --- Algorithm 2, lines 1-7: key pairs, the shared key S, wrapped for every client ----------
-    net.transmit(
-        "setup/public-keys",
-        CLIENT,
-        SERVER,
-        np.full(n, PUBLIC_KEY_BYTES),
-        kind="public_key",
-        protected=False,
-        senders=clients,
-    )
-    key_client = int(rng.integers(0, n))
-    net.transmit(
-        "setup/public-keys",
-        SERVER,
-        KEY_HOLDER,
-        n * PUBLIC_KEY_BYTES,
-        kind="public_key",
-        protected=False,
-        receivers=np.array([key_client]),
-    )
-    wrapped_size = sealed_size(32)
-    shared_key: SharedKey | None = None
-    keypairs: list[ClientKeyPair] | None = None
-    wrapped: list[bytes] | None = None
-    if net.real:
-        keypairs = [ClientKeyPair.generate() for _ in range(n)]
-        shared_key = SharedKey.generate()
-        wrapped = [wrap_key(shared_key.to_bytes(), kp.public) for kp in keypairs]
-        wrapped_size = len(wrapped[0])
-    net.transmit(
-        "setup/wrapped-key",
-        KEY_HOLDER,
-        SERVER,
-        np.full(n, wrapped_size),
-        kind="wrapped_key",
-        protected=True,
-        payloads=wrapped,
-        senders=np.full(n, key_client),
-    )
-    net.transmit(
-        "setup/wrapped-key",
-        SERVER,
-        CLIENT,
-        np.full(n, wrapped_size),
-        kind="wrapped_key",
-        protected=True,
-        payloads=wrapped,
-        receivers=clients,
-    )
-    if keypairs is not None and wrapped is not None and shared_key is not None:
-        for kp, blob in zip(keypairs, wrapped, strict=True):
-            if unwrap_key(blob, kp) != shared_key.to_bytes():
-                raise RuntimeError("a client unwrapped a different shared key")
+    keys = distribute_shared_key(n, net, key_client=int(rng.integers(0, n)))
+    shared_key, keypairs = keys.shared_key, keys.keypairs
 
     # --- Algorithm 2, lines 8-14: virtual items, encrypted item IDs ------------------------------
     virtual = sample_virtual_items(real, alpha, seed)
@@ -236,40 +181,7 @@ def initialization(
     holdings.data[:] = 1.0
     holdings.sort_indices()
     held = np.diff(holdings.indptr)
-    rows = np.repeat(np.arange(n), held)
-    # each client uploads its tokens in an order of its own (seeded shuffle), so the order reveals
-    # nothing and the server's numbering (first appearance) does not depend on token values
-    shuffle = numpy_rng(seed, "lpgcn", "upload-order").random(len(rows))
-    upload = holdings.indices[np.lexsort((shuffle, rows))]
-    token_payloads: list[bytes] | None = None
-    if shared_key is not None:
-        item_tokens = ItemTokenizer(shared_key).tokens(np.arange(m))
-        uploaded = [item_tokens[i] for i in upload]
-        token_payloads = [
-            b"".join(uploaded[a:b]) for a, b in zip(holdings.indptr[:-1], holdings.indptr[1:], strict=True)
-        ]
-        first_seen: dict[bytes, int] = {}
-        for tok in uploaded:  # what the server does: number tokens by first appearance
-            first_seen.setdefault(tok, len(first_seen))
-        token_of_item = np.full(m, -1, dtype=np.int64)
-        for i, tok in enumerate(item_tokens):
-            token_of_item[i] = first_seen.get(tok, -1)
-    else:  # accounted mode: the same numbering, with item ids standing in for tokens
-        _, first = np.unique(upload, return_index=True)
-        token_of_item = np.full(m, -1, dtype=np.int64)
-        token_of_item[np.unique(upload)] = np.argsort(np.argsort(first))
-    unheld = token_of_item < 0  # items nobody holds: unknown to the server, given fresh column ids
-    token_of_item[unheld] = np.arange(int((~unheld).sum()), m)
-    net.transmit(
-        "setup/item-tokens",
-        CLIENT,
-        SERVER,
-        held * TOKEN_BYTES,
-        kind="item_token",
-        protected=True,
-        payloads=token_payloads,
-        senders=clients,
-    )
+    token_of_item = upload_item_tokens(holdings, net, shared_key, numpy_rng(seed, "lpgcn", "upload-order"))
 
     # --- Algorithm 3: the server's token graph, set cover, assignment ----------------------------
     server_view = sp.csr_matrix(
