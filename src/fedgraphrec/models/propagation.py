@@ -48,6 +48,8 @@ def sym_norm_values(train: sp.csr_matrix) -> np.ndarray:
 
 def torch_csr(m: sp.csr_matrix, dtype: torch.dtype) -> torch.Tensor:
     """A SciPy CSR as a torch CSR tensor with 32-bit indices (the layout MKL's kernel takes)."""
+    if not m.has_sorted_indices:  # the CSR kernels expect sorted column indices
+        m = m.sorted_indices()
     if m.nnz >= 2**31:
         raise ValueError(f"graph has {m.nnz} edges; 32-bit CSR indices hold at most 2**31 - 1")
     with warnings.catch_warnings():  # "sparse CSR support is in beta": we rely on the stable matmul only

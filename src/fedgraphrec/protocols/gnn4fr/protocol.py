@@ -1,0 +1,530 @@
+r"""GNN4FR: lossless federated LightGCN by sub-graph expansion (spec ``gnn4fr.md``).
+
+Every client is a user; the server only relays. Where LP-GCN computes each item once on a
+convolution-client, GNN4FR lets every holder of an item compute it redundantly from its 2-hop ego
+graph, so no item embedding is ever synchronised; only users' embeddings (forward) and gradients
+(backward) travel between neighbours, encrypted under the shared key :math:`S`, and item gradients
+are summed by the server through additive secret sharing. The phases of one minibatch (ledger names):
+
+- ``setup/...`` (Algorithms 2–3, once): key pairs, :math:`S`, item tokens; the server tells each
+  client its neighbouring users :math:`\mathcal N_u` (users sharing an item), their degrees and the
+  connectivity of its items;
+- ``forward/l=k/user-embeddings`` (Algorithm 4): every client sends :math:`S(U^{(k)}_u)`, the
+  server forwards it to the client's neighbours, each client convolves its expanded sub-graph:
+  :math:`U^{(k+1)}_u` from its items and :math:`V^{(k+1)}_i` of *all its items* from all their users;
+- ``loss/...``: a negative item's embeddings of all layers come from its designated holder (the
+  lowest-numbered one) under :math:`S`; the client's direct gradient for a negative goes back to
+  that holder (items nobody holds are kept by the server, in the clear);
+- ``backward/l=k/neighbour-gradients`` (Algorithm 5): each client back-propagates *its own share*
+  of every item gradient, :math:`g^{(k)}_{i(u)} = D^{(k)}_{i(u)} + c_{ui} G^{(k+1)}_u` — the edge
+  accounting that counts each chain-rule term once — into its neighbours' user gradients and sends
+  them :math:`S(\sum_{i\in\mathcal I_u\cap\mathcal I_{u'}} c_{u'i}\, g^{(k+1)}_{i(u)})`;
+- ``aggregate/...``: every client fixed-point encodes its layer-0 item-gradient shares over
+  :math:`\mathbb Z_{2^{64}}`, splits them into two additive shares, sends one under :math:`S` to its
+  successor in a seeded single cycle, and uploads kept + received; the server's sum is
+  :math:`\sum_u g^{(0)}_{i(u)}` exactly (in fixed point) while each upload is uniform in the ring;
+  every holder applies the same Adam step to its copy.
+
+Both crypto modes run the same arithmetic: ``real`` encrypts, shares and decrypts for real;
+``accounted`` counts the same bytes and applies the same fixed-point rounding, so the numbers are
+identical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from fedgraphrec.crypto import FixedPoint, PayloadCipher, ciphertext_size, pair_clients, split
+from fedgraphrec.models.propagation import NormalizedBipartite, sym_norm_values, torch_csr
+from fedgraphrec.protocols.common import (
+    CLIENT,
+    SERVER,
+    TOKEN_BYTES,
+    distribute_shared_key,
+    upload_item_tokens,
+)
+from fedgraphrec.runtime import CryptoMode, Network, decode_tensor, encode_tensor, encoded_size
+from fedgraphrec.seeding import numpy_rng
+
+__all__ = ["GNN4FR", "GNN4FRStep"]
+
+
+@dataclass
+class GNN4FRStep:
+    """One minibatch's loss and, on request, every layer and the layer-0 gradients."""
+
+    loss: float
+    bpr: float
+    reg: float
+    user_layers: list[torch.Tensor] = field(default_factory=list)
+    item_layers: list[torch.Tensor] = field(default_factory=list)
+    user_grad: torch.Tensor | None = None
+    item_grad: torch.Tensor | None = None
+
+
+def _same_item_edge_pairs(train: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """All ordered pairs (e, e') of distinct edges on the same item (e = (u, i), e' = (u', i))."""
+    csc = train.tocsc()
+    csc.sort_indices()
+    deg = np.diff(csc.indptr)
+    # edge ids in CSR order for each CSC position
+    csr = sp.csr_matrix(train)
+    csr.sort_indices()
+    edge_id = sp.csr_matrix((np.arange(csr.nnz) + 1, csr.indices, csr.indptr), shape=csr.shape).tocsc()
+    edge_id.sort_indices()
+    ids = edge_id.data.astype(np.int64) - 1
+    reps = np.repeat(deg, deg)  # each position repeated |U_i| times
+    first = np.repeat(ids, reps)
+    starts = np.repeat(csc.indptr[:-1], deg)
+    within = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
+    second = ids[np.repeat(starts, reps) + within]
+    keep = first != second
+    return first[keep], second[keep]
+
+
+class GNN4FR:
+    """GNN4FR over the in-process runtime (LightGCN backbone).
+
+    Args:
+        train: binary user×item training matrix (client u holds row u).
+        user0, item0: the initial tables (item copies are equal on every holder: common seed).
+        n_layers: LightGCN layers.
+        seed: run seed (key-client, upload order, share pairing, shares).
+        lr: Adam learning rate.
+        reg: λ of the layer-0 L2 term.
+        crypto: ``real`` or ``accounted``.
+        transcripts: keep what each role received.
+        frac_bits: fixed-point fraction bits of the secret-shared sums (52 keeps float64 accuracy
+            for gradients below 2^10 in magnitude).
+    """
+
+    def __init__(
+        self,
+        train: sp.csr_matrix,
+        user0: torch.Tensor,
+        item0: torch.Tensor,
+        n_layers: int,
+        seed: int = 0,
+        lr: float = 0.001,
+        reg: float = 1e-4,
+        crypto: CryptoMode = "accounted",
+        transcripts: bool = False,
+        frac_bits: int = 52,
+    ) -> None:
+        train = sp.csr_matrix(train, dtype=np.float32)
+        train.sum_duplicates()
+        train.sort_indices()
+        n, m = train.shape
+        self.n_layers, self.reg, self.seed = n_layers, reg, seed
+        self.dtype, self.dim = item0.dtype, int(item0.shape[1])
+        self.train = train
+        self.net = Network(n, crypto=crypto, transcripts=transcripts)
+        keys = distribute_shared_key(
+            n, self.net, key_client=int(numpy_rng(seed, "gnn4fr", "setup").integers(0, n))
+        )
+        upload_item_tokens(train, self.net, keys.shared_key, numpy_rng(seed, "gnn4fr", "upload-order"))
+        self.cipher = PayloadCipher(keys.shared_key) if keys.shared_key is not None else None
+        self.fixed = FixedPoint(frac_bits)
+        # --- Algorithm 3: neighbour lists, connectivity, degrees ---------------------------------
+        self.edge_user = np.repeat(np.arange(n), np.diff(train.indptr))
+        self.edge_item = train.indices.astype(np.int64)
+        self.edge_c = sym_norm_values(train)
+        e1, e2 = _same_item_edge_pairs(train)  # e1's owner sends to e2's owner about item of e1
+        self._e1, self._e2 = e1, e2
+        pair_key = self.edge_user[e1] * n + self.edge_user[e2]
+        pairs, self._pair_of = np.unique(pair_key, return_inverse=True)
+        self.pair_sender, self.pair_receiver = pairs // n, pairs % n
+        holders = np.diff(train.tocsc().indptr)
+        connectivity = np.bincount(self.edge_user, weights=holders[self.edge_item] - 1, minlength=n).astype(
+            np.int64
+        )
+        nb_counts = np.bincount(self.pair_sender, minlength=n)
+        self.net.transmit(
+            "setup/neighbours",
+            SERVER,
+            CLIENT,
+            nb_counts * 16 + connectivity * 8,
+            kind="graph",
+            protected=False,
+            receivers=np.arange(n),
+        )
+        self.owner = np.full(m, n, dtype=np.int64)  # designated holder: the lowest-numbered one
+        np.minimum.at(self.owner, self.edge_item, self.edge_user)
+        self.owner[self.owner == n] = -1  # nobody holds it: the server keeps it
+        self.graph = NormalizedBipartite.from_train(train, dtype=self.dtype)
+        dt = self.dtype
+        E = len(self.edge_item)
+        # pair rows = M @ per-edge gradient shares; own user terms = own @ shares
+        self._M = torch_csr(sp.csr_matrix((self.edge_c[e2], (self._pair_of, e1)), shape=(len(pairs), E)), dt)
+        self._own = torch_csr(sp.csr_matrix((self.edge_c, (self.edge_user, np.arange(E))), shape=(n, E)), dt)
+        self._succ = pair_clients(n, numpy_rng(seed, "gnn4fr", "pairing"))
+        self._pred_of = np.empty(n, dtype=np.int64)
+        self._pred_of[self._succ] = np.arange(n)
+        self.user_emb = torch.nn.Parameter(user0.detach().clone())
+        self.item_emb = torch.nn.Parameter(item0.detach().clone())
+        self.optimizer = torch.optim.Adam([self.user_emb, self.item_emb], lr=lr)
+        self._row_payload = self.dim * torch.empty((), dtype=dt).element_size()
+        self._row_ct = ciphertext_size(encoded_size((1, self.dim), dt))
+        self._steps = 0
+
+    # ------------------------------------------------------------------ messages
+    def _to_neighbours(self, phase: str, rows: torch.Tensor) -> torch.Tensor:
+        """Each client's row under S to each neighbour; returns the rows as the neighbours decrypted them."""
+        n = rows.shape[0]
+        blobs = None
+        if self.cipher is not None:
+            blobs = self.cipher.encrypt_many(
+                [encode_tensor(rows[u : u + 1]) for u in range(n)],
+                [f"{phase}|{u}".encode() for u in range(n)],
+            )
+        up = self.net.transmit(
+            phase,
+            CLIENT,
+            SERVER,
+            self._row_ct,
+            count=n,
+            kind="user_embedding",
+            protected=True,
+            payloads=blobs,
+            senders=np.arange(n),
+        )
+        fwd = None if up is None else [up[u] for u in self.pair_sender]
+        got = self.net.transmit(
+            phase,
+            SERVER,
+            CLIENT,
+            self._row_ct,
+            count=len(self.pair_sender),
+            kind="user_embedding",
+            protected=True,
+            payloads=fwd,
+            receivers=self.pair_receiver,
+        )
+        if self.cipher is None or got is None:
+            return rows
+        table = rows.detach().clone()
+        opened = self.cipher.decrypt_many(list(got), [f"{phase}|{u}".encode() for u in self.pair_sender])
+        for u, body in zip(self.pair_sender, opened, strict=True):
+            table[u] = decode_tensor(body)[0]
+        return table
+
+    def _pairwise(self, phase: str, pair_rows: torch.Tensor) -> torch.Tensor:
+        """Per-(sender, neighbour) gradient rows under S; returns them as the receivers decrypted them."""
+        blobs = None
+        if self.cipher is not None:
+            blobs = self.cipher.encrypt_many(
+                [encode_tensor(pair_rows[k : k + 1]) for k in range(len(pair_rows))],
+                [f"{phase}|{k}".encode() for k in range(len(pair_rows))],
+            )
+        up = self.net.transmit(
+            phase,
+            CLIENT,
+            SERVER,
+            self._row_ct,
+            count=len(pair_rows),
+            kind="user_gradient",
+            protected=True,
+            payloads=blobs,
+            senders=self.pair_sender,
+        )
+        got = self.net.transmit(
+            phase,
+            SERVER,
+            CLIENT,
+            self._row_ct,
+            count=len(pair_rows),
+            kind="user_gradient",
+            protected=True,
+            payloads=up,
+            receivers=self.pair_receiver,
+        )
+        if self.cipher is None or got is None:
+            return pair_rows
+        opened = self.cipher.decrypt_many(list(got), [f"{phase}|{k}".encode() for k in range(len(pair_rows))])
+        return torch.cat([decode_tensor(b) for b in opened])
+
+    def _round_trip(self, phase: str, payloads: list[bytes]) -> None:
+        """Encrypt, relay and decrypt payloads whose values the receiver already holds a copy of.
+
+        Used for negatives' embeddings and gradients: in ``real`` mode the cipher really runs (and
+        the decrypted bytes are checked against the plaintext), in both modes the bytes are counted
+        by the caller.
+        """
+        if self.cipher is None:
+            return
+        aads = [f"{phase}|{k}".encode() for k in range(len(payloads))]
+        opened = self.cipher.decrypt_many(self.cipher.encrypt_many(payloads, aads), aads)
+        if opened != payloads:
+            raise RuntimeError(f"{phase}: a payload did not survive encryption")
+
+    def _negatives(self, users: np.ndarray, neg: np.ndarray) -> None:
+        """Negatives' embeddings of all layers from their designated holders (or the server)."""
+        m = self.train.shape[1]
+        req = np.unique(users.astype(np.int64) * m + neg)
+        requester, item = req // m, req % m
+        held = self.owner[item] >= 0
+        rows = self.n_layers + 1
+        size = ciphertext_size(encoded_size((rows, self.dim), self.dtype))
+        self.net.transmit(
+            "loss/negative-requests",
+            CLIENT,
+            SERVER,
+            TOKEN_BYTES,
+            count=len(req),
+            kind="item_token",
+            protected=True,
+            senders=requester,
+        )
+        self.net.transmit(
+            "loss/negative-embeddings",
+            CLIENT,
+            SERVER,
+            size,
+            count=int(held.sum()),
+            kind="item_embedding",
+            protected=True,
+            senders=self.owner[item[held]],
+        )
+        self.net.transmit(
+            "loss/negative-embeddings",
+            SERVER,
+            CLIENT,
+            size,
+            count=len(req),
+            kind="item_embedding",
+            protected=True,
+            receivers=requester,
+        )
+        if self.cipher is not None:
+            self._round_trip("loss/negative-embeddings", [bytes(rows * self._row_payload)] * int(held.sum()))
+
+    def _negative_gradients(self, users: np.ndarray, neg: np.ndarray) -> None:
+        """Direct gradients of negatives (all layers) to their designated holders, under S."""
+        holder = self.owner[neg]
+        sel = holder >= 0
+        size = ciphertext_size(encoded_size((2, self.dim), self.dtype) + TOKEN_BYTES)
+        self.net.transmit(
+            "loss/negative-gradients",
+            CLIENT,
+            SERVER,
+            size,
+            count=int(sel.sum()),
+            kind="item_gradient",
+            protected=True,
+            senders=users[sel],
+        )
+        self.net.transmit(
+            "loss/negative-gradients",
+            SERVER,
+            CLIENT,
+            size,
+            count=int(sel.sum()),
+            kind="item_gradient",
+            protected=True,
+            receivers=holder[sel],
+        )
+
+    # ------------------------------------------------------------------ phases
+    def forward_propagation(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Algorithm 4: every layer (every holder's copy of an item is identical)."""
+        us, vs = [self.user_emb.detach()], [self.item_emb.detach()]
+        for layer in range(self.n_layers):
+            received = self._to_neighbours(f"forward/l={layer}/user-embeddings", us[layer])
+            us.append(self.graph.R @ vs[layer])
+            vs.append(self.graph.RT @ received)
+        return us, vs
+
+    def backward_propagation(
+        self, dU: torch.Tensor, rU: torch.Tensor, dE: torch.Tensor, rE: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Algorithm 5: users' layer-0 gradients and every client's layer-0 item-gradient shares.
+
+        Each client u holds, for each of its items i, its share :math:`g^{(l)}_{i(u)} = D^{(l)}_{i(u)}
+        + c_{ui} G^{(l+1)}_u` of the item gradient; summed over holders it is exactly
+        :math:`G^{(l)}_i`, so every chain-rule term is counted once. A user's gradient is its own
+        direct part, its own shares pushed back through its edges, and what its neighbours send.
+        """
+        L = self.n_layers
+        w = 1.0 / (L + 1)
+        c = torch.from_numpy(self.edge_c).to(self.dtype).unsqueeze(1)
+        eu = torch.from_numpy(self.edge_user)
+        receivers = torch.from_numpy(self.pair_receiver)
+        gU = w * dU + (rU if L == 0 else 0)
+        g_edge = w * dE + (rE if L == 0 else 0)
+        for layer in range(L - 1, -1, -1):
+            sent = self._M @ g_edge  # client u -> u': sum over shared items of c_{u'i} g_{i(u)}
+            received = self._pairwise(f"backward/l={layer + 1}/neighbour-gradients", sent)
+            from_neighbours = torch.zeros_like(gU).index_add_(0, receivers, received)
+            gU_next = w * dU + self._own @ g_edge + from_neighbours
+            g_next = w * dE + c * gU[eu]
+            if layer == 0:
+                gU_next = gU_next + rU
+                g_next = g_next + rE
+            gU, g_edge = gU_next, g_next
+        return gU, g_edge
+
+    def _aggregate(self, g_edge: torch.Tensor) -> torch.Tensor:
+        """Secret-shared sum over clients of their layer-0 item-gradient shares (fixed point)."""
+        n, m, d = self.train.shape[0], self.train.shape[1], self.dim
+        enc = self.fixed.encode(g_edge.detach().to(torch.float64))  # (E, d) uint64
+        vec_bytes = m * d * 8
+        if self.cipher is None:  # the masks cancel in the ring: the sum is the sum of encodings
+            total = np.zeros((m, d), dtype=np.uint64)
+            order = np.argsort(self.edge_item, kind="stable")
+            items = self.edge_item[order]
+            starts = np.flatnonzero(np.r_[True, items[1:] != items[:-1]])
+            total[items[starts]] = np.add.reduceat(enc[order], starts, axis=0)
+        else:
+            rng = numpy_rng(self.seed, "gnn4fr", "shares", self._steps)
+            kept, sent = [], []
+            for u in range(n):
+                vec = np.zeros((m, d), dtype=np.uint64)
+                a, b = self.train.indptr[u], self.train.indptr[u + 1]
+                vec[self.edge_item[a:b]] = enc[a:b]
+                keep, share = split(vec, 2, rng)
+                kept.append(keep)
+                sent.append(self.cipher.encrypt(share.tobytes(), aad=f"share|{u}".encode()))
+            delivered = self.net.transmit(
+                "aggregate/shares",
+                CLIENT,
+                SERVER,
+                len(sent[0]),
+                count=n,
+                kind="gradient_share",
+                protected=True,
+                payloads=sent,
+                senders=np.arange(n),
+            )
+            fwd = [delivered[self._pred(v)] for v in range(n)] if delivered is not None else sent
+            self.net.transmit(
+                "aggregate/shares",
+                SERVER,
+                CLIENT,
+                len(sent[0]),
+                count=n,
+                kind="gradient_share",
+                protected=True,
+                payloads=fwd,
+                receivers=np.arange(n),
+            )
+            uploads = []
+            for v in range(n):
+                share = np.frombuffer(
+                    self.cipher.decrypt(fwd[v], aad=f"share|{self._pred(v)}".encode()), dtype=np.uint64
+                ).reshape(m, d)
+                uploads.append(kept[v] + share)
+            self.net.transmit(
+                "aggregate/uploads",
+                CLIENT,
+                SERVER,
+                vec_bytes,
+                count=n,
+                kind="gradient_share",
+                protected=True,
+                payloads=[u.tobytes() for u in uploads],
+                senders=np.arange(n),
+            )
+            total = np.zeros((m, d), dtype=np.uint64)
+            for upload in uploads:  # the server's sum, mod 2^64
+                total += upload
+        if self.cipher is None:
+            self.net.transmit(
+                "aggregate/shares",
+                CLIENT,
+                SERVER,
+                ciphertext_size(vec_bytes),
+                count=n,
+                kind="gradient_share",
+                protected=True,
+                senders=np.arange(n),
+            )
+            self.net.transmit(
+                "aggregate/shares",
+                SERVER,
+                CLIENT,
+                ciphertext_size(vec_bytes),
+                count=n,
+                kind="gradient_share",
+                protected=True,
+                receivers=np.arange(n),
+            )
+            self.net.transmit(
+                "aggregate/uploads",
+                CLIENT,
+                SERVER,
+                vec_bytes,
+                count=n,
+                kind="gradient_share",
+                protected=True,
+                senders=np.arange(n),
+            )
+        self.net.transmit(
+            "aggregate/sum",
+            SERVER,
+            CLIENT,
+            vec_bytes,
+            count=n,
+            kind="item_gradient",
+            protected=False,
+            receivers=np.arange(n),
+        )
+        return torch.from_numpy(self.fixed.decode(total)).to(self.dtype)
+
+    def _pred(self, v: int) -> int:
+        """The client whose share ``v`` receives (inverse of the seeded single cycle)."""
+        return int(self._pred_of[v])
+
+    def train_step(
+        self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, keep_layers: bool = False
+    ) -> GNN4FRStep:
+        """One minibatch: forward, local losses, backward, secret-shared item-gradient sum, Adam."""
+        L, B, d = self.n_layers, int(users.shape[0]), self.dim
+        w = 1.0 / (L + 1)
+        with torch.no_grad():
+            us, vs = self.forward_propagation()
+            U, V = us[0] * w, vs[0] * w
+            for u_l, v_l in zip(us[1:], vs[1:], strict=True):
+                U.add_(u_l, alpha=w)
+                V.add_(v_l, alpha=w)
+            self._negatives(users.numpy(), neg.numpy())
+            u_rows, p_rows, n_rows = U[users], V[pos], V[neg]
+            x = (u_rows * n_rows).sum(-1) - (u_rows * p_rows).sum(-1)
+            bpr = torch.nn.functional.softplus(x).mean()
+            U0, V0 = us[0], vs[0]
+            reg = (U0[users].pow(2).sum() + V0[pos].pow(2).sum() + V0[neg].pow(2).sum()) / (2.0 * B)
+            s = torch.sigmoid(x).unsqueeze(1) / B
+            dU = torch.zeros_like(U).index_add_(0, users, s * (n_rows - p_rows))
+            rU = torch.zeros_like(U).index_add_(0, users, self.reg * U0[users] / B)
+            # direct item gradients land on an edge: positives on the client's own edge, negatives on
+            # the designated holder's edge (sent there under S), unheld negatives at the server
+            items = torch.cat([pos, neg])
+            d_rows, r_rows = torch.cat([-s * u_rows, s * u_rows]), self.reg * V0[items] / B
+            holder = np.concatenate([users.numpy(), self.owner[neg.numpy()]])
+            on_edge = holder >= 0
+            key = holder[on_edge] * self.train.shape[1] + items.numpy()[on_edge]
+            edge_keys = self.edge_user * self.train.shape[1] + self.edge_item
+            edge_of = torch.from_numpy(np.searchsorted(edge_keys, key))
+            E = len(self.edge_item)
+            dE = torch.zeros(E, d, dtype=self.dtype).index_add_(0, edge_of, d_rows[on_edge])
+            rE = torch.zeros(E, d, dtype=self.dtype).index_add_(0, edge_of, r_rows[on_edge])
+            server_items = items[~torch.from_numpy(on_edge)]
+            dS = torch.zeros_like(V).index_add_(0, server_items, d_rows[~torch.from_numpy(on_edge)])
+            rS = torch.zeros_like(V).index_add_(0, server_items, r_rows[~torch.from_numpy(on_edge)])
+            self._negative_gradients(users.numpy(), neg.numpy())
+            gU, g_edge = self.backward_propagation(dU, rU, dE, rE)
+            item_grad = self._aggregate(g_edge) + w * dS + rS  # items nobody holds: the server's own
+        loss = float(bpr + self.reg * reg)
+        step = GNN4FRStep(loss=loss, bpr=float(bpr), reg=float(reg))
+        if keep_layers:
+            step.user_layers = [us[0].clone(), *us[1:]]
+            step.item_layers = [vs[0].clone(), *vs[1:]]
+            step.user_grad, step.item_grad = gU, item_grad
+        self.optimizer.zero_grad(set_to_none=True)
+        self.user_emb.grad, self.item_emb.grad = gU, item_grad
+        self.optimizer.step()
+        self._steps += 1
+        return step
