@@ -135,18 +135,19 @@ def test_datasets_listing_matches_index():
     assert rows["weeplaces"]["train"] + rows["weeplaces"]["valid"] + rows["weeplaces"]["test"] == 508_485
 
 
-@pytest.mark.parametrize("model", ["lightgcn", "lightgcn+"])
-def test_train_lpgcn_verified_real_crypto(tmp_path, model):
+@pytest.mark.parametrize(
+    ("protocol", "model"), [("lpgcn", "lightgcn"), ("lpgcn", "lightgcn+"), ("gnn4fr", "lightgcn")]
+)
+def test_train_federated_verified_real_crypto(tmp_path, protocol, model):
     out = tmp_path / "lp"
     res = runner.invoke(
         app,
         [
             "train",
-            "lpgcn",
+            protocol,
             "--model",
             model,
-            "--alpha",
-            "3",
+            *(["--alpha", "3"] if protocol == "lpgcn" else []),
             "--crypto",
             "real",
             "--verify",
@@ -162,7 +163,7 @@ def test_train_lpgcn_verified_real_crypto(tmp_path, model):
     )
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["protocol"] == "lpgcn" and summary["verify_max_deviation"] < 1e-10
+    assert summary["protocol"] == protocol and summary["verify_max_deviation"] < 1e-10
     assert summary["communication"]["total_bytes"] > 0
     for name in ("ledger.csv", "ledger.json", "communication.png"):
         assert (out / name).exists(), name

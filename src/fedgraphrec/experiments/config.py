@@ -24,7 +24,7 @@ class ConfigError(ValueError):
 
 
 MODELS = ("lightgcn", "lightgcn+", "mf")
-PROTOCOLS = ("central", "lpgcn")
+PROTOCOLS = ("central", "lpgcn", "gnn4fr")
 SELECTIONS = ("valid", "last", "test")
 
 
@@ -33,7 +33,7 @@ class TrainConfig:
     """Everything a training run depends on.
 
     Attributes:
-        protocol: ``central`` (the oracle) or a federated protocol (``lpgcn``).
+        protocol: ``central`` (the oracle) or a federated protocol (``lpgcn``, ``gnn4fr``).
         dataset: registered name (``fedgraphrec datasets``) or a folder path.
         dataset_options: loader options, e.g. ``{split = "u1", threshold = 4.0}``.
         data_dir: dataset root (overrides ``FEDGRAPHREC_DATA``).

@@ -15,6 +15,7 @@ import torch
 from fedgraphrec.data import Interactions
 from fedgraphrec.experiments.config import TrainConfig
 from fedgraphrec.models import BPRMF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
+from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.seeding import torch_generator
@@ -199,10 +200,37 @@ class LPGCNLearner:
             self.oracle.load_state_dict(state["oracle"])
 
 
+class GNN4FRLearner(LPGCNLearner):
+    """GNN4FR (LightGCN backbone), optionally verified against the oracle; shares LP-GCN's plumbing."""
+
+    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
+        if cfg.model != "lightgcn":
+            raise ValueError(f"gnn4fr runs the lightgcn backbone; got model={cfg.model!r}")
+        if cfg.alpha:
+            raise ValueError("gnn4fr has no virtual items; alpha applies to lpgcn only (set alpha=0)")
+        oracle = CentralLearner(cfg, data)
+        tables = oracle.parameters_for_verification()
+        self.protocol = GNN4FR(  # type: ignore[assignment]
+            data.train,
+            tables["user_emb"],
+            tables["item_emb"],
+            n_layers=cfg.n_layers,
+            seed=cfg.seed,
+            lr=cfg.lr,
+            reg=cfg.reg,
+            crypto="real" if cfg.crypto == "real" else "accounted",
+            transcripts=cfg.transcripts,
+        )
+        self.oracle = oracle if cfg.verify else None
+        self.max_deviation = 0.0
+
+
 def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCNLearner:
     """The learner for ``cfg.protocol``."""
     if cfg.protocol == "central":
         return CentralLearner(cfg, data)
     if cfg.protocol == "lpgcn":
         return LPGCNLearner(cfg, data)
+    if cfg.protocol == "gnn4fr":
+        return GNN4FRLearner(cfg, data)
     raise ValueError(f"unknown protocol {cfg.protocol!r}")

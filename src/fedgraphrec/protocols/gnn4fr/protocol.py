@@ -528,3 +528,14 @@ class GNN4FR:
         self.optimizer.step()
         self._steps += 1
         return step
+
+    def parameters_by_name(self) -> dict[str, torch.nn.Parameter]:
+        """The owned parameters under the oracle's names."""
+        return {"user_emb": self.user_emb, "item_emb": self.item_emb}
+
+    @torch.no_grad()
+    def final_embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer-combined embeddings for prediction (computed locally, as every holder can)."""
+        from fedgraphrec.models.propagation import propagate
+
+        return propagate(self.graph, self.user_emb.detach(), self.item_emb.detach(), self.n_layers)
