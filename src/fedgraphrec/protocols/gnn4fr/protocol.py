@@ -160,6 +160,8 @@ class GNN4FR:
         E = len(self.edge_item)
         # pair rows = M @ per-edge gradient shares; own user terms = own @ shares
         self._M = torch_csr(sp.csr_matrix((self.edge_c[e2], (self._pair_of, e1)), shape=(len(pairs), E)), dt)
+        P = len(pairs)
+        self._Q = torch_csr(sp.csr_matrix((np.ones(P), (self.pair_receiver, np.arange(P))), shape=(n, P)), dt)
         self._own = torch_csr(sp.csr_matrix((self.edge_c, (self.edge_user, np.arange(E))), shape=(n, E)), dt)
         self._succ = pair_clients(n, numpy_rng(seed, "gnn4fr", "pairing"))
         self._pred_of = np.empty(n, dtype=np.int64)
@@ -352,13 +354,12 @@ class GNN4FR:
         w = 1.0 / (L + 1)
         c = torch.from_numpy(self.edge_c).to(self.dtype).unsqueeze(1)
         eu = torch.from_numpy(self.edge_user)
-        receivers = torch.from_numpy(self.pair_receiver)
         gU = w * dU + (rU if L == 0 else 0)
         g_edge = w * dE + (rE if L == 0 else 0)
         for layer in range(L - 1, -1, -1):
             sent = self._M @ g_edge  # client u -> u': sum over shared items of c_{u'i} g_{i(u)}
             received = self._pairwise(f"backward/l={layer + 1}/neighbour-gradients", sent)
-            from_neighbours = torch.zeros_like(gU).index_add_(0, receivers, received)
+            from_neighbours = self._Q @ received  # each user sums what its neighbours sent
             gU_next = w * dU + self._own @ g_edge + from_neighbours
             g_next = w * dE + c * gU[eu]
             if layer == 0:
