@@ -73,3 +73,16 @@ def test_network_records_transcripts_only_when_enabled():
         Network(1, crypto="fake")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="payloads for"):
         net.transmit("fw", "client", "server", [1, 2], kind="x", protected=False, payloads=[b"a"])
+
+
+def test_row_codec_matches_tensor_codec_and_rejects_foreign_payloads():
+    from fedgraphrec.runtime import decode_rows, encode_rows
+
+    rows = torch.arange(12, dtype=torch.float64).reshape(4, 3)
+    payloads = encode_rows(rows)
+    assert payloads == [encode_tensor(rows[k : k + 1]) for k in range(4)]
+    assert torch.equal(decode_rows(payloads, 3, torch.float64), rows)
+    with pytest.raises(CodecError):
+        decode_rows([encode_tensor(torch.ones(1, 3))], 3, torch.float64)  # float32 header
+    with pytest.raises(CodecError):
+        decode_rows([payloads[0][:-1]], 3, torch.float64)

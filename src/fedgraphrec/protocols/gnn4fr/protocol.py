@@ -47,7 +47,7 @@ from fedgraphrec.protocols.common import (
     distribute_shared_key,
     upload_item_tokens,
 )
-from fedgraphrec.runtime import CryptoMode, Network, decode_tensor, encode_tensor, encoded_size
+from fedgraphrec.runtime import CryptoMode, Network, encoded_size, relay_rows
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["GNN4FR", "GNN4FRStep"]
@@ -170,84 +170,50 @@ class GNN4FR:
         self.item_emb = torch.nn.Parameter(item0.detach().clone())
         self.optimizer = torch.optim.Adam([self.user_emb, self.item_emb], lr=lr)
         self._row_payload = self.dim * torch.empty((), dtype=dt).element_size()
+        self._user_ids = [str(u).encode() for u in range(n)]
+        self._pair_ids = [
+            f"{a}>{b}".encode() for a, b in zip(self.pair_sender, self.pair_receiver, strict=True)
+        ]
         self._row_ct = ciphertext_size(encoded_size((1, self.dim), dt))
         self._steps = 0
 
     # ------------------------------------------------------------------ messages
     def _to_neighbours(self, phase: str, rows: torch.Tensor) -> torch.Tensor:
         """Each client's row under S to each neighbour; returns the rows as the neighbours decrypted them."""
-        n = rows.shape[0]
-        blobs = None
-        if self.cipher is not None:
-            blobs = self.cipher.encrypt_many(
-                [encode_tensor(rows[u : u + 1]) for u in range(n)],
-                [f"{phase}|{u}".encode() for u in range(n)],
-            )
-        up = self.net.transmit(
+        received = relay_rows(
+            self.net,
+            self.cipher,
             phase,
-            CLIENT,
-            SERVER,
-            self._row_ct,
-            count=n,
+            rows,
+            (self.pair_sender, self.pair_receiver),
+            sender_role=CLIENT,
+            receiver_role=CLIENT,
             kind="user_embedding",
-            protected=True,
-            payloads=blobs,
-            senders=np.arange(n),
+            aad_ids=self._user_ids,
+            row_ciphertext_bytes=self._row_ct,
         )
-        fwd = None if up is None else [up[u] for u in self.pair_sender]
-        got = self.net.transmit(
-            phase,
-            SERVER,
-            CLIENT,
-            self._row_ct,
-            count=len(self.pair_sender),
-            kind="user_embedding",
-            protected=True,
-            payloads=fwd,
-            receivers=self.pair_receiver,
-        )
-        if self.cipher is None or got is None:
+        if received is None:
             return rows
         table = rows.detach().clone()
-        opened = self.cipher.decrypt_many(list(got), [f"{phase}|{u}".encode() for u in self.pair_sender])
-        for u, body in zip(self.pair_sender, opened, strict=True):
-            table[u] = decode_tensor(body)[0]
+        table[torch.from_numpy(self.pair_sender)] = received
         return table
 
     def _pairwise(self, phase: str, pair_rows: torch.Tensor) -> torch.Tensor:
         """Per-(sender, neighbour) gradient rows under S; returns them as the receivers decrypted them."""
-        blobs = None
-        if self.cipher is not None:
-            blobs = self.cipher.encrypt_many(
-                [encode_tensor(pair_rows[k : k + 1]) for k in range(len(pair_rows))],
-                [f"{phase}|{k}".encode() for k in range(len(pair_rows))],
-            )
-        up = self.net.transmit(
+        received = relay_rows(
+            self.net,
+            self.cipher,
             phase,
-            CLIENT,
-            SERVER,
-            self._row_ct,
-            count=len(pair_rows),
+            pair_rows,
+            (np.arange(len(pair_rows)), self.pair_receiver),
+            sender_role=CLIENT,
+            receiver_role=CLIENT,
             kind="user_gradient",
-            protected=True,
-            payloads=blobs,
+            aad_ids=self._pair_ids,
+            row_ciphertext_bytes=self._row_ct,
             senders=self.pair_sender,
         )
-        got = self.net.transmit(
-            phase,
-            SERVER,
-            CLIENT,
-            self._row_ct,
-            count=len(pair_rows),
-            kind="user_gradient",
-            protected=True,
-            payloads=up,
-            receivers=self.pair_receiver,
-        )
-        if self.cipher is None or got is None:
-            return pair_rows
-        opened = self.cipher.decrypt_many(list(got), [f"{phase}|{k}".encode() for k in range(len(pair_rows))])
-        return torch.cat([decode_tensor(b) for b in opened])
+        return pair_rows if received is None else received
 
     def _round_trip(self, phase: str, payloads: list[bytes]) -> None:
         """Encrypt, relay and decrypt payloads whose values the receiver already holds a copy of.

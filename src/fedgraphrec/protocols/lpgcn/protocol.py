@@ -66,7 +66,14 @@ from fedgraphrec.models.lightgcn import fism_operator
 from fedgraphrec.models.propagation import NormalizedBipartite, torch_csr
 from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.setup import TOKEN_BYTES, Topology, initialization
-from fedgraphrec.runtime import CryptoMode, Network, decode_tensor, encode_tensor, encoded_size, tensor_header
+from fedgraphrec.runtime import (
+    CryptoMode,
+    Network,
+    decode_tensor,
+    encoded_size,
+    relay_rows,
+    tensor_header,
+)
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["LPGCN", "StepRecord"]
@@ -203,68 +210,28 @@ class LPGCN:
         received row as decrypted, own rows local.
         """
         t = self.topology
-        n = t.n_clients
-        cipher = self.cipher
-        blobs: list[bytes] | None = None
-        if cipher is not None:
-            blobs = cipher.encrypt_many(self._encode_rows(rows), self._aads(phase, range(n)))
-        uploaded = self.net.transmit(
+        received = relay_rows(
+            self.net,
+            self.cipher,
             phase,
-            CLIENT,
-            SERVER,
-            self._row_ct,
-            count=n,
+            rows,
+            (t.nb_user, t.nb_conv),
+            sender_role=CLIENT,
+            receiver_role=CONV_CLIENT,
             kind=kind,
-            protected=True,
-            payloads=blobs,
-            senders=self._all_clients,
+            aad_ids=self._user_ids,
+            row_ciphertext_bytes=self._row_ct,
         )
-        forwarded = None if uploaded is None else [uploaded[u] for u in t.nb_user]
-        delivered = self.net.transmit(
-            phase,
-            SERVER,
-            CONV_CLIENT,
-            self._row_ct,
-            count=len(t.nb_user),
-            kind=kind,
-            protected=True,
-            payloads=forwarded,
-            receivers=t.nb_conv,
-        )
-        if cipher is None or delivered is None:
+        if received is None:
             return rows
-        # every convolution-client decrypts each ciphertext it received and decodes the rows
-        opened = cipher.decrypt_many(delivered, self._aads(phase, t.nb_user))
-        table = rows.detach().clone()
-        table[torch.from_numpy(t.nb_user)] = self._decode_rows(opened)
+        table = rows.detach().clone()  # own rows are local; every received row as decrypted
+        table[torch.from_numpy(t.nb_user)] = received
         return table
 
     def _aads(self, phase: str, users: Iterable[int]) -> list[bytes]:
         """Associated data binding a ciphertext to its phase and sender (the server cannot swap rows)."""
         prefix = phase.encode() + b"|"
-        suffix = self._user_ids
-        return [prefix + suffix[u] for u in users]
-
-    def _encode_rows(self, rows: torch.Tensor) -> list[bytes]:
-        """``encode_tensor(rows[u:u+1])`` for every u, built from one buffer (same bytes, faster)."""
-        header = encode_tensor(rows[:1])[: self._row_bytes - self._row_payload]
-        flat = rows.detach().contiguous().numpy().tobytes()
-        k = self._row_payload
-        return [header + flat[u * k : (u + 1) * k] for u in range(rows.shape[0])]
-
-    def _decode_rows(self, payloads: list[bytes]) -> torch.Tensor:
-        """Inverse of :meth:`_encode_rows` for a list of one-row payloads (headers checked)."""
-        head = self._row_bytes - self._row_payload
-        expected = encode_tensor(torch.zeros(1, self.dim, dtype=self.dtype))[:head]
-        buf = b"".join(payloads)
-        framed = np.frombuffer(buf, dtype=np.uint8).reshape(
-            len(payloads), self._row_bytes
-        )  # raises on a bad size
-        if not (framed[:, :head] == np.frombuffer(expected, dtype=np.uint8)).all():
-            raise ValueError("a received payload is not one embedding row of the agreed shape and dtype")
-        buf = framed[:, head:].tobytes()
-        out = torch.frombuffer(bytearray(buf), dtype=self.dtype).reshape(len(payloads), self.dim)
-        return out
+        return [prefix + self._user_ids[u] for u in users]
 
     # ------------------------------------------------------------------ phases
     def forward_propagation(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
