@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
 from fedgraphrec.crypto import ClientKeyPair, ItemTokenizer, SharedKey, sealed_size, unwrap_key, wrap_key
 from fedgraphrec.runtime import Network
@@ -23,7 +24,10 @@ __all__ = [
     "SERVER",
     "TOKEN_BYTES",
     "KeySetup",
+    "LocalBPR",
     "distribute_shared_key",
+    "layer_mean",
+    "local_bpr",
     "upload_item_tokens",
 ]
 
@@ -145,3 +149,69 @@ def upload_item_tokens(
         senders=np.arange(n),
     )
     return token_of_item
+
+
+def layer_mean(layers: list[torch.Tensor]) -> torch.Tensor:
+    r""":math:`\frac{1}{L+1}\sum_l E^{(l)}`, accumulated in place exactly as the oracle's routine does."""
+    w = 1.0 / len(layers)
+    out = layers[0] * w
+    for layer in layers[1:]:
+        out.add_(layer, alpha=w)
+    return out
+
+
+@dataclass(frozen=True)
+class LocalBPR:
+    r"""Every client's BPR loss of one minibatch and its direct gradients (``lpgcn.md`` §2.4).
+
+    Attributes:
+        bpr, reg: the batch's BPR term and regulariser (before λ), as the oracle reports them.
+        dU: :math:`\partial\mathcal L/\partial U` of the combined user embeddings (users' own).
+        rU: the layer-0 regulariser gradient of the users.
+        items: the batch's items, positives then negatives (the row order below).
+        item_senders: the client that computed each item row (``users`` twice).
+        d_rows: each item row's :math:`\partial\mathcal L/\partial V` contribution.
+        r_rows: each item row's layer-0 regulariser gradient (already times λ).
+    """
+
+    bpr: torch.Tensor
+    reg: torch.Tensor
+    dU: torch.Tensor
+    rU: torch.Tensor
+    items: torch.Tensor
+    item_senders: np.ndarray
+    d_rows: torch.Tensor
+    r_rows: torch.Tensor
+
+
+def local_bpr(
+    U: torch.Tensor,
+    V: torch.Tensor,
+    U0: torch.Tensor,
+    V0: torch.Tensor,
+    users: torch.Tensor,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    reg_weight: float,
+) -> LocalBPR:
+    """The clients' local losses (each triple is computed by its user) and direct gradients."""
+    B = int(users.shape[0])
+    u_rows, p_rows, n_rows = U[users], V[pos], V[neg]
+    x = (u_rows * n_rows).sum(-1) - (u_rows * p_rows).sum(-1)
+    bpr = torch.nn.functional.softplus(x).mean()
+    reg = (U0[users].pow(2).sum() + V0[pos].pow(2).sum() + V0[neg].pow(2).sum()) / (2.0 * B)
+    s = torch.sigmoid(x).unsqueeze(1) / B
+    dU = torch.zeros_like(U).index_add_(0, users, s * (n_rows - p_rows))
+    rU = torch.zeros_like(U).index_add_(0, users, reg_weight * U0[users] / B)
+    items = torch.cat([pos, neg])
+    un = users.numpy()
+    return LocalBPR(
+        bpr=bpr,
+        reg=reg,
+        dU=dU,
+        rU=rU,
+        items=items,
+        item_senders=np.concatenate([un, un]),
+        d_rows=torch.cat([-s * u_rows, s * u_rows]),
+        r_rows=reg_weight * V0[items] / B,
+    )

@@ -45,6 +45,8 @@ from fedgraphrec.protocols.common import (
     SERVER,
     TOKEN_BYTES,
     distribute_shared_key,
+    layer_mean,
+    local_bpr,
     upload_item_tokens,
 )
 from fedgraphrec.runtime import CryptoMode, Network, encoded_size, relay_rows
@@ -449,27 +451,17 @@ class GNN4FR:
         self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, keep_layers: bool = False
     ) -> GNN4FRStep:
         """One minibatch: forward, local losses, backward, secret-shared item-gradient sum, Adam."""
-        L, B, d = self.n_layers, int(users.shape[0]), self.dim
+        L, d = self.n_layers, self.dim
         w = 1.0 / (L + 1)
         with torch.no_grad():
             us, vs = self.forward_propagation()
-            U, V = us[0] * w, vs[0] * w
-            for u_l, v_l in zip(us[1:], vs[1:], strict=True):
-                U.add_(u_l, alpha=w)
-                V.add_(v_l, alpha=w)
+            U, V = layer_mean(us), layer_mean(vs)
             self._negatives(users.numpy(), neg.numpy())
-            u_rows, p_rows, n_rows = U[users], V[pos], V[neg]
-            x = (u_rows * n_rows).sum(-1) - (u_rows * p_rows).sum(-1)
-            bpr = torch.nn.functional.softplus(x).mean()
-            U0, V0 = us[0], vs[0]
-            reg = (U0[users].pow(2).sum() + V0[pos].pow(2).sum() + V0[neg].pow(2).sum()) / (2.0 * B)
-            s = torch.sigmoid(x).unsqueeze(1) / B
-            dU = torch.zeros_like(U).index_add_(0, users, s * (n_rows - p_rows))
-            rU = torch.zeros_like(U).index_add_(0, users, self.reg * U0[users] / B)
+            loc = local_bpr(U, V, us[0], vs[0], users, pos, neg, self.reg)
+            bpr, reg, dU, rU = loc.bpr, loc.reg, loc.dU, loc.rU
             # direct item gradients land on an edge: positives on the client's own edge, negatives on
             # the designated holder's edge (sent there under S), unheld negatives at the server
-            items = torch.cat([pos, neg])
-            d_rows, r_rows = torch.cat([-s * u_rows, s * u_rows]), self.reg * V0[items] / B
+            items, d_rows, r_rows = loc.items, loc.d_rows, loc.r_rows
             holder = np.concatenate([users.numpy(), self.owner[neg.numpy()]])
             on_edge = holder >= 0
             key = holder[on_edge] * self.train.shape[1] + items.numpy()[on_edge]

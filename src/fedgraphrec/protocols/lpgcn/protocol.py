@@ -64,6 +64,7 @@ import torch
 from fedgraphrec.crypto import ItemTokenizer, PayloadCipher, ciphertext_size
 from fedgraphrec.models.lightgcn import fism_operator
 from fedgraphrec.models.propagation import NormalizedBipartite, torch_csr
+from fedgraphrec.protocols.common import layer_mean, local_bpr
 from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.setup import TOKEN_BYTES, Topology, initialization
 from fedgraphrec.runtime import (
@@ -331,31 +332,17 @@ class LPGCN:
         layer 0 ``rU`` (regulariser), and the item-side ones ``dV``/``rV`` as aggregated at the
         items' owners.
         """
-        L, B = self.n_layers, int(users.shape[0])
-        w = 1.0 / (L + 1)
-        U, V = us[0] * w, vs[0] * w  # layer mean, accumulated in place (as the oracle's routine does)
-        for u_l, v_l in zip(us[1:], vs[1:], strict=True):
-            U.add_(u_l, alpha=w)
-            V.add_(v_l, alpha=w)
-        un = users.numpy()
-        self._ship_negatives(un, neg.numpy())
-        u_rows, p_rows, n_rows = U[users], V[pos], V[neg]
-        x = (u_rows * n_rows).sum(-1) - (u_rows * p_rows).sum(-1)
-        bpr = torch.nn.functional.softplus(x).mean()
-        U0, V0 = us[0], vs[0]
-        reg = (U0[users].pow(2).sum() + V0[pos].pow(2).sum() + V0[neg].pow(2).sum()) / (2.0 * B)
-        s = torch.sigmoid(x).unsqueeze(1) / B
-        dU = torch.zeros_like(U).index_add_(0, users, s * (n_rows - p_rows))
-        rU = torch.zeros_like(U).index_add_(0, users, self.reg * U0[users] / B)
+        U, V = layer_mean(us), layer_mean(vs)
+        self._ship_negatives(users.numpy(), neg.numpy())
+        loc = local_bpr(U, V, us[0], vs[0], users, pos, neg, self.reg)
         # item-side contributions computed by client users[b]; non-own ones travel to the owner
-        items = torch.cat([pos, neg])
-        senders = np.concatenate([un, un])
-        d_rows = torch.cat([-s * u_rows, s * u_rows])
-        r_rows = self.reg * V0[items] / B
-        d_rows, r_rows = self._send_item_gradients(items.numpy(), senders, d_rows, r_rows)
-        dV = torch.zeros_like(V).index_add_(0, items, d_rows)
-        rV = torch.zeros_like(V).index_add_(0, items, r_rows)
-        record = StepRecord(loss=float(bpr + self.reg * reg), bpr=float(bpr), reg=float(reg))
+        d_rows, r_rows = self._send_item_gradients(
+            loc.items.numpy(), loc.item_senders, loc.d_rows, loc.r_rows
+        )
+        dV = torch.zeros_like(V).index_add_(0, loc.items, d_rows)
+        rV = torch.zeros_like(V).index_add_(0, loc.items, r_rows)
+        dU, rU = loc.dU, loc.rU
+        record = StepRecord(loss=float(loc.bpr + self.reg * loc.reg), bpr=float(loc.bpr), reg=float(loc.reg))
         return record, dU, rU, dV, rV
 
     def _ship_negatives(self, users: np.ndarray, neg: np.ndarray) -> None:
