@@ -96,3 +96,16 @@ def test_gnn4fr_modes_identical_and_uploads_uniform():
         if e.protected
         for p in e.payloads
     )
+
+
+@pytest.mark.parametrize("crypto", ["accounted", "real"])
+def test_prediction_gives_the_oracles_final_embeddings_and_is_counted(crypto):
+    train = random_train(n_users=10, n_items=12, density=0.35, seed=4)
+    graph = NormalizedBipartite.from_train(train, dtype=torch.float64)
+    oracle = LightGCN(graph, dim=3, n_layers=2, init_std=0.3, dtype=torch.float64)
+    fed = GNN4FR(train, oracle.user_emb.detach(), oracle.item_emb.detach(), n_layers=2, crypto=crypto)
+    U, V = fed.final_embeddings()
+    U_ref, V_ref = oracle.frozen_embeddings()
+    assert rel_err(U, U_ref) <= RTOL and rel_err(V, V_ref) <= RTOL
+    phases = {r.phase for r in fed.net.ledger.rows()}
+    assert "predict/item-embeddings" in phases and "predict/forward/l=0/user-embeddings" in phases

@@ -49,7 +49,7 @@ from fedgraphrec.protocols.common import (
     local_bpr,
     upload_item_tokens,
 )
-from fedgraphrec.runtime import CryptoMode, Network, encoded_size, relay_rows
+from fedgraphrec.runtime import CryptoMode, Network, decode_rows, encode_rows, encoded_size, relay_rows
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["GNN4FR", "GNN4FRStep"]
@@ -299,11 +299,11 @@ class GNN4FR:
         )
 
     # ------------------------------------------------------------------ phases
-    def forward_propagation(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def forward_propagation(self, prefix: str = "forward") -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Algorithm 4: every layer (every holder's copy of an item is identical)."""
         us, vs = [self.user_emb.detach()], [self.item_emb.detach()]
         for layer in range(self.n_layers):
-            received = self._to_neighbours(f"forward/l={layer}/user-embeddings", us[layer])
+            received = self._to_neighbours(f"{prefix}/l={layer}/user-embeddings", us[layer])
             us.append(self.graph.R @ vs[layer])
             vs.append(self.graph.RT @ received)
         return us, vs
@@ -494,7 +494,49 @@ class GNN4FR:
 
     @torch.no_grad()
     def final_embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Layer-combined embeddings for prediction (computed locally, as every holder can)."""
-        from fedgraphrec.models.propagation import propagate
+        """Algorithm 6 (predict): the final embeddings every client ranks with.
 
-        return propagate(self.graph, self.user_emb.detach(), self.item_emb.detach(), self.n_layers)
+        A forward pass (Algorithm 4) gives every client its final user embedding and its items'
+        final embeddings; for each item the server picks one holder at random (seeded), which
+        uploads the item's final embedding under :math:`S`; the server sends every client the
+        ciphertexts of the items it has not interacted with, and the client decrypts and ranks
+        locally. Returns what the clients hold: their user embeddings and the item table (items
+        nobody holds come from the server, which keeps them).
+        """
+        us, vs = self.forward_propagation(prefix="predict/forward")
+        U, V = layer_mean(us), layer_mean(vs)
+        n, m = self.train.shape
+        holders = self.train.tocsc()
+        rng = numpy_rng(self.seed, "gnn4fr", "predict", self._steps)
+        deg = np.diff(holders.indptr)
+        held = np.flatnonzero(deg > 0)
+        pick = holders.indices[holders.indptr[held] + (rng.random(len(held)) * deg[held]).astype(np.int64)]
+        item_ids = [str(i).encode() for i in held]
+        # uploads: one ciphertext per held item; downloads: every client gets the items it lacks
+        relay_items = V[torch.from_numpy(held)]
+        self.net.transmit(
+            "predict/item-embeddings",
+            CLIENT,
+            SERVER,
+            self._row_ct,
+            count=len(held),
+            kind="item_embedding",
+            protected=True,
+            senders=pick,
+        )
+        lacking = m - np.diff(self.train.indptr)  # each client gets the items it has not interacted with
+        self.net.transmit(
+            "predict/item-embeddings",
+            SERVER,
+            CLIENT,
+            lacking * self._row_ct,
+            kind="item_embedding",
+            protected=True,
+            receivers=np.arange(n),
+        )
+        if self.cipher is not None:  # real cipher; each uploaded row is opened once here, not per client
+            aads = [b"predict|" + k for k in item_ids]
+            opened = self.cipher.decrypt_many(self.cipher.encrypt_many(encode_rows(relay_items), aads), aads)
+            V = V.clone()
+            V[torch.from_numpy(held)] = decode_rows(opened, self.dim, self.dtype)
+        return U, V
