@@ -235,16 +235,18 @@ class LPGCN:
         return [prefix + self._user_ids[u] for u in users]
 
     # ------------------------------------------------------------------ phases
-    def forward_propagation(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def forward_propagation(self, prefix: str = "") -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Algorithm 4: every layer's user and item embeddings (all copies are equal)."""
         us = [self.user_layer0()]
         vs = [self.item_emb.detach()]
-        self._sync_items("sync/l=0", vs[0], "item_embedding")
+        self._sync_items(f"{prefix}sync/l=0", vs[0], "item_embedding")
         for layer in range(self.n_layers):
             u_next = self.graph.R @ vs[layer]  # Eq. 7 at every client, real items only
-            received = self._send_user_rows(f"forward/l={layer}/user-embeddings", us[layer], "user_embedding")
+            received = self._send_user_rows(
+                f"{prefix}forward/l={layer}/user-embeddings", us[layer], "user_embedding"
+            )
             v_next = self.graph.RT @ received  # Eq. 8 at the convolution-clients
-            self._sync_items(f"forward/l={layer + 1}/item-embeddings", v_next, "item_embedding")
+            self._sync_items(f"{prefix}forward/l={layer + 1}/item-embeddings", v_next, "item_embedding")
             us.append(u_next)
             vs.append(v_next)
         return us, vs
@@ -515,12 +517,23 @@ class LPGCN:
 
     @torch.no_grad()
     def final_embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Layer-combined embeddings for prediction (no ledger entries: evaluation is local).
+        """Prediction (§4.6): a forward pass, then the server sends every client all final item embeddings.
 
-        Each client ranks with its own final user embedding against the final item embeddings the
-        server publishes (§4.6); computing them here uses the same propagation as training.
+        The server holds every item's embedding of every layer (they are synchronised through it), so
+        it can publish the final item table; each client ranks its non-interacted items with its own
+        final user embedding. Both the forward pass and the download are counted in the ledger.
         """
-        from fedgraphrec.models.propagation import propagate
-
-        user0 = self.user_emb.detach() if self.user_emb is not None else self._F @ self.item_w.detach()  # type: ignore[union-attr]
-        return propagate(self.graph, user0, self.item_emb.detach(), self.n_layers)
+        with torch.no_grad():
+            us, vs = self.forward_propagation(prefix="predict/")
+        U, V = layer_mean(us), layer_mean(vs)
+        n, m = self.topology.n_clients, self.topology.n_items
+        self.net.transmit(
+            "predict/item-embeddings",
+            SERVER,
+            CLIENT,
+            self._matrix_bytes(np.full(n, m)),
+            kind="item_embedding",
+            protected=False,
+            receivers=self._all_clients,
+        )
+        return U, V
