@@ -19,3 +19,16 @@ def random_train(n_users: int = 13, n_items: int = 17, density: float = 0.25, se
         if dense[u].sum() < 2:
             dense[u, 2:4] = True
     return sp.csr_matrix(dense.astype(np.float32))
+
+
+def rel_err(a, b) -> float:
+    """Largest absolute difference, relative to the reference's largest magnitude."""
+    return (a - b).abs().max().item() / max(b.abs().max().item(), 1e-300)
+
+
+def assert_forward_and_loss_match(rec, us, vs, oracle_loss, rtol: float) -> None:
+    """Every layer's embeddings and the batch loss of a protocol step equal the oracle's."""
+    for layer in range(len(us)):
+        assert rel_err(rec.user_layers[layer], us[layer].detach()) <= rtol
+        assert rel_err(rec.item_layers[layer], vs[layer].detach()) <= rtol
+    assert abs(rec.loss - oracle_loss) <= rtol * abs(oracle_loss)

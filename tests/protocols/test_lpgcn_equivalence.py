@@ -7,14 +7,9 @@ import torch
 from fedgraphrec.experiments.sampler import BPRSampler
 from fedgraphrec.models import LightGCN, NormalizedBipartite, propagate_layers
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
-from tests.helpers import random_train
+from tests.helpers import assert_forward_and_loss_match, random_train, rel_err
 
 RTOL = 1e-10
-
-
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    scale = max(b.abs().max().item(), 1e-300)
-    return (a - b).abs().max().item() / scale
 
 
 @pytest.mark.parametrize("crypto", ["accounted", "real"])
@@ -51,10 +46,7 @@ def test_lpgcn_matches_centralized_lightgcn(crypto, alpha, n_layers):
             opt.zero_grad()
             out.total.backward()
             rec = fed.train_step(users, pos, neg, keep_layers=True)
-            for layer in range(n_layers + 1):
-                assert rel_err(rec.user_layers[layer], us[layer].detach()) <= RTOL
-                assert rel_err(rec.item_layers[layer], vs[layer].detach()) <= RTOL
-            assert abs(rec.loss - out.total.item()) <= RTOL * abs(out.total.item())
+            assert_forward_and_loss_match(rec, us, vs, out.total.item(), RTOL)
             assert rel_err(rec.user_grad, oracle.user_emb.grad) <= RTOL
             assert rel_err(rec.item_grad, oracle.item_emb.grad) <= RTOL
             opt.step()
@@ -131,10 +123,7 @@ def test_lpgcn_lightgcn_plus_matches_centralized(crypto, alpha, n_layers):
         opt.zero_grad()
         out.total.backward()
         rec = fed.train_step(users, pos, neg, keep_layers=True)
-        for layer in range(n_layers + 1):
-            assert rel_err(rec.user_layers[layer], us[layer].detach()) <= RTOL
-            assert rel_err(rec.item_layers[layer], vs[layer].detach()) <= RTOL
-        assert abs(rec.loss - out.total.item()) <= RTOL * abs(out.total.item())
+        assert_forward_and_loss_match(rec, us, vs, out.total.item(), RTOL)
         assert rel_err(rec.item_grad, oracle.item_emb.grad) <= RTOL
         assert rel_err(rec.w_grad, oracle.item_w.grad) <= RTOL
         opt.step()

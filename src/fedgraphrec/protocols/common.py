@@ -9,7 +9,7 @@ they run the cryptography for real.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,6 +25,7 @@ __all__ = [
     "TOKEN_BYTES",
     "KeySetup",
     "LocalBPR",
+    "StepRecord",
     "distribute_shared_key",
     "layer_mean",
     "local_bpr",
@@ -215,3 +216,17 @@ def local_bpr(
         d_rows=torch.cat([-s * u_rows, s * u_rows]),
         r_rows=reg_weight * V0[items] / B,
     )
+
+
+@dataclass
+class StepRecord:
+    """What one protocol minibatch computed (kept for step-by-step checks against the oracle)."""
+
+    loss: float
+    bpr: float
+    reg: float
+    user_layers: list[torch.Tensor] = field(default_factory=list)
+    item_layers: list[torch.Tensor] = field(default_factory=list)
+    user_grad: torch.Tensor | None = None
+    item_grad: torch.Tensor | None = None
+    w_grad: torch.Tensor | None = None

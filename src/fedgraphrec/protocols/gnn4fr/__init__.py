@@ -6,6 +6,6 @@ Algorithm 5 (backward): ``GNN4FR.backward_propagation``; secret-shared aggregati
 ``GNN4FR._aggregate`` over :mod:`fedgraphrec.crypto.sharing`.
 """
 
-from fedgraphrec.protocols.gnn4fr.protocol import GNN4FR, GNN4FRStep
+from fedgraphrec.protocols.gnn4fr.protocol import GNN4FR
 
-__all__ = ["GNN4FR", "GNN4FRStep"]
+__all__ = ["GNN4FR"]

@@ -32,8 +32,6 @@ identical.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import scipy.sparse as sp
 import torch
@@ -44,6 +42,7 @@ from fedgraphrec.protocols.common import (
     CLIENT,
     SERVER,
     TOKEN_BYTES,
+    StepRecord,
     distribute_shared_key,
     layer_mean,
     local_bpr,
@@ -52,20 +51,7 @@ from fedgraphrec.protocols.common import (
 from fedgraphrec.runtime import CryptoMode, Network, decode_rows, encode_rows, encoded_size, relay_rows
 from fedgraphrec.seeding import numpy_rng
 
-__all__ = ["GNN4FR", "GNN4FRStep"]
-
-
-@dataclass
-class GNN4FRStep:
-    """One minibatch's loss and, on request, every layer and the layer-0 gradients."""
-
-    loss: float
-    bpr: float
-    reg: float
-    user_layers: list[torch.Tensor] = field(default_factory=list)
-    item_layers: list[torch.Tensor] = field(default_factory=list)
-    user_grad: torch.Tensor | None = None
-    item_grad: torch.Tensor | None = None
+__all__ = ["GNN4FR"]
 
 
 def _same_item_edge_pairs(train: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
@@ -231,7 +217,7 @@ class GNN4FR:
         if opened != payloads:
             raise RuntimeError(f"{phase}: a payload did not survive encryption")
 
-    def _negatives(self, users: np.ndarray, neg: np.ndarray) -> None:
+    def _negatives(self, users: np.ndarray, neg: np.ndarray, vs: list[torch.Tensor]) -> None:
         """Negatives' embeddings of all layers from their designated holders (or the server)."""
         m = self.train.shape[1]
         req = np.unique(users.astype(np.int64) * m + neg)
@@ -269,8 +255,10 @@ class GNN4FR:
             protected=True,
             receivers=requester,
         )
-        if self.cipher is not None:
-            self._round_trip("loss/negative-embeddings", [bytes(rows * self._row_payload)] * int(held.sum()))
+        if self.cipher is not None:  # the holders' actual rows of all layers, one payload per item
+            held_items = torch.from_numpy(item[held])
+            stacked = torch.cat([v[held_items] for v in vs], dim=1)
+            self._round_trip("loss/negative-embeddings", encode_rows(stacked))
 
     def _negative_gradients(self, users: np.ndarray, neg: np.ndarray) -> None:
         """Direct gradients of negatives (all layers) to their designated holders, under S."""
@@ -341,15 +329,12 @@ class GNN4FR:
         n, m, d = self.train.shape[0], self.train.shape[1], self.dim
         enc = self.fixed.encode(g_edge.detach().to(torch.float64))  # (E, d) uint64
         vec_bytes = m * d * 8
-        if self.cipher is None:  # the masks cancel in the ring: the sum is the sum of encodings
-            total = np.zeros((m, d), dtype=np.uint64)
-            order = np.argsort(self.edge_item, kind="stable")
-            items = self.edge_item[order]
-            starts = np.flatnonzero(np.r_[True, items[1:] != items[:-1]])
-            total[items[starts]] = np.add.reduceat(enc[order], starts, axis=0)
-        else:
+        clients = np.arange(n)
+        kept: list[np.ndarray] = []
+        sent: list[bytes] | None = None
+        if self.cipher is not None:  # every client splits its dense vector into kept + sent shares
             rng = numpy_rng(self.seed, "gnn4fr", "shares", self._steps)
-            kept, sent = [], []
+            sent = []
             for u in range(n):
                 vec = np.zeros((m, d), dtype=np.uint64)
                 a, b = self.train.indptr[u], self.train.indptr[u + 1]
@@ -357,80 +342,59 @@ class GNN4FR:
                 keep, share = split(vec, 2, rng)
                 kept.append(keep)
                 sent.append(self.cipher.encrypt(share.tobytes(), aad=f"share|{u}".encode()))
-            delivered = self.net.transmit(
-                "aggregate/shares",
-                CLIENT,
-                SERVER,
-                len(sent[0]),
-                count=n,
-                kind="gradient_share",
-                protected=True,
-                payloads=sent,
-                senders=np.arange(n),
-            )
-            fwd = [delivered[self._pred(v)] for v in range(n)] if delivered is not None else sent
-            self.net.transmit(
-                "aggregate/shares",
-                SERVER,
-                CLIENT,
-                len(sent[0]),
-                count=n,
-                kind="gradient_share",
-                protected=True,
-                payloads=fwd,
-                receivers=np.arange(n),
-            )
-            uploads = []
-            for v in range(n):
-                share = np.frombuffer(
-                    self.cipher.decrypt(fwd[v], aad=f"share|{self._pred(v)}".encode()), dtype=np.uint64
+        share_ct = ciphertext_size(vec_bytes)
+        up = self.net.transmit(
+            "aggregate/shares",
+            CLIENT,
+            SERVER,
+            share_ct,
+            count=n,
+            kind="gradient_share",
+            protected=True,
+            payloads=sent,
+            senders=clients,
+        )
+        fwd = None if up is None else [up[self._pred(v)] for v in range(n)]
+        got = self.net.transmit(
+            "aggregate/shares",
+            SERVER,
+            CLIENT,
+            share_ct,
+            count=n,
+            kind="gradient_share",
+            protected=True,
+            payloads=fwd,
+            receivers=clients,
+        )
+        uploads: list[np.ndarray] | None = None
+        if self.cipher is not None and got is not None:  # kept share + the predecessor's share
+            uploads = [
+                kept[v]
+                + np.frombuffer(
+                    self.cipher.decrypt(got[v], aad=f"share|{self._pred(v)}".encode()), dtype=np.uint64
                 ).reshape(m, d)
-                uploads.append(kept[v] + share)
-            self.net.transmit(
-                "aggregate/uploads",
-                CLIENT,
-                SERVER,
-                vec_bytes,
-                count=n,
-                kind="gradient_share",
-                protected=True,
-                payloads=[u.tobytes() for u in uploads],
-                senders=np.arange(n),
-            )
-            total = np.zeros((m, d), dtype=np.uint64)
+                for v in range(n)
+            ]
+        self.net.transmit(
+            "aggregate/uploads",
+            CLIENT,
+            SERVER,
+            vec_bytes,
+            count=n,
+            kind="gradient_share",
+            protected=True,
+            payloads=None if uploads is None else [x.tobytes() for x in uploads],
+            senders=clients,
+        )
+        total = np.zeros((m, d), dtype=np.uint64)
+        if uploads is not None:
             for upload in uploads:  # the server's sum, mod 2^64
                 total += upload
-        if self.cipher is None:
-            self.net.transmit(
-                "aggregate/shares",
-                CLIENT,
-                SERVER,
-                ciphertext_size(vec_bytes),
-                count=n,
-                kind="gradient_share",
-                protected=True,
-                senders=np.arange(n),
-            )
-            self.net.transmit(
-                "aggregate/shares",
-                SERVER,
-                CLIENT,
-                ciphertext_size(vec_bytes),
-                count=n,
-                kind="gradient_share",
-                protected=True,
-                receivers=np.arange(n),
-            )
-            self.net.transmit(
-                "aggregate/uploads",
-                CLIENT,
-                SERVER,
-                vec_bytes,
-                count=n,
-                kind="gradient_share",
-                protected=True,
-                senders=np.arange(n),
-            )
+        else:  # accounted: the masks cancel in the ring, so the sum is the sum of the encodings
+            order = np.argsort(self.edge_item, kind="stable")
+            items = self.edge_item[order]
+            starts = np.flatnonzero(np.r_[True, items[1:] != items[:-1]])
+            total[items[starts]] = np.add.reduceat(enc[order], starts, axis=0)
         self.net.transmit(
             "aggregate/sum",
             SERVER,
@@ -449,14 +413,14 @@ class GNN4FR:
 
     def train_step(
         self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, keep_layers: bool = False
-    ) -> GNN4FRStep:
+    ) -> StepRecord:
         """One minibatch: forward, local losses, backward, secret-shared item-gradient sum, Adam."""
         L, d = self.n_layers, self.dim
         w = 1.0 / (L + 1)
         with torch.no_grad():
             us, vs = self.forward_propagation()
             U, V = layer_mean(us), layer_mean(vs)
-            self._negatives(users.numpy(), neg.numpy())
+            self._negatives(users.numpy(), neg.numpy(), vs)
             loc = local_bpr(U, V, us[0], vs[0], users, pos, neg, self.reg)
             bpr, reg, dU, rU = loc.bpr, loc.reg, loc.dU, loc.rU
             # direct item gradients land on an edge: positives on the client's own edge, negatives on
@@ -477,7 +441,7 @@ class GNN4FR:
             gU, g_edge = self.backward_propagation(dU, rU, dE, rE)
             item_grad = self._aggregate(g_edge) + w * dS + rS  # items nobody holds: the server's own
         loss = float(bpr + self.reg * reg)
-        step = GNN4FRStep(loss=loss, bpr=float(bpr), reg=float(reg))
+        step = StepRecord(loss=loss, bpr=float(bpr), reg=float(reg))
         if keep_layers:
             step.user_layers = [us[0].clone(), *us[1:]]
             step.item_layers = [vs[0].clone(), *vs[1:]]

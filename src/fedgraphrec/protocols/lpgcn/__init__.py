@@ -11,6 +11,7 @@ Where each algorithm lives:
 - communication cost and utilisation (Eqs. 30-32, Fig. 13): :mod:`~fedgraphrec.protocols.lpgcn.communication`.
 """
 
-from fedgraphrec.protocols.lpgcn.protocol import LPGCN, StepRecord
+from fedgraphrec.protocols.common import StepRecord
+from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 
 __all__ = ["LPGCN", "StepRecord"]

@@ -55,7 +55,6 @@ arithmetic in the same order, so their numbers are identical.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -64,7 +63,7 @@ import torch
 from fedgraphrec.crypto import ItemTokenizer, PayloadCipher, ciphertext_size
 from fedgraphrec.models.lightgcn import fism_operator
 from fedgraphrec.models.propagation import NormalizedBipartite, torch_csr
-from fedgraphrec.protocols.common import layer_mean, local_bpr
+from fedgraphrec.protocols.common import StepRecord, layer_mean, local_bpr
 from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.setup import TOKEN_BYTES, Topology, initialization
 from fedgraphrec.runtime import (
@@ -78,20 +77,6 @@ from fedgraphrec.runtime import (
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["LPGCN", "StepRecord"]
-
-
-@dataclass
-class StepRecord:
-    """What one minibatch computed (kept for step-by-step verification against the oracle)."""
-
-    loss: float
-    bpr: float
-    reg: float
-    user_layers: list[torch.Tensor] = field(default_factory=list)
-    item_layers: list[torch.Tensor] = field(default_factory=list)
-    user_grad: torch.Tensor | None = None
-    item_grad: torch.Tensor | None = None
-    w_grad: torch.Tensor | None = None
 
 
 class LPGCN:
@@ -170,7 +155,6 @@ class LPGCN:
         t = self.topology
         self._conv_clients = t.convolution_clients
         self._receivers = np.flatnonzero(t.held_not_own > 0)
-        self._nb_counts = t.neighbour_counts
 
     # ------------------------------------------------------------------ messages
     def _sync_items(self, phase: str, rows: torch.Tensor, kind: str) -> None:
