@@ -98,9 +98,7 @@ def _cell(v: object) -> str:
 
 @app.command()
 def train(
-    protocol: Annotated[
-        str, typer.Argument(help="Training protocol: central (more arrive with the protocols).")
-    ],
+    protocol: Annotated[str, typer.Argument(help="Training protocol: central, lpgcn, gnn4fr or fedgrec.")],
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
     model: Annotated[
         str | None, typer.Option("--model", "--backbone", "-m", help="mf, lightgcn or lightgcn+.")
@@ -128,6 +126,7 @@ def train(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Train a recommender and write a run folder (config, metrics.jsonl, summary.json, curves.png)."""
+    from fedgraphrec.crypto import CryptoError
     from fedgraphrec.data import DataError
     from fedgraphrec.experiments import ConfigError, RunDir, Trainer, default_run_dir, load_config
     from fedgraphrec.experiments.config import PROTOCOLS
@@ -161,6 +160,8 @@ def train(
         raise _fail(str(exc)) from None
     except ValueError as exc:  # e.g. an unsupported protocol/backbone combination
         raise _fail(str(exc)) from None
+    except CryptoError as exc:  # e.g. secure aggregation lost too many clients
+        raise _fail(f"{exc} (the run folder keeps the last checkpoint)") from None
     _print_summary(result.summary)
 
 
@@ -181,6 +182,12 @@ def _print_summary(summary: dict[str, object]) -> None:
     if isinstance(comm, dict):
         err.print(
             f"communication: {comm['mean_bytes_per_client_per_epoch'] / 1024:.1f} KiB per client per epoch"
+        )
+    if summary.get("clients_lost") or summary.get("clients_recovered"):
+        err.print(
+            f"[yellow]dropouts:[/] {summary['clients_lost']} sampled clients were lost before uploading "
+            f"(their rounds' work is not in the model); {summary['clients_recovered']} dropped after "
+            "uploading and were recovered by secure aggregation"
         )
     if "warning" in summary:
         err.print(f"[yellow]note:[/] {summary['warning']}")

@@ -168,3 +168,77 @@ def test_train_federated_verified_real_crypto(tmp_path, protocol, model):
     for name in ("ledger.csv", "ledger.json", "communication.png"):
         assert (out / name).exists(), name
     assert "largest relative parameter deviation" in res.output
+
+
+FEDGREC = [
+    "--set",
+    "K=1",
+    "--set",
+    "clients_per_round=30",
+    "--set",
+    "n_negatives=40",
+    "--set",
+    "local_steps=2",
+]
+
+
+def test_train_fedgrec_reports_dropouts_and_writes_ledger(tmp_path):
+    out = tmp_path / "fg"
+    res = runner.invoke(
+        app,
+        [
+            "train",
+            "fedgrec",
+            "--epochs",
+            "4",
+            "--out",
+            str(out),
+            "--no-progress",
+            *TINY,
+            *FEDGREC,
+            "--set",
+            "dropout_before=0.1",
+            "--set",
+            "dropout_after=0.1",
+            "--set",
+            "eval_every=2",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert (
+        summary["protocol"] == "fedgrec"
+        and summary["clients_lost"] == 12
+        and summary["clients_recovered"] == 12
+    )
+    assert "dropouts:" in res.output and "12 sampled clients were lost" in res.output
+    assert (out / "ledger.csv").read_text().count("secagg-masked-input") == 3  # degrees, warm-up, rounds
+
+
+def test_fedgrec_below_secagg_threshold_fails_cleanly(tmp_path):
+    res = runner.invoke(
+        app,
+        [
+            "train",
+            "fedgrec",
+            "--epochs",
+            "2",
+            "--out",
+            str(tmp_path / "x"),
+            "--no-progress",
+            *TINY,
+            *FEDGREC,
+            "--set",
+            "dropout_before=0.6",
+        ],
+    )
+    assert res.exit_code == 2
+    assert "secure aggregation aborted" in res.output and "below the threshold 15" in res.output
+    assert "Traceback" not in res.output
+
+
+def test_fedgrec_bad_setting_names_it(tmp_path):
+    res = runner.invoke(
+        app, ["train", "fedgrec", *TINY, "--set", "aggregation=max", "--out", str(tmp_path / "y")]
+    )
+    assert res.exit_code != 0 and "aggregation must be one of" in res.output

@@ -137,3 +137,37 @@ def test_lpgcn_run_resumes_to_identical_metrics_and_ledger(tmp_path):
     assert untimed(resumed.history) == untimed(full.history)
     assert resumed.summary["communication"] == full.summary["communication"]
     assert (tmp_path / "cut" / "ledger.csv").read_text() == (tmp_path / "full" / "ledger.csv").read_text()
+
+
+FEDGREC = [
+    "protocol=fedgrec",
+    "K=2",
+    "clients_per_round=25",
+    "n_negatives=30",
+    "local_steps=2",
+    "eval_every=3",
+]
+
+
+def test_fedgrec_rounds_resume_to_identical_metrics(tmp_path):
+    """Round-based protocols: a run stopped after 3 rounds and resumed equals an uninterrupted one."""
+    ref = Trainer(tiny_config(*FEDGREC, "epochs=6"), tmp_path / "ref", progress=False).fit()
+
+    class Stop(Exception):
+        pass
+
+    def crash(epoch: int) -> None:
+        if epoch == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        Trainer(tiny_config(*FEDGREC, "epochs=6"), tmp_path / "cut", progress=False, on_epoch_end=crash).fit()
+    resumed = Trainer(tiny_config(*FEDGREC, "epochs=6"), tmp_path / "cut", progress=False, resume=True).fit()
+    assert untimed(resumed.history) == untimed(ref.history)
+    assert resumed.summary["test"] == ref.summary["test"]
+    assert ref.summary["communication"]["total_bytes"] == resumed.summary["communication"]["total_bytes"]
+
+
+def test_fedgrec_log_every_keeps_evaluated_rounds(tmp_path):
+    res = Trainer(tiny_config(*FEDGREC, "epochs=7", "log_every=2"), tmp_path / "l", progress=False).fit()
+    assert [r["epoch"] for r in res.history] == [2, 3, 4, 6, 7]

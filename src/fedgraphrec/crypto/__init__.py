@@ -7,7 +7,10 @@
 * :class:`ItemTokenizer` — deterministic item-ID tokens under ``S``.
 * :class:`PayloadCipher` — randomized AEAD of payloads under ``S``; :func:`ciphertext_size` and
   :func:`sealed_size` give exact output sizes for byte accounting.
+* :func:`secure_sum` / :class:`SecAggClient` / :class:`SecAggServer` — secure aggregation with dropout
+  recovery (Bonawitz et al.), over Shamir sharing (:mod:`~fedgraphrec.crypto.shamir`).
 * :class:`DecryptionError` (a :class:`CryptoError` and :class:`ValueError`) — failed authentication.
+* :class:`SecAggAbortError` (a :class:`CryptoError`) — too few clients left for secure aggregation.
 """
 
 from fedgraphrec.crypto.aead import PayloadCipher, ciphertext_size
@@ -22,6 +25,7 @@ from fedgraphrec.crypto.keys import (
     unwrap_key,
     wrap_key,
 )
+from fedgraphrec.crypto.secagg import SecAggAbortError, SecAggClient, SecAggServer, secure_sum
 from fedgraphrec.crypto.sharing import FixedPoint, mask_from_seed, pair_clients, reconstruct, split
 from fedgraphrec.crypto.tokens import ItemTokenizer
 
@@ -33,6 +37,9 @@ __all__ = [
     "ItemTokenizer",
     "PayloadCipher",
     "PublicKey",
+    "SecAggAbortError",
+    "SecAggClient",
+    "SecAggServer",
     "SharedKey",
     "ciphertext_size",
     "mask_from_seed",
@@ -41,6 +48,7 @@ __all__ = [
     "reconstruct",
     "seal",
     "sealed_size",
+    "secure_sum",
     "split",
     "unwrap_key",
     "wrap_key",

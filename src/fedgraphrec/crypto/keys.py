@@ -184,6 +184,22 @@ class ClientKeyPair:
         """The 32-byte private key. Secret: store it only where the client's own state is kept."""
         return self._private.private_bytes_raw()
 
+    def agree(self, peer: PublicKey, info: bytes) -> bytes:
+        """A 32-byte secret shared with ``peer``: HKDF-SHA256 of the X25519 output, bound to ``info``.
+
+        ``a.agree(b.public, i) == b.agree(a.public, i)``; callers make ``info`` symmetric in the two
+        parties (e.g. both public keys in a fixed order) and give every purpose its own ``info``.
+
+        Raises:
+            TypeError: ``peer`` is not a :class:`PublicKey` or ``info`` is not bytes-like.
+            ValueError: the exchange gives the all-zero output (a low-order ``peer`` key).
+        """
+        if not isinstance(peer, PublicKey):
+            raise TypeError(f"peer must be a PublicKey, got {type(peer).__name__}")
+        context = as_bytes(info, "info")
+        raw = self._exchange(peer.to_bytes())
+        return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=context).derive(raw)
+
     def _exchange(self, peer: bytes) -> bytes:
         """Raw X25519 output with ``peer``; ``ValueError`` if the result is all-zero (low order)."""
         return self._private.exchange(X25519PublicKey.from_public_bytes(peer))

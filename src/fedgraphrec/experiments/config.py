@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
+
 __all__ = ["ConfigError", "TrainConfig", "load_config"]
 
 
@@ -24,7 +26,9 @@ class ConfigError(ValueError):
 
 
 MODELS = ("lightgcn", "lightgcn+", "mf")
-PROTOCOLS = ("central", "lpgcn", "gnn4fr")
+PROTOCOLS = ("central", "lpgcn", "gnn4fr", "fedgrec")
+ALIASES = {"K": "n_layers"}
+"""Alternative key names: FedGRec's ``K`` (latent embeddings) is the layer count ``n_layers``."""
 SELECTIONS = ("valid", "last", "test")
 
 
@@ -33,13 +37,13 @@ class TrainConfig:
     """Everything a training run depends on.
 
     Attributes:
-        protocol: ``central`` (the oracle) or a federated protocol (``lpgcn``, ``gnn4fr``).
+        protocol: ``central`` (the oracle) or a federated protocol (``lpgcn``, ``gnn4fr``, ``fedgrec``).
         dataset: registered name (``fedgraphrec datasets``) or a folder path.
         dataset_options: loader options, e.g. ``{split = "u1", threshold = 4.0}``.
         data_dir: dataset root (overrides ``FEDGRAPHREC_DATA``).
         model: ``lightgcn``, ``lightgcn+`` or ``mf``.
         dim: embedding size d.
-        n_layers: LightGCN layers L.
+        n_layers: LightGCN layers L (FedGRec: the number of latent embeddings K; ``K`` is an alias).
         init_std: std of the N(0, σ²) initial tables (LightGCN code 0.1; LP-GCN scripts 1.0).
         lr: Adam learning rate.
         reg: λ of the layer-0 L2 term (LightGCN's ``decay``).
@@ -66,6 +70,20 @@ class TrainConfig:
         transcripts: keep what each party received (for audits; memory-hungry on large data).
         paper_literal: LP-GCN(LightGCN+): random gradients for virtual items' W rows as Alg. 7
             prints (inexact when alpha > 0) instead of the lossless aggregation.
+        log_every: write a metrics line every this many epochs (evaluated epochs always); round-based
+            protocols run thousands of one-round epochs.
+        clients_per_round: FedGRec ``S``, users sampled per round (one round = one epoch).
+        local_steps: FedGRec ``τ``, local Adam steps per round.
+        n_negatives: FedGRec negatives queried per user per round.
+        server_lr: FedGRec ``α`` of Eq. 10 (item base embeddings).
+        latent_lr: FedGRec ``α`` of Eq. 11 (1 keeps the latent invariant).
+        item_agg: FedGRec Eq. 10 aggregate: ``sum``, ``mean_touched`` or ``mean_S``.
+        aggregation: FedGRec layer combination: ``mean``, ``last`` or ``concat``.
+        eval_latents: FedGRec user latents at evaluation: ``refresh`` or ``stored``.
+        dropout_before: fraction of a round's users lost before uploading.
+        dropout_after: fraction lost after uploading (secure aggregation recovers them).
+        secagg_threshold: fraction of a round's users secure aggregation needs at every stage.
+        frac_bits: fixed-point fractional bits of secure aggregation.
     """
 
     protocol: str = "central"
@@ -98,6 +116,19 @@ class TrainConfig:
     verify: bool = False
     transcripts: bool = False
     paper_literal: bool = False
+    log_every: int = 1
+    clients_per_round: int = 400
+    local_steps: int = 10
+    n_negatives: int = 2048
+    server_lr: float = 1.0
+    latent_lr: float = 1.0
+    item_agg: str = "sum"
+    aggregation: str = "mean"
+    eval_latents: str = "refresh"
+    dropout_before: float = 0.0
+    dropout_after: float = 0.0
+    secagg_threshold: float = 0.5
+    frac_bits: int = 32
 
     def validate(self) -> None:
         """Check ranges and choices; raise :class:`ConfigError` naming the parameter."""
@@ -144,10 +175,16 @@ class TrainConfig:
             (self.patience >= 0, f"patience must be >= 0; got {self.patience}"),
             (self.checkpoint_every >= 0, f"checkpoint_every must be >= 0; got {self.checkpoint_every}"),
             (self.threads >= 0, f"threads must be >= 0; got {self.threads}"),
+            (self.log_every > 0, f"log_every must be positive; got {self.log_every}"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        if self.protocol == "fedgrec":
+            try:
+                self.fedgrec_settings()
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         m = re.fullmatch(r"(precision|recall|ndcg|hit)@(\d+)", self.metric)
         if m is None:
             raise ConfigError(
@@ -155,6 +192,26 @@ class TrainConfig:
             )
         if int(m.group(2)) not in self.ks:
             raise ConfigError(f"metric {self.metric!r} needs K={m.group(2)} in ks={self.ks}")
+
+    def fedgrec_settings(self) -> FedGRecSettings:
+        """FedGRec's hyper-parameters from this configuration (``K`` = ``n_layers``)."""
+        return FedGRecSettings(
+            K=self.n_layers,
+            clients_per_round=self.clients_per_round,
+            local_steps=self.local_steps,
+            n_negatives=self.n_negatives,
+            lr=self.lr,
+            reg=self.reg,
+            server_lr=self.server_lr,
+            latent_lr=self.latent_lr,
+            item_agg=self.item_agg,
+            aggregation=self.aggregation,
+            eval_latents=self.eval_latents,
+            dropout_before=self.dropout_before,
+            dropout_after=self.dropout_after,
+            secagg_threshold=self.secagg_threshold,
+            frac_bits=self.frac_bits,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (TOML/JSON serialisable)."""
@@ -199,11 +256,12 @@ def _field_types() -> dict[str, Any]:
 
 def _apply(cfg: TrainConfig, key: str, value: Any, where: str) -> None:
     hints = _field_types()
+    key = ALIASES.get(key, key)
     if key.startswith("dataset_options."):
         cfg.dataset_options[key.split(".", 1)[1]] = value
         return
     if key not in _FIELDS:
-        valid = ", ".join(sorted(_FIELDS))
+        valid = ", ".join(sorted([*_FIELDS, *ALIASES]))
         raise ConfigError(f"{where}: unknown key {key!r}; valid keys: {valid}")
     ok, converted = _type_ok(value, hints[key])
     if not ok:

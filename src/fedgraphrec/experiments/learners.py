@@ -15,12 +15,21 @@ import torch
 from fedgraphrec.data import Interactions
 from fedgraphrec.experiments.config import TrainConfig
 from fedgraphrec.models import BPRMF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
+from fedgraphrec.protocols.fedgrec import FedGRec
 from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.seeding import torch_generator
 
-__all__ = ["BatchStats", "CentralLearner", "LPGCNLearner", "Learner", "build_model", "make_learner"]
+__all__ = [
+    "BatchStats",
+    "CentralLearner",
+    "FedGRecLearner",
+    "LPGCNLearner",
+    "Learner",
+    "build_model",
+    "make_learner",
+]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -225,7 +234,67 @@ class GNN4FRLearner(LPGCNLearner):
         self.max_deviation = 0.0
 
 
-def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCNLearner:
+class FedGRecLearner:
+    """FedGRec: one communication round per epoch (the paper's "epoch"), lossy by design.
+
+    The initial tables are the centralized LightGCN's (same ``init`` stream), so the warm-up can be
+    compared with the oracle's propagation. There is no lockstep oracle: FedGRec is not lossless.
+    """
+
+    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
+        if cfg.model != "lightgcn":
+            raise ValueError(f"fedgrec runs the lightgcn backbone; got model={cfg.model!r}")
+        if cfg.verify:
+            raise ValueError("fedgrec is not lossless (lazy latents); --verify applies to lpgcn and gnn4fr")
+        tables = dict(build_model(cfg, data).named_parameters())
+        self.protocol = FedGRec(
+            data.train,
+            tables["user_emb"].detach(),
+            tables["item_emb"].detach(),
+            cfg.fedgrec_settings(),
+            seed=cfg.seed,
+            crypto="real" if cfg.crypto == "real" else "accounted",
+            transcripts=cfg.transcripts,
+        )
+        self.last_round: dict[str, int] = {}
+
+    @property
+    def ledger(self) -> Ledger | None:
+        """The protocol's communication ledger."""
+        return self.protocol.net.ledger
+
+    def train_round(self, round_index: int) -> BatchStats:
+        """One round of Algorithm 1; who was lost is kept in :attr:`last_round`."""
+        rec = self.protocol.train_round(round_index)
+        self.last_round = {
+            "clients": rec.clients,
+            "clients_lost": rec.lost,
+            "clients_recovered": rec.recovered,
+        }
+        return BatchStats(rec.loss, rec.bpr, rec.reg)
+
+    def train_batch(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> BatchStats:
+        """FedGRec samples its own users and negatives per round; minibatches do not apply."""
+        raise TypeError("FedGRec trains by rounds: call train_round")
+
+    def pop_deviation(self) -> float | None:
+        """Not verified against an oracle."""
+        return None
+
+    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Representations for evaluation (spec §5.3)."""
+        return self.protocol.final_embeddings()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Server tables, users' stored embeddings, ledger."""
+        return self.protocol.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.protocol.load_state_dict(state)
+
+
+def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCNLearner | FedGRecLearner:
     """The learner for ``cfg.protocol``."""
     if cfg.protocol == "central":
         return CentralLearner(cfg, data)
@@ -233,4 +302,6 @@ def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCN
         return LPGCNLearner(cfg, data)
     if cfg.protocol == "gnn4fr":
         return GNN4FRLearner(cfg, data)
+    if cfg.protocol == "fedgrec":
+        return FedGRecLearner(cfg, data)
     raise ValueError(f"unknown protocol {cfg.protocol!r}")

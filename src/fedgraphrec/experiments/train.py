@@ -19,7 +19,7 @@ import torch
 from fedgraphrec.data import Interactions, Ratings, carve_validation, load_dataset
 from fedgraphrec.evaluation import evaluate_embeddings
 from fedgraphrec.experiments.config import TrainConfig
-from fedgraphrec.experiments.learners import Learner, make_learner
+from fedgraphrec.experiments.learners import BatchStats, Learner, make_learner
 from fedgraphrec.experiments.plots import plot_curves, plot_ledger
 from fedgraphrec.experiments.progress import EpochProgress
 from fedgraphrec.experiments.runstore import RunDir
@@ -70,6 +70,8 @@ class _LoopState:
     bad_evals: int = 0
     stopped_early: bool = False
     train_seconds: float = 0.0
+    clients_lost: int = 0  # round-based protocols: users whose round's work never reached the model
+    clients_recovered: int = 0  # users that dropped after uploading; secure aggregation recovered them
 
 
 class Trainer:
@@ -104,6 +106,7 @@ class Trainer:
         self.learner: Learner = make_learner(cfg, self.data)
         scheme: SamplerScheme = "users" if cfg.sampler == "users" else "interactions"
         self.sampler = BPRSampler(self.data.train, cfg.seed, scheme)
+        self._rounds: Callable[[int], BatchStats] | None = getattr(self.learner, "train_round", None)
         self.state = _LoopState()
         self.history: list[dict[str, Any]] = []
 
@@ -157,13 +160,18 @@ class Trainer:
         t0 = time.perf_counter()
         total = bpr = reg = 0.0
         n = 0
-        for users, pos, neg in self.sampler.batches(epoch, cfg.batch_size):
-            out = self.learner.train_batch(users, pos, neg)
-            total += out.loss
-            bpr += out.bpr
-            reg += out.reg
-            n += 1
+        if self._rounds is not None:  # round-based protocol: one epoch is one communication round
+            out = self._rounds(epoch)
+            total, bpr, reg, n = out.loss, out.bpr, out.reg, 1
             bar.advance_batch()
+        else:
+            for users, pos, neg in self.sampler.batches(epoch, cfg.batch_size):
+                out = self.learner.train_batch(users, pos, neg)
+                total += out.loss
+                bpr += out.bpr
+                reg += out.reg
+                n += 1
+                bar.advance_batch()
         seconds = time.perf_counter() - t0
         self.state.train_seconds += seconds
         record: dict[str, Any] = {
@@ -177,6 +185,10 @@ class Trainer:
             record["verify_max_deviation"] = dev
         if (ledger := self.learner.ledger) is not None:
             record["bytes_total"] = ledger.total_bytes()
+        rounds: dict[str, int] = getattr(self.learner, "last_round", {})
+        record.update(rounds)
+        self.state.clients_lost += rounds.get("clients_lost", 0)
+        self.state.clients_recovered += rounds.get("clients_recovered", 0)
         return record
 
     def fit(self) -> RunResult:
@@ -190,16 +202,18 @@ class Trainer:
                 record: dict[str, Any] = {"epoch": 0, "loss": None}
                 self._evaluate(record)
                 self._log(record)
-        n_batches = self.sampler.n_batches(cfg.batch_size)
+        n_batches = 1 if self._rounds is not None else self.sampler.n_batches(cfg.batch_size)
         with EpochProgress(cfg.epochs, n_batches, enabled=self.progress, start=self.state.epoch) as bar:
             for epoch in range(self.state.epoch, cfg.epochs):
                 if self.state.stopped_early:
                     break
                 record = self._train_epoch(epoch, bar)
                 self.state.epoch = epoch + 1
-                if (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs:
+                evaluate = (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs
+                if evaluate:
                     self._evaluate(record)
-                self._log(record)
+                if evaluate or (epoch + 1) % cfg.log_every == 0:
+                    self._log(record)
                 bar.end_epoch(record, cfg.metric)
                 if cfg.checkpoint_every and (
                     (epoch + 1) % cfg.checkpoint_every == 0
@@ -258,6 +272,9 @@ class Trainer:
                 "mean_bytes_per_client": float(per_client.mean()),
                 "mean_bytes_per_client_per_epoch": float(per_client.mean()) / max(st.epoch, 1),
             }
+        if self._rounds is not None:
+            summary["clients_lost"] = st.clients_lost
+            summary["clients_recovered"] = st.clients_recovered
         devs = [r["verify_max_deviation"] for r in self.history if "verify_max_deviation" in r]
         if devs:
             summary["verify_max_deviation"] = max(devs)

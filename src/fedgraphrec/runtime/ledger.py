@@ -70,13 +70,18 @@ class Ledger:
         senders: np.ndarray | None = None,
         receivers: np.ndarray | None = None,
         count: int | None = None,
+        repeat: int = 1,
     ) -> None:
         """Record a batch of messages with byte ``sizes`` (one entry per message).
 
         ``senders`` / ``receivers`` are the client ids of each message when that side is a client
         role; they feed the per-client totals. ``count`` with a scalar ``sizes`` records ``count``
-        messages of that size without materialising a per-message array.
+        messages of that size without materialising a per-message array. ``repeat`` counts every
+        listed message ``repeat`` times (e.g. a client sending one share to each of ``n - 1`` peers
+        through the server), again without an ``n²`` array.
         """
+        if repeat < 1:
+            raise ValueError(f"repeat must be at least 1, got {repeat}")
         uniform: int | None
         if count is not None:
             if not isinstance(sizes, int | np.integer) or sizes < 0 or count < 0:
@@ -90,14 +95,14 @@ class Ledger:
             n_msgs, total = len(sz), int(sz.sum())
             uniform = int(sz[0]) if n_msgs and sz[0] == sz.min() == sz.max() else None
         row = self._rows[(phase, sender, receiver)]
-        row[0] += n_msgs
-        row[1] += total
+        row[0] += n_msgs * repeat
+        row[1] += total * repeat
         for ids, totals in ((senders, self.client_sent), (receivers, self.client_received)):
             if ids is None:
                 continue
             if len(ids) != n_msgs:
                 raise ValueError(f"{len(ids)} client ids for {n_msgs} messages")
-            totals += self._per_client(np.asarray(ids), sz, uniform, len(totals))
+            totals += self._per_client(np.asarray(ids), sz, uniform, len(totals)) * repeat
 
     def rows(self) -> list[LedgerRow]:
         """One row per (phase, sender, receiver), in first-recorded order."""

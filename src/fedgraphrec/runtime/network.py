@@ -60,6 +60,7 @@ class Network:
         senders: np.ndarray | None = None,
         receivers: np.ndarray | None = None,
         count: int | None = None,
+        repeat: int = 1,
     ) -> Sequence[Any] | None:
         """Send one batch of messages and return the payloads as delivered.
 
@@ -75,13 +76,16 @@ class Network:
             senders: client id of each message's sender, when the sender is a client role.
             receivers: client id of each message's receiver, when the receiver is a client role.
             count: with an integer ``sizes``, the number of messages of that size.
+            repeat: each listed message stands for ``repeat`` equal messages (ledger only).
         """
         if count is None:
             sizes = np.atleast_1d(np.asarray(sizes, dtype=np.int64))
         n_msgs = count if count is not None else len(sizes)  # type: ignore[arg-type]
         if payloads is not None and len(payloads) != n_msgs:
             raise ValueError(f"{phase}: {len(payloads)} payloads for {n_msgs} message sizes")
-        self.ledger.record(phase, sender, receiver, sizes, senders=senders, receivers=receivers, count=count)
+        self.ledger.record(
+            phase, sender, receiver, sizes, senders=senders, receivers=receivers, count=count, repeat=repeat
+        )
         if self.transcript.enabled and payloads is not None:
             recv = None if receivers is None else [int(r) for r in np.asarray(receivers)]
             self.transcript.add(receiver, Received(phase, sender, kind, protected, list(payloads), recv))

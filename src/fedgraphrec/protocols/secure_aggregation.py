@@ -1,0 +1,176 @@
+"""Secure aggregation of sparse client contributions, with the ledger, in both crypto modes.
+
+Protocols such as FedGRec upload *dense* vectors under secure aggregation (so the server cannot see
+which rows a client touched), but compute them sparsely: a client's vector is zero outside a few
+rows. :class:`SparseUpload` keeps contributions as blocks of rows ``(client, start index, values)``,
+and :func:`secure_aggregate` returns the exact fixed-point sum over the clients that uploaded:
+
+* crypto mode ``real`` densifies each client's vector, encodes it and runs the four-stage protocol
+  of :mod:`fedgraphrec.crypto.secagg` (pairwise masks, Shamir-shared seeds, dropout recovery);
+* crypto mode ``accounted`` adds the same fixed-point encodings directly, so both modes give
+  bit-identical sums, and records the same bytes through :func:`~fedgraphrec.crypto.secagg.secagg_traffic`.
+
+Both modes refuse, with :class:`~fedgraphrec.crypto.secagg.SecAggAbortError`, when fewer clients than the
+threshold are left.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from fedgraphrec.crypto.secagg import SecAggAbortError, StageTraffic, secagg_traffic, secure_sum
+from fedgraphrec.crypto.sharing import FixedPoint
+from fedgraphrec.runtime import Network
+
+__all__ = ["AggregateResult", "SparseUpload", "secure_aggregate", "threshold_for"]
+
+
+def threshold_for(n_clients: int, fraction: float) -> int:
+    """``t = max(1, ceil(fraction · n))``: the survivors secure aggregation needs among ``n`` clients."""
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"the secure-aggregation threshold fraction must be in (0, 1], got {fraction}")
+    return max(1, math.ceil(fraction * n_clients))
+
+
+@dataclass
+class SparseUpload:
+    """Every client's input vector of length ``length``, as rows of values at given start indices.
+
+    ``add(client_pos, start, values)`` says: client number ``client_pos[r]`` (a position in
+    ``clients``) has ``values[r, :]`` at ``[start[r], start[r] + width)``. A client must not list one
+    index twice (each entry is encoded once, as the client would encode its dense vector).
+    """
+
+    clients: np.ndarray
+    length: int
+    blocks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = field(default_factory=list)
+
+    def add(self, client_pos: torch.Tensor, start: torch.Tensor, values: torch.Tensor) -> None:
+        """Add rows (``values`` of shape ``(rows, width)``)."""
+        if values.dim() == 1:
+            values = values[:, None]
+        self.blocks.append((client_pos.long(), start.long(), values.detach()))
+
+
+@dataclass(frozen=True)
+class AggregateResult:
+    """The decoded sum and who is in it."""
+
+    total: torch.Tensor  # float64, shape (length,)
+    included: np.ndarray  # client ids whose inputs are summed
+    dropped: np.ndarray  # dropped before uploading (not summed)
+    unresponsive: np.ndarray  # dropped after uploading (summed)
+
+
+def _encode(values: torch.Tensor, fp: FixedPoint, what: str) -> torch.Tensor:
+    """``round(x · 2^f)`` as int64, the same integers as :meth:`FixedPoint.encode` (ties to even)."""
+    x = values.to(torch.float64, copy=True)
+    if x.numel():
+        top = x.abs().max().item()
+        if not top < fp.max_abs:  # also catches NaN and infinity
+            raise OverflowError(
+                f"{what}: a contribution is NaN, infinite or beyond the fixed-point range "
+                f"|x| < {fp.max_abs} (frac_bits={fp.frac_bits}); training diverged, or lower frac_bits"
+            )
+    return x.mul_(float(fp.scale)).round_().to(torch.int64)
+
+
+def _flat(start: torch.Tensor, width: int) -> torch.Tensor:
+    return (start[:, None] + torch.arange(width)).reshape(-1)
+
+
+def _record(net: Network, phase: str, traffic: Sequence[StageTraffic]) -> None:
+    """Put each stage's messages in the ledger (``repeat`` avoids an n² array for the share stage)."""
+    for t in traffic:
+        if not t.clients or not t.messages_each:
+            continue
+        ids = np.asarray(t.clients, dtype=np.int64)
+        net.transmit(
+            f"{phase}/secagg-{t.stage}",
+            t.sender,
+            t.receiver,
+            t.bytes_each,
+            count=len(ids),
+            repeat=t.messages_each,
+            kind=f"secagg-{t.stage}",
+            protected=t.stage in ("share-keys", "masked-input"),
+            senders=ids if t.sender == "client" else None,
+            receivers=ids if t.receiver == "client" else None,
+        )
+
+
+def secure_aggregate(
+    net: Network,
+    phase: str,
+    upload: SparseUpload,
+    *,
+    threshold: int,
+    fp: FixedPoint,
+    label: bytes,
+    drop_before: np.ndarray | None = None,
+    drop_after: np.ndarray | None = None,
+) -> AggregateResult:
+    """Exact fixed-point ``Σ`` of the uploaded vectors of ``upload.clients`` minus ``drop_before``.
+
+    Args:
+        net: the protocol's network (ledger, crypto mode, transcripts).
+        phase: ledger phase prefix, e.g. ``"train/upload"``.
+        upload: the contributions.
+        threshold: ``t`` of the secure aggregation.
+        fp: fixed-point encoding of the values.
+        label: session label (unique per round and purpose).
+        drop_before: client ids that go offline before uploading (not summed).
+        drop_after: client ids that go offline after uploading, before unmasking (summed).
+
+    Raises:
+        SecAggAbortError: fewer than ``threshold`` clients upload or answer the unmask request.
+    """
+    clients = np.asarray(upload.clients, dtype=np.int64)
+    before = np.intersect1d(clients, drop_before if drop_before is not None else [])
+    after = np.intersect1d(clients, drop_after if drop_after is not None else [])
+    keep_pos = torch.from_numpy(~np.isin(clients, before))
+    included = clients[keep_pos.numpy()]
+    if net.real:
+        dense = torch.zeros((len(clients), upload.length), dtype=torch.int64)
+        for pos, start, values in upload.blocks:
+            idx = pos[:, None] * upload.length + _flat(start, values.shape[1]).view(len(start), -1)
+            dense.view(-1).index_add_(0, idx.reshape(-1), _encode(values, fp, phase).reshape(-1))
+        inputs = {int(u): dense[i].numpy().view(np.uint64).copy() for i, u in enumerate(clients)}
+        result = secure_sum(
+            inputs,
+            threshold,
+            label=label,
+            drop_before_input=[int(u) for u in before],
+            drop_after_input=[int(u) for u in after],
+        )
+        total = torch.from_numpy(result.total.view(np.int64).copy())
+        traffic = result.traffic
+    else:
+        survivors = included
+        responders = np.setdiff1d(survivors, after)
+        for count, stage in (
+            (len(clients), "advertise-keys"),
+            (len(survivors), "masked-input"),
+            (len(responders), "unmask"),
+        ):
+            if count < threshold:
+                raise SecAggAbortError(
+                    f"secure aggregation aborted at stage {stage}: only {count} clients left, "
+                    f"below the threshold {threshold}"
+                )
+        total = torch.zeros(upload.length, dtype=torch.int64)
+        for pos, start, values in upload.blocks:
+            keep = keep_pos[pos]
+            enc = _encode(values[keep], fp, phase)
+            total.index_add_(0, _flat(start[keep], values.shape[1]), enc.reshape(-1))
+        traffic = secagg_traffic(
+            clients.tolist(), clients.tolist(), survivors.tolist(), responders.tolist(), upload.length
+        )
+    _record(net, phase, traffic)
+    decoded = torch.ldexp(total.to(torch.float64), torch.tensor(-fp.frac_bits, dtype=torch.float64))
+    return AggregateResult(decoded, included, before, after)

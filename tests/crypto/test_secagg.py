@@ -1,0 +1,204 @@
+"""Shamir sharing and secure aggregation with dropout recovery (Bonawitz et al.)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+from fedgraphrec.crypto import DecryptionError, FixedPoint
+from fedgraphrec.crypto.secagg import (
+    SecAggAbortError,
+    SecAggClient,
+    SecAggServer,
+    secagg_traffic,
+    secure_sum,
+)
+from fedgraphrec.crypto.shamir import LIMBS, PRIME, recover, share_from_bytes, share_secrets, share_to_bytes
+
+SECRET_A = bytes(range(32))
+SECRET_B = bytes([255] * 32)
+
+
+def _inputs(n: int, length: int, seed: int = 0, start: int = 0) -> dict[int, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {start + 5 * u: rng.integers(0, 2**64, length, dtype=np.uint64) for u in range(n)}
+
+
+def _ring_sum(values: list[np.ndarray]) -> np.ndarray:
+    return np.sum(np.stack(values), axis=0, dtype=np.uint64)
+
+
+# --- Shamir -------------------------------------------------------------------------------------------
+
+
+class TestShamir:
+    def test_any_threshold_subset_recovers(self) -> None:
+        xs = np.arange(1, 11)
+        shares = share_secrets([SECRET_A, SECRET_B], 4, xs, np.random.default_rng(1))
+        assert shares.shape == (2, 10, LIMBS) and (shares >= 0).all() and (shares < PRIME).all()
+        rng = np.random.default_rng(2)
+        for _ in range(10):
+            pick = rng.choice(10, size=int(rng.integers(4, 11)), replace=False)
+            assert recover(xs[pick], shares[0, pick]) == SECRET_A
+            assert recover(xs[pick], shares[1, pick]) == SECRET_B
+
+    def test_below_threshold_gives_garbage_or_error(self) -> None:
+        xs = np.arange(1, 8)
+        shares = share_secrets([SECRET_A], 5, xs, np.random.default_rng(3))
+        for _ in range(5):
+            with contextlib.suppress(ValueError):  # garbage either fails to decode or differs
+                assert recover(xs[:4], shares[0, :4]) != SECRET_A
+
+    def test_fewer_than_threshold_shares_are_uniform(self) -> None:
+        """With t = 3, a single share of a fixed secret is uniform over the field (per limb)."""
+        rng = np.random.default_rng(4)
+        shares = np.stack([share_secrets([SECRET_A], 3, [7, 9, 11], rng)[0, 0] for _ in range(4000)])
+        top = (shares >> 23).ravel()  # 8 top bits of each 31-bit element
+        counts = np.bincount(top, minlength=256)
+        expected = counts.sum() / 256
+        assert ((counts - expected) ** 2 / expected).sum() < 400
+
+    def test_bytes_round_trip_and_validation(self) -> None:
+        share = share_secrets([SECRET_A], 2, [1, 2], np.random.default_rng(0))[0, 0]
+        assert (share_from_bytes(share_to_bytes(share)) == share).all()
+        with pytest.raises(ValueError, match="36 bytes"):
+            share_from_bytes(b"x")
+        with pytest.raises(ValueError, match="distinct"):
+            share_secrets([SECRET_A], 2, [1, 1], np.random.default_rng(0))
+        with pytest.raises(ValueError, match="threshold"):
+            share_secrets([SECRET_A], 3, [1, 2], np.random.default_rng(0))
+        with pytest.raises(ValueError, match="32 bytes"):
+            share_secrets([b"short"], 1, [1], np.random.default_rng(0))
+
+
+# --- secure aggregation -------------------------------------------------------------------------------
+
+
+class TestSecureSum:
+    def test_exact_sum_without_dropout(self) -> None:
+        xs = _inputs(12, 300)
+        result = secure_sum(xs, threshold=7, label=b"round-1")
+        assert (result.total == _ring_sum(list(xs.values()))).all()
+        assert result.included == tuple(sorted(xs))
+
+    def test_exact_sum_with_30_percent_dropping_after_upload(self) -> None:
+        xs = _inputs(10, 257, seed=1)
+        gone = sorted(xs)[2:5]  # 3 of 10 upload, then vanish before unmasking
+        result = secure_sum(xs, threshold=6, drop_after_input=gone)
+        assert (result.total == _ring_sum(list(xs.values()))).all()
+        assert result.unresponsive == tuple(gone)
+
+    def test_exact_sum_of_survivors_with_30_percent_dropping_before_upload(self) -> None:
+        xs = _inputs(10, 64, seed=2)
+        gone = sorted(xs)[-3:]
+        result = secure_sum(xs, threshold=6, drop_before_input=gone)
+        assert (result.total == _ring_sum([v for u, v in xs.items() if u not in gone])).all()
+        assert result.dropped == tuple(gone) and set(result.included) == set(xs) - set(gone)
+
+    def test_both_kinds_of_dropout_together(self) -> None:
+        xs = _inputs(9, 40, seed=3)
+        ids = sorted(xs)
+        result = secure_sum(xs, threshold=5, drop_before_input=ids[:2], drop_after_input=ids[2:4])
+        assert (result.total == _ring_sum([xs[u] for u in ids[2:]])).all()
+
+    def test_fixed_point_floats_sum_exactly(self) -> None:
+        fp = FixedPoint(32)
+        rng = np.random.default_rng(5)
+        floats = {u: rng.normal(size=50) for u in range(6)}
+        result = secure_sum({u: fp.encode(x) for u, x in floats.items()}, threshold=4)
+        expected = sum(fp.decode(fp.encode(x)) for x in floats.values())
+        assert np.array_equal(fp.decode(result.total), expected)
+
+    def test_refuses_below_threshold(self) -> None:
+        xs = _inputs(6, 8, seed=6)
+        ids = sorted(xs)
+        with pytest.raises(
+            SecAggAbortError, match="masked-input: only 3 masked inputs arrived, below the threshold 4"
+        ):
+            secure_sum(xs, threshold=4, drop_before_input=ids[:3])
+        with pytest.raises(SecAggAbortError, match="unmask"):
+            secure_sum(xs, threshold=4, drop_after_input=ids[:3])
+        with pytest.raises(SecAggAbortError, match="advertise-keys"):
+            secure_sum(_inputs(2, 4), threshold=3)
+
+    def test_masked_uploads_look_uniform(self) -> None:
+        """What the server receives from one client: uniform bytes, whatever the input."""
+        length = 20_000
+        zeros = {u: np.zeros(length, dtype=np.uint64) for u in range(4)}
+        ones = {u: np.full(length, np.uint64(2**63 + 12345)) for u in range(4)}
+        seen: list[np.ndarray] = []
+        for xs in (zeros, ones):
+            clients = {u: SecAggClient(u, 3, length, b"audit") for u in xs}
+            server = SecAggServer(3, length, b"audit")
+            roster = server.collect_keys(c.advertise() for c in clients.values())
+            inbox = server.route_shares({u: c.share_keys(roster) for u, c in clients.items()})
+            for v, msgs in inbox.items():
+                clients[v].receive_shares(msgs)
+            seen.append(clients[0].masked_input(xs[0], server.shared))
+        for y in seen:
+            counts = np.bincount(y.view(np.uint8), minlength=256)
+            expected = counts.sum() / 256
+            assert ((counts - expected) ** 2 / expected).sum() < 400
+            top = np.bincount((y >> np.uint64(56)).astype(np.int64), minlength=256)
+            assert ((top - length / 256) ** 2 / (length / 256)).sum() < 400
+        assert np.corrcoef(seen[0].astype(float), seen[1].astype(float))[0, 1] < 0.05
+
+    def test_traffic_matches_serialized_messages(self) -> None:
+        length = 33
+        xs = _inputs(5, length, seed=7)
+        ids = sorted(xs)
+        clients = {u: SecAggClient(u, 3, length) for u in ids}
+        server = SecAggServer(3, length)
+        adverts = [c.advertise() for c in clients.values()]
+        roster = server.collect_keys(adverts)
+        outgoing = {u: c.share_keys(roster) for u, c in clients.items()}
+        inbox = server.route_shares(outgoing)
+        for v, msgs in inbox.items():
+            clients[v].receive_shares(msgs)
+        uploads = {u: clients[u].masked_input(xs[u], server.shared) for u in ids[1:]}
+        survivors = server.collect_masked(uploads)
+        responses = {u: clients[u].unmask(survivors, server.shared) for u in survivors[1:]}
+        server.unmask(responses)
+        stages = {(t.stage, t.sender): t for t in secagg_traffic(ids, ids, survivors, survivors[1:], length)}
+        assert stages["advertise-keys", "client"].total_bytes == sum(len(a.to_bytes()) for a in adverts)
+        assert stages["advertise-keys", "server"].total_bytes == len(ids) * sum(
+            len(a.to_bytes()) for a in adverts
+        )
+        assert stages["share-keys", "client"].total_bytes == sum(
+            len(m) for o in outgoing.values() for m in o.values()
+        )
+        assert stages["share-keys", "server"].total_bytes == sum(
+            len(m) for o in inbox.values() for m in o.values()
+        )
+        assert stages["masked-input", "client"].total_bytes == sum(y.nbytes for y in uploads.values())
+        assert stages["unmask", "client"].total_bytes == sum(
+            4 * len(r) + sum(len(s) for s in r.values()) for r in responses.values()
+        )
+
+    def test_tampered_share_is_rejected(self) -> None:
+        clients = {u: SecAggClient(u, 2, 4) for u in range(3)}
+        server = SecAggServer(2, 4)
+        roster = server.collect_keys(c.advertise() for c in clients.values())
+        inbox = server.route_shares({u: c.share_keys(roster) for u, c in clients.items()})
+        msgs = dict(inbox[1])
+        blob = bytearray(msgs[0])
+        blob[-1] ^= 1
+        msgs[0] = bytes(blob)
+        with pytest.raises(DecryptionError):
+            clients[1].receive_shares(msgs)
+
+    def test_client_refuses_second_unmask(self) -> None:
+        xs = _inputs(3, 4, seed=8, start=0)
+        ids = sorted(xs)
+        clients = {u: SecAggClient(u, 2, 4) for u in ids}
+        server = SecAggServer(2, 4)
+        roster = server.collect_keys(c.advertise() for c in clients.values())
+        inbox = server.route_shares({u: c.share_keys(roster) for u, c in clients.items()})
+        for v, msgs in inbox.items():
+            clients[v].receive_shares(msgs)
+        survivors = server.collect_masked({u: clients[u].masked_input(xs[u], server.shared) for u in ids})
+        clients[ids[0]].unmask(survivors, server.shared)
+        with pytest.raises(ValueError, match="already answered"):
+            clients[ids[0]].unmask(survivors[:2], server.shared)

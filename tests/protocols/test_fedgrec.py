@@ -1,0 +1,243 @@
+"""FedGRec: warm-up = LightGCN propagation, the latent invariant, batched round = per-user reference,
+reductions (-last with K=1, K=0 = federated BPR-MF), dropout through secure aggregation, and the
+ledger against spec §3.5's per-user formulas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
+
+from fedgraphrec.crypto.secagg import SecAggAbortError
+from fedgraphrec.models import NormalizedBipartite, propagate_layers
+from fedgraphrec.protocols.fedgrec import FedGRec, FedGRecSettings, RoundSample
+from tests.helpers import random_train, rel_err
+
+D = 4
+EXACT = dict(frac_bits=40)  # fixed-point resolution 2^-40 ≈ 9e-13 per contribution
+
+
+def _tables(train: sp.csr_matrix, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    M, N = train.shape
+    return torch.randn(M, D, generator=g, dtype=torch.float64) * 0.3, torch.randn(
+        N, D, generator=g, dtype=torch.float64
+    ) * 0.3
+
+
+def _make(train: sp.csr_matrix, crypto: str = "accounted", **kw: object) -> FedGRec:
+    base: dict[str, object] = dict(
+        K=2, clients_per_round=6, local_steps=3, n_negatives=5, lr=0.05, reg=1e-2, **EXACT
+    )
+    base.update(kw)
+    user0, item0 = _tables(train)
+    return FedGRec(train, user0, item0, FedGRecSettings(**base), seed=7, crypto=crypto)  # type: ignore[arg-type]
+
+
+def _reference_rep(
+    s: FedGRecSettings,
+    user_orders: list[torch.Tensor],
+    itq: torch.Tensor,
+    E: torch.Tensor,
+    Q: torch.Tensor,
+    rows: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ē_u and ē_t (spec Eq. 2, or the concatenation) for the rows ``rows`` of the query ``Q``."""
+    K, a = s.K, s.layer_weights()
+    item_orders = [itq[rows]] + [E[k][Q[rows]] for k in range(1, K + 1)]
+    if s.aggregation == "concat":
+        return torch.cat(user_orders).expand(len(rows), -1), torch.cat(item_orders, dim=1)
+    ub = sum(a[k] * user_orders[k] for k in range(K + 1))
+    tb = sum(a[k] * item_orders[k] for k in range(K + 1))
+    return ub.expand(len(rows), -1), tb  # type: ignore[union-attr,return-value]
+
+
+def _reference_round(p: FedGRec, rs: RoundSample) -> tuple[torch.Tensor, torch.Tensor]:
+    """One round computed user by user, straight from spec §3.4's pseudocode, in float64."""
+    s, K = p.settings, p.settings.K
+    E, U = p.E.clone(), p.U.clone()
+    dE = torch.zeros_like(E)
+    touched_by = torch.zeros(E.shape[1], dtype=torch.float64)
+    for i, u in enumerate(rs.clients):
+        pos = rs.pos_items[rs.pos_ptr[i] : rs.pos_ptr[i + 1]]
+        neg = rs.neg_items[rs.neg_ptr[i] : rs.neg_ptr[i + 1]]
+        Q = torch.from_numpy(np.concatenate([pos, neg]))
+        pos_t = torch.from_numpy(pos)
+        w = torch.from_numpy(1.0 / np.sqrt(p.deg_t[pos] * p.deg_u[u]))
+        lat = [(w[:, None] * E[k - 1][pos_t]).sum(0) for k in range(1, K + 1)]
+        eu0 = U[0][u].clone().requires_grad_(True)
+        itq = E[0][Q].clone().requires_grad_(True)  # a local copy of every queried row
+        opt = torch.optim.Adam([eu0, itq], lr=s.lr)
+        n_pos = len(pos)
+        for step in range(s.local_steps):
+            opt.zero_grad()
+            j = torch.from_numpy(rs.pair_neg[step, rs.pos_ptr[i] : rs.pos_ptr[i + 1]] - rs.neg_ptr[i] + n_pos)
+            i_rows = torch.arange(n_pos)
+
+            ui, ti = _reference_rep(s, [eu0, *lat], itq, E, Q, i_rows)
+            uj, tj = _reference_rep(s, [eu0, *lat], itq, E, Q, j)
+            diff = (uj * tj).sum(1) - (ui * ti).sum(1)
+            sq = eu0.square().sum() + itq[i_rows].square().sum(1) + itq[j].square().sum(1)
+            loss = F.softplus(diff).mean() + s.reg / 2 * sq.mean()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            dE[0][Q] += itq - E[0][Q]
+            touched_by[Q] += 1
+            new = [eu0.detach(), *lat]
+            for k in range(K):
+                dE[k + 1][pos_t] += w[:, None] * (new[k] - U[k][u])
+            for k in range(K + 1):
+                U[k][u] = new[k]
+    if s.item_agg == "mean_touched":
+        dE[0] /= touched_by.clamp_min(1)[:, None]
+    return E + dE, U
+
+
+def _graph_t(p: FedGRec) -> torch.Tensor:
+    return torch.from_numpy(p.graph.csr.T.toarray())
+
+
+class TestWarmUp:
+    @pytest.mark.parametrize("K", [1, 3])
+    def test_equals_lightgcn_propagation(self, K: int) -> None:
+        train = random_train(15, 19, seed=1)
+        p = _make(train, K=K)
+        user0, item0 = _tables(train)
+        us, vs = propagate_layers(NormalizedBipartite.from_train(train, torch.float64), user0, item0, K)
+        for k in range(K + 1):
+            assert rel_err(p.E[k], vs[k]) < 1e-10
+            assert rel_err(p.U[k], us[k]) < 1e-10
+
+    def test_real_crypto_gives_identical_tables_and_ledger(self) -> None:
+        train = random_train(8, 9, seed=2)
+        a, b = _make(train, "accounted", K=1), _make(train, "real", K=1)
+        assert torch.equal(a.E, b.E) and torch.equal(a.U, b.U)
+        assert a.net.ledger.rows() == b.net.ledger.rows()
+
+
+class TestRound:
+    @pytest.mark.parametrize(
+        "extra",
+        [
+            dict(),
+            dict(aggregation="concat"),
+            dict(aggregation="last", K=3),
+            dict(item_agg="mean_touched"),
+            dict(K=0),
+        ],
+    )
+    def test_batched_round_equals_per_user_reference(self, extra: dict[str, object]) -> None:
+        train = random_train(14, 30, density=0.2, seed=3)
+        p = _make(train, **extra)  # type: ignore[arg-type]
+        for r in range(3):
+            E_ref, U_ref = _reference_round(p, p.sample(r))
+            p.train_round(r)
+            assert rel_err(p.E, E_ref) < 1e-10
+            assert rel_err(p.U, U_ref) < 1e-10
+
+    def test_latent_invariant_holds_after_rounds(self) -> None:
+        train = random_train(20, 25, seed=4)
+        p = _make(train, K=3, clients_per_round=5)
+        for r in range(8):
+            p.train_round(r)
+        RT = _graph_t(p)
+        for k in range(3):
+            assert rel_err(p.E[k + 1], RT @ p.U[k]) < 1e-10
+
+    def test_last_with_K1_equals_mean_with_K1(self) -> None:
+        train = random_train(12, 16, seed=5)
+        a, b = _make(train, K=1), _make(train, K=1, aggregation="last")
+        for r in range(4):
+            a.train_round(r)
+            b.train_round(r)
+        assert torch.equal(a.E, b.E) and torch.equal(a.U, b.U)
+        ua, va = a.final_embeddings()
+        ub, vb = b.final_embeddings()
+        assert torch.equal(ua, ub) and torch.equal(va, vb)
+
+    def test_K0_is_federated_bpr_mf(self) -> None:
+        """K = 0: no latents at all; the round is per-user BPR-MF with summed item deltas (FedeRank)."""
+        train = random_train(12, 20, seed=6)
+        p = _make(train, K=0)
+        assert p.E.shape[0] == 1 and p.net.ledger.total_bytes("warmup/propagate") == 0
+        for r in range(3):
+            E_ref, U_ref = _reference_round(p, p.sample(r))
+            p.train_round(r)
+            assert rel_err(p.E, E_ref) < 1e-10 and rel_err(p.U, U_ref) < 1e-10
+        users, items = p.final_embeddings()
+        assert torch.equal(users, p.U[0]) and torch.equal(items, p.E[0])
+
+    def test_real_secure_aggregation_gives_identical_round(self) -> None:
+        train = random_train(9, 11, seed=7)
+        a = _make(train, "accounted", K=1, clients_per_round=5, dropout_after=0.2)
+        b = _make(train, "real", K=1, clients_per_round=5, dropout_after=0.2)
+        for r in range(2):
+            ra, rb = a.train_round(r), b.train_round(r)
+            assert ra == rb
+        assert torch.equal(a.E, b.E) and torch.equal(a.U, b.U)
+        assert a.net.ledger.rows() == b.net.ledger.rows()
+
+    def test_same_seed_same_numbers(self) -> None:
+        train = random_train(10, 12, seed=8)
+        a, b = _make(train), _make(train)
+        for r in range(2):
+            a.train_round(r)
+            b.train_round(r)
+        assert torch.equal(a.E, b.E)
+
+
+class TestDropout:
+    def test_users_lost_before_upload_keep_their_state(self) -> None:
+        train = random_train(16, 14, seed=9)
+        p = _make(train, clients_per_round=10, dropout_before=0.3, dropout_after=0.2)
+        rs = p.sample(0)
+        U_before = p.U.clone()
+        rec = p.train_round(0)
+        assert rec.lost == 3 and rec.recovered == 2 and len(rs.drop_before) == 3
+        lost = torch.from_numpy(rs.drop_before)
+        assert torch.equal(p.U[:, lost], U_before[:, lost])
+        kept = torch.from_numpy(np.setdiff1d(rs.clients, rs.drop_before))
+        assert not torch.equal(p.U[0, kept], U_before[0, kept])
+        RT = _graph_t(p)  # the invariant survives dropouts: lost users contributed nothing and kept nothing
+        for k in range(2):
+            assert rel_err(p.E[k + 1], RT @ p.U[k]) < 1e-10
+
+    def test_refuses_below_threshold(self) -> None:
+        train = random_train(16, 14, seed=10)
+        p = _make(train, clients_per_round=10, dropout_before=0.6, secagg_threshold=0.5)
+        with pytest.raises(SecAggAbortError, match="only 4 clients left, below the threshold 5"):
+            p.train_round(0)
+
+    def test_bad_settings_name_the_parameter(self) -> None:
+        with pytest.raises(ValueError, match="aggregation"):
+            FedGRecSettings(aggregation="max")
+        with pytest.raises(ValueError, match="dropout_before"):
+            FedGRecSettings(dropout_before=1.5)
+
+
+class TestLedger:
+    def test_per_user_bytes_match_spec_formulas(self) -> None:
+        """Spec §3.5: download (K+1)|T̃_u|d floats; upload (K+1)Nd ring words (here 8 bytes each)."""
+        train = random_train(12, 40, density=0.15, seed=11)
+        K, d, N = 2, D, 40
+        p = _make(train, K=K, n_negatives=7)
+        sent0, recv0 = p.net.ledger.client_sent.copy(), p.net.ledger.client_received.copy()
+        rs = p.sample(0)
+        p.train_round(0)
+        q = np.diff(rs.pos_ptr) + np.diff(rs.neg_ptr)
+        led = p.net.ledger
+        assert led.bytes_between("server", "client", "train/download") == int(((K + 1) * q * d * 8).sum())
+        assert led.total_bytes("train/query") == int((q * 4).sum())
+        assert led.total_bytes("train/upload/secagg-masked-input") == len(rs.clients) * (K + 1) * N * d * 8
+        S = len(rs.clients)
+        per_user_sent = led.client_sent - sent0
+        expected = q * 4 + (K + 1) * N * d * 8 + 68 + (S - 1) * 112 + 40 * S
+        assert np.array_equal(per_user_sent[rs.clients], expected)
+        per_user_recv = led.client_received - recv0
+        expected_recv = (K + 1) * q * d * 8 + 68 * S + (S - 1) * 112 + 4 * S
+        assert np.array_equal(per_user_recv[rs.clients], expected_recv)
+        others = np.setdiff1d(np.arange(12), rs.clients)
+        assert (per_user_sent[others] == 0).all() and (per_user_recv[others] == 0).all()
