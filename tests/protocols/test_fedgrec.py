@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-import torch.nn.functional as F
 
 from fedgraphrec.crypto.secagg import SecAggAbortError
 from fedgraphrec.models import NormalizedBipartite, propagate_layers
-from fedgraphrec.protocols.fedgrec import FedGRec, FedGRecSettings, RoundSample
+from fedgraphrec.protocols.fedgrec import FedGRec, FedGRecSettings
+from fedgraphrec.protocols.fedgrec.reference import reference_round
 from tests.helpers import random_train, rel_err
 
 D = 4
@@ -34,66 +34,6 @@ def _make(train: sp.csr_matrix, crypto: str = "accounted", **kw: object) -> FedG
     base.update(kw)
     user0, item0 = _tables(train)
     return FedGRec(train, user0, item0, FedGRecSettings(**base), seed=7, crypto=crypto)  # type: ignore[arg-type]
-
-
-def _reference_rep(
-    s: FedGRecSettings,
-    user_orders: list[torch.Tensor],
-    itq: torch.Tensor,
-    E: torch.Tensor,
-    Q: torch.Tensor,
-    rows: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """ē_u and ē_t (spec Eq. 2, or the concatenation) for the rows ``rows`` of the query ``Q``."""
-    K, a = s.K, s.layer_weights()
-    item_orders = [itq[rows]] + [E[k][Q[rows]] for k in range(1, K + 1)]
-    if s.aggregation == "concat":
-        return torch.cat(user_orders).expand(len(rows), -1), torch.cat(item_orders, dim=1)
-    ub = sum(a[k] * user_orders[k] for k in range(K + 1))
-    tb = sum(a[k] * item_orders[k] for k in range(K + 1))
-    return ub.expand(len(rows), -1), tb  # type: ignore[union-attr,return-value]
-
-
-def _reference_round(p: FedGRec, rs: RoundSample) -> tuple[torch.Tensor, torch.Tensor]:
-    """One round computed user by user, straight from spec §3.4's pseudocode, in float64."""
-    s, K = p.settings, p.settings.K
-    E, U = p.E.clone(), p.U.clone()
-    dE = torch.zeros_like(E)
-    touched_by = torch.zeros(E.shape[1], dtype=torch.float64)
-    for i, u in enumerate(rs.clients):
-        pos = rs.pos_items[rs.pos_ptr[i] : rs.pos_ptr[i + 1]]
-        neg = rs.neg_items[rs.neg_ptr[i] : rs.neg_ptr[i + 1]]
-        Q = torch.from_numpy(np.concatenate([pos, neg]))
-        pos_t = torch.from_numpy(pos)
-        w = torch.from_numpy(1.0 / np.sqrt(p.deg_t[pos] * p.deg_u[u]))
-        lat = [(w[:, None] * E[k - 1][pos_t]).sum(0) for k in range(1, K + 1)]
-        eu0 = U[0][u].clone().requires_grad_(True)
-        itq = E[0][Q].clone().requires_grad_(True)  # a local copy of every queried row
-        opt = torch.optim.Adam([eu0, itq], lr=s.lr)
-        n_pos = len(pos)
-        for step in range(s.local_steps):
-            opt.zero_grad()
-            j = torch.from_numpy(rs.pair_neg[step, rs.pos_ptr[i] : rs.pos_ptr[i + 1]] - rs.neg_ptr[i] + n_pos)
-            i_rows = torch.arange(n_pos)
-
-            ui, ti = _reference_rep(s, [eu0, *lat], itq, E, Q, i_rows)
-            uj, tj = _reference_rep(s, [eu0, *lat], itq, E, Q, j)
-            diff = (uj * tj).sum(1) - (ui * ti).sum(1)
-            sq = eu0.square().sum() + itq[i_rows].square().sum(1) + itq[j].square().sum(1)
-            loss = F.softplus(diff).mean() + s.reg / 2 * sq.mean()
-            loss.backward()
-            opt.step()
-        with torch.no_grad():
-            dE[0][Q] += itq - E[0][Q]
-            touched_by[Q] += 1
-            new = [eu0.detach(), *lat]
-            for k in range(K):
-                dE[k + 1][pos_t] += w[:, None] * (new[k] - U[k][u])
-            for k in range(K + 1):
-                U[k][u] = new[k]
-    if s.item_agg == "mean_touched":
-        dE[0] /= touched_by.clamp_min(1)[:, None]
-    return E + dE, U
 
 
 def _graph_t(p: FedGRec) -> torch.Tensor:
@@ -133,7 +73,7 @@ class TestRound:
         train = random_train(14, 30, density=0.2, seed=3)
         p = _make(train, **extra)  # type: ignore[arg-type]
         for r in range(3):
-            E_ref, U_ref = _reference_round(p, p.sample(r))
+            E_ref, U_ref = reference_round(p, p.sample(r))
             p.train_round(r)
             assert rel_err(p.E, E_ref) < 1e-10
             assert rel_err(p.U, U_ref) < 1e-10
@@ -164,7 +104,7 @@ class TestRound:
         p = _make(train, K=0)
         assert p.E.shape[0] == 1 and p.net.ledger.total_bytes("warmup/propagate") == 0
         for r in range(3):
-            E_ref, U_ref = _reference_round(p, p.sample(r))
+            E_ref, U_ref = reference_round(p, p.sample(r))
             p.train_round(r)
             assert rel_err(p.E, E_ref) < 1e-10 and rel_err(p.U, U_ref) < 1e-10
         users, items = p.final_embeddings()

@@ -1,0 +1,66 @@
+"""FedGRec: time of one batched round vs the same round computed user by user, on the same draws.
+
+Both start from the same warmed-up state and process the same sampled users, negatives and pairs
+(round ``r`` of the run seed); the per-user version is
+:func:`fedgraphrec.protocols.fedgrec.reference.reference_round` (autograd and ``torch.optim.Adam``
+per user, every queried row a parameter). Prints the median of ``--rounds`` rounds and the ratio.
+
+    FEDGRAPHREC_DATA=../shared/datasets python benchmarks/fedgrec_round.py --dataset gowalla --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from fedgraphrec.experiments.config import load_config
+from fedgraphrec.experiments.learners import FedGRecLearner
+from fedgraphrec.experiments.train import prepare_interactions
+from fedgraphrec.protocols.fedgrec.reference import reference_round
+
+
+def main() -> None:
+    """Time both versions side by side and print the medians."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", default="gowalla")
+    ap.add_argument("--K", type=int, default=2)
+    ap.add_argument("--clients", type=int, default=400)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    cfg = load_config(
+        None,
+        [f"dataset={args.dataset}", "protocol=fedgrec", f"K={args.K}", f"clients_per_round={args.clients}"],
+    )
+    data = prepare_interactions(cfg)
+    proto = FedGRecLearner(cfg, data).protocol
+    batched, per_user = [], []
+    for r in range(args.rounds):
+        rs = proto.sample(r)
+        t0 = time.perf_counter()
+        reference_round(proto, rs)
+        per_user.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        proto.train_round(r)
+        batched.append(time.perf_counter() - t0)
+    out = {
+        "dataset": args.dataset,
+        "K": args.K,
+        "clients_per_round": args.clients,
+        "threads": torch.get_num_threads(),
+        "batched_round_s_median": statistics.median(batched),
+        "per_user_round_s_median": statistics.median(per_user),
+        "speedup": statistics.median(per_user) / statistics.median(batched),
+    }
+    print(json.dumps(out, indent=2))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
