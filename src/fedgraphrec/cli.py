@@ -121,7 +121,8 @@ def train(
         Path | None, typer.Option("--out", help="Run folder (default: runs/<time>-<protocol>-<dataset>).")
     ] = None,
     resume: Annotated[
-        Path | None, typer.Option(help="Resume the run in this folder from its checkpoint.")
+        Path | None,
+        typer.Option(help="Resume the run in this folder from its checkpoint (with --epochs: extend it)."),
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
@@ -138,6 +139,9 @@ def train(
             if not (resume / "config.toml").exists():
                 raise _fail(f"{resume}: no config.toml; not a run folder")
             cfg = RunDir(resume).load_config()
+            if epochs is not None:  # extend a finished (or interrupted) run to more epochs
+                cfg.epochs = epochs
+                cfg.validate()
             run_dir = resume
         else:
             cfg = load_config(

@@ -171,3 +171,14 @@ def test_fedgrec_rounds_resume_to_identical_metrics(tmp_path):
 def test_fedgrec_log_every_keeps_evaluated_rounds(tmp_path):
     res = Trainer(tiny_config(*FEDGREC, "epochs=7", "log_every=2"), tmp_path / "l", progress=False).fit()
     assert [r["epoch"] for r in res.history] == [2, 3, 4, 6, 7]
+
+
+def test_resume_with_more_epochs_extends_the_run(tmp_path):
+    """A finished 6-round run extended to 9 equals a 9-round run (evaluations every 3 rounds)."""
+    ref = Trainer(tiny_config(*FEDGREC, "epochs=9"), tmp_path / "ref", progress=False).fit()
+    Trainer(tiny_config(*FEDGREC, "epochs=6"), tmp_path / "ext", progress=False).fit()
+    longer = Trainer(tiny_config(*FEDGREC, "epochs=9"), tmp_path / "ext", progress=False, resume=True).fit()
+    assert untimed(longer.history) == untimed(ref.history)
+    assert RunDir(tmp_path / "ext").load_config().epochs == 9
+    with pytest.raises(ValueError, match="not shortened"):
+        Trainer(tiny_config(*FEDGREC, "epochs=4"), tmp_path / "ext", progress=False, resume=True).fit()

@@ -127,8 +127,13 @@ class Trainer:
         if not path.exists():
             return False
         payload = torch.load(path, weights_only=False)
-        if payload["config"] != self.cfg.to_dict():
+        saved, wanted = dict(payload["config"]), self.cfg.to_dict()
+        if saved.pop("epochs") > wanted.pop("epochs"):
+            raise ValueError(f"{path}: a run can be extended (more epochs) on resume, not shortened")
+        if saved != wanted:
             raise ValueError(f"{path}: checkpoint was written with a different config; refusing to resume")
+        if payload["config"]["epochs"] != self.cfg.epochs:
+            self.run.create(self.cfg)  # extending: the folder's config.toml states the new length
         self.learner.load_state_dict(payload["learner"])
         self.state = _LoopState(**payload["state"])
         self.history = list(payload["history"])
