@@ -44,3 +44,17 @@ def test_malformed_toml_and_missing_file(tmp_path):
         load_config(p)
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(tmp_path / "missing.toml")
+
+
+def test_device_is_checked():
+    with pytest.raises(ConfigError, match="only fedgrec runs off the CPU"):
+        load_config(None, ["device=cuda"])
+    with pytest.raises(ConfigError, match="'cpu' or 'cuda"):
+        load_config(None, ["protocol=fedgrec", "device=tpu"])
+
+
+def test_fedgrec_K_alias_and_settings():
+    cfg = load_config(None, ["protocol=fedgrec", "K=3", "aggregation=last"])
+    assert cfg.n_layers == 3 and cfg.fedgrec_settings().K == 3
+    with pytest.raises(ConfigError, match="item_agg must be one of"):
+        load_config(None, ["protocol=fedgrec", "item_agg=max"])

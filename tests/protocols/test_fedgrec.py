@@ -181,3 +181,18 @@ class TestLedger:
         assert np.array_equal(per_user_recv[rs.clients], expected_recv)
         others = np.setdiff1d(np.arange(12), rs.clients)
         assert (per_user_sent[others] == 0).all() and (per_user_recv[others] == 0).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_round_matches_cpu() -> None:
+    train = random_train(14, 30, density=0.2, seed=12)
+    user0, item0 = _tables(train)
+    settings = FedGRecSettings(
+        K=2, clients_per_round=6, local_steps=3, n_negatives=5, lr=0.05, reg=1e-2, **EXACT
+    )
+    cpu = FedGRec(train, user0, item0, settings, seed=7)
+    gpu = FedGRec(train, user0, item0, settings, seed=7, device="cuda")
+    for r in range(3):
+        assert cpu.train_round(r) == gpu.train_round(r)
+    assert rel_err(gpu.E.cpu(), cpu.E) < 1e-10 and rel_err(gpu.U.cpu(), cpu.U) < 1e-10
+    assert cpu.net.ledger.rows() == gpu.net.ledger.rows()

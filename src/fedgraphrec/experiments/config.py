@@ -84,6 +84,7 @@ class TrainConfig:
         dropout_after: fraction lost after uploading (secure aggregation recovers them).
         secagg_threshold: fraction of a round's users secure aggregation needs at every stage.
         frac_bits: fixed-point fractional bits of secure aggregation.
+        device: ``cpu`` or a CUDA device (``cuda``, ``cuda:1``) for the protocol's tables; FedGRec only.
     """
 
     protocol: str = "central"
@@ -129,6 +130,7 @@ class TrainConfig:
     dropout_after: float = 0.0
     secagg_threshold: float = 0.5
     frac_bits: int = 32
+    device: str = "cpu"
 
     def validate(self) -> None:
         """Check ranges and choices; raise :class:`ConfigError` naming the parameter."""
@@ -180,6 +182,17 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        if self.device != "cpu":
+            if self.protocol != "fedgrec":
+                raise ConfigError(
+                    f"device={self.device!r}: only fedgrec runs off the CPU so far; use device='cpu'"
+                )
+            if not re.fullmatch(r"cuda(:\d+)?", self.device):
+                raise ConfigError(f"device must be 'cpu' or 'cuda[:N]'; got {self.device!r}")
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ConfigError(f"device={self.device!r} but this machine has no CUDA device")
         if self.protocol == "fedgrec":
             try:
                 self.fedgrec_settings()

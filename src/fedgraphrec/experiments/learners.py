@@ -255,6 +255,7 @@ class FedGRecLearner:
             seed=cfg.seed,
             crypto="real" if cfg.crypto == "real" else "accounted",
             transcripts=cfg.transcripts,
+            device=cfg.device,
         )
         self.last_round: dict[str, int] = {}
 

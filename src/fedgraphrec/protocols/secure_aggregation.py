@@ -81,7 +81,7 @@ def _encode(values: torch.Tensor, fp: FixedPoint, what: str) -> torch.Tensor:
 
 
 def _flat(start: torch.Tensor, width: int) -> torch.Tensor:
-    return (start[:, None] + torch.arange(width)).reshape(-1)
+    return (start[:, None] + torch.arange(width, device=start.device)).reshape(-1)
 
 
 def _record(net: Network, phase: str, traffic: Sequence[StageTraffic]) -> None:
@@ -133,11 +133,12 @@ def secure_aggregate(
     clients = np.asarray(upload.clients, dtype=np.int64)
     before = np.intersect1d(clients, drop_before if drop_before is not None else [])
     after = np.intersect1d(clients, drop_after if drop_after is not None else [])
-    keep_pos = torch.from_numpy(~np.isin(clients, before))
+    device = upload.blocks[0][2].device if upload.blocks else torch.device("cpu")
+    keep_pos = torch.from_numpy(~np.isin(clients, before)).to(device)
     included = clients[keep_pos.numpy()]
     if net.real:
         dense = torch.zeros((len(clients), upload.length), dtype=torch.int64)
-        for pos, start, values in upload.blocks:
+        for pos, start, values in ((p.cpu(), st.cpu(), v.cpu()) for p, st, v in upload.blocks):
             idx = pos[:, None] * upload.length + _flat(start, values.shape[1]).view(len(start), -1)
             dense.view(-1).index_add_(0, idx.reshape(-1), _encode(values, fp, phase).reshape(-1))
         inputs = {int(u): dense[i].numpy().view(np.uint64).copy() for i, u in enumerate(clients)}
@@ -148,7 +149,7 @@ def secure_aggregate(
             drop_before_input=[int(u) for u in before],
             drop_after_input=[int(u) for u in after],
         )
-        total = torch.from_numpy(result.total.view(np.int64).copy())
+        total = torch.from_numpy(result.total.view(np.int64).copy()).to(device)
         traffic = result.traffic
     else:
         survivors = included
@@ -163,7 +164,7 @@ def secure_aggregate(
                     f"secure aggregation aborted at stage {stage}: only {count} clients left, "
                     f"below the threshold {threshold}"
                 )
-        total = torch.zeros(upload.length, dtype=torch.int64)
+        total = torch.zeros(upload.length, dtype=torch.int64, device=device)
         for pos, start, values in upload.blocks:
             keep = keep_pos[pos]
             enc = _encode(values[keep], fp, phase)
@@ -172,5 +173,7 @@ def secure_aggregate(
             clients.tolist(), clients.tolist(), survivors.tolist(), responders.tolist(), upload.length
         )
     _record(net, phase, traffic)
-    decoded = torch.ldexp(total.to(torch.float64), torch.tensor(-fp.frac_bits, dtype=torch.float64))
+    decoded = torch.ldexp(
+        total.to(torch.float64), torch.tensor(-fp.frac_bits, dtype=torch.float64, device=device)
+    )
     return AggregateResult(decoded, included, before, after)

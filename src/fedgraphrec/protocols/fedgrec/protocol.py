@@ -76,6 +76,8 @@ class FedGRec:
         crypto: ``real`` runs the four-stage secure aggregation for real; ``accounted`` adds the
             same fixed-point encodings directly (identical numbers) and counts the same bytes.
         transcripts: keep what the server received (queries) for audits.
+        device: where the tables and the round's arithmetic live (``"cuda"`` for the paper-scale
+            10^5-round runs); sampling and the ledger stay on the CPU.
     """
 
     def __init__(
@@ -88,7 +90,9 @@ class FedGRec:
         seed: int,
         crypto: CryptoMode = "accounted",
         transcripts: bool = False,
+        device: str | torch.device = "cpu",
     ) -> None:
+        self.device = torch.device(device)
         csr = sp.csr_matrix(train, dtype=np.float64, copy=True)
         csr.sum_duplicates()
         csr.sort_indices()
@@ -109,6 +113,10 @@ class FedGRec:
         self.deg_u = np.diff(csr.indptr).astype(np.int64)
         self.warm_up(user0, item0)
 
+    def _t(self, array: np.ndarray) -> torch.Tensor:
+        """A numpy array as a tensor on the protocol's device."""
+        return torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+
     # ------------------------------------------------------------------ Algorithm 1, lines 2–9
     def _everyone(self) -> np.ndarray:
         return np.flatnonzero(self.deg_u > 0)
@@ -117,9 +125,11 @@ class FedGRec:
         """Eq. 9: ``|N_t| = SecAgg(Y_u)``, then broadcast to every user."""
         users = self._everyone()
         rows = np.repeat(np.arange(self.n_users), self.deg_u)
-        pos = torch.from_numpy(np.searchsorted(users, rows))
+        pos = self._t(np.searchsorted(users, rows))
         upload = SparseUpload(users, self.n_items)
-        upload.add(pos, torch.from_numpy(self.train.indices.astype(np.int64)), torch.ones(len(rows), 1))
+        upload.add(
+            pos, self._t(self.train.indices.astype(np.int64)), torch.ones(len(rows), 1, device=self.device)
+        )
         result = secure_aggregate(
             self.net,
             "warmup/degrees",
@@ -128,7 +138,7 @@ class FedGRec:
             fp=self.fp,
             label=b"fedgrec/warmup/degrees",
         )
-        degrees = result.total.round().to(torch.int64).numpy()
+        degrees = result.total.round().to(torch.int64).cpu().numpy()
         self.net.transmit(
             "warmup/degrees",
             SERVER,
@@ -148,14 +158,17 @@ class FedGRec:
         if not np.array_equal(self.deg_t, np.bincount(self.train.indices, minlength=N)):
             raise RuntimeError("secure aggregation returned wrong item degrees")  # cannot happen: exact sum
         self.graph = NormalizedBipartite.from_train(self.train, dtype=self.dtype)
-        self.norm = torch.from_numpy(self.graph.values)  # 1/sqrt(|N_t||N_u|) per edge, CSR order, float64
-        self.E = torch.zeros((K + 1, N, d), dtype=self.dtype)
-        self.U = torch.zeros((K + 1, self.n_users, d), dtype=self.dtype)
+        self.R, self.RT = self.graph.R.to(self.device), self.graph.RT.to(self.device)
+        self.norm = self._t(self.graph.values)  # 1/sqrt(|N_t||N_u|) per edge, CSR order, float64
+        self.E = torch.zeros((K + 1, N, d), dtype=self.dtype, device=self.device)
+        self.U = torch.zeros((K + 1, self.n_users, d), dtype=self.dtype, device=self.device)
         self.E[0] = item0.detach()
         self.U[0] = user0.detach()
         users = self._everyone()
-        edge_user = torch.from_numpy(np.repeat(np.arange(self.n_users), self.deg_u))
-        edge_item = torch.from_numpy(self.train.indices.astype(np.int64))
+        edge_user_np = np.repeat(np.arange(self.n_users), self.deg_u)
+        edge_user = self._t(edge_user_np)
+        edge_pos = self._t(np.searchsorted(users, edge_user_np))
+        edge_item = self._t(self.train.indices.astype(np.int64))
         for k in range(1, K + 1):
             self.net.transmit(
                 "warmup/download",
@@ -167,10 +180,10 @@ class FedGRec:
                 protected=False,
                 receivers=users,
             )
-            fresh = spmm(self.graph.R, self.graph.RT, self.E[k - 1])  # Eq. 6, every user its own row
+            fresh = spmm(self.R, self.RT, self.E[k - 1])  # Eq. 6, every user its own row
             upload = SparseUpload(users, N * d)
             values = self.norm[:, None] * self.U[k - 1][edge_user].double()  # Eq. 7, row t of Ẽ_u
-            upload.add(torch.from_numpy(np.searchsorted(users, edge_user.numpy())), edge_item * d, values)
+            upload.add(edge_pos, edge_item * d, values)
             result = secure_aggregate(
                 self.net,
                 "warmup/propagate",
@@ -229,7 +242,8 @@ class FedGRec:
         out = []
         for k in range(1, self.settings.K + 1):
             rows = w[:, None] * self.E[k - 1][items]
-            out.append(torch.zeros((len(rs.clients), self.dim), dtype=self.dtype).index_add_(0, seg, rows))
+            zeros = torch.zeros((len(rs.clients), self.dim), dtype=self.dtype, device=self.device)
+            out.append(zeros.index_add_(0, seg, rows))
         return out
 
     def train_round(self, round_index: int) -> RoundRecord:
@@ -238,12 +252,12 @@ class FedGRec:
         rs = self.sample(round_index)
         self._query(rs)
         n_clients = len(rs.clients)
-        clients_t = torch.from_numpy(rs.clients)
+        clients_t = self._t(rs.clients)
         seg_np = rs.pos_seg
-        seg = torch.from_numpy(seg_np)
-        pos_items = torch.from_numpy(rs.pos_items)
+        seg = self._t(seg_np)
+        pos_items = self._t(rs.pos_items)
         w = (1.0 / np.sqrt(self.deg_t[rs.pos_items] * self.deg_u[rs.clients][seg_np])).astype(np.float64)
-        w64 = torch.from_numpy(w)
+        w64 = self._t(w)
         w_t = w64.to(self.dtype)
         lat = self._latents(rs, seg, pos_items, w_t)
 
@@ -264,9 +278,9 @@ class FedGRec:
         rank[order] = np.arange(len(order))
         uniq, inverse = uniq[order], rank[inverse]
         n_active = np.searchsorted(first_touch[order], np.arange(s.local_steps), side="right")
-        t_seg, t_item = torch.from_numpy(uniq // N), torch.from_numpy(uniq % N)
-        pos_local = torch.from_numpy(inverse[: len(seg_np)])
-        neg_local = torch.from_numpy(inverse[len(seg_np) :].reshape(neg_items.shape))
+        t_seg, t_item = self._t(uniq // N), self._t(uniq % N)
+        pos_local = self._t(inverse[: len(seg_np)])
+        neg_local = self._t(inverse[len(seg_np) :].reshape(neg_items.shape))
 
         eu0 = self.U[0][clients_t].clone()
         it0_start = self.E[0][t_item].clone()
@@ -274,7 +288,7 @@ class FedGRec:
         objective = _LocalObjective(
             s, lat, [self.E[k][t_item] for k in range(1, K + 1)], t_seg, seg, n_clients
         )
-        pair_w = (1.0 / torch.from_numpy(np.diff(rs.pos_ptr)).to(self.dtype))[seg]
+        pair_w = (1.0 / self._t(np.diff(rs.pos_ptr)).to(self.dtype))[seg]
         adam_u, adam_t = _Adam(eu0, s.lr), _Adam(it0, s.lr)
         bpr_sum = reg_sum = 0.0
         for step in range(s.local_steps):  # Step 3
@@ -298,9 +312,9 @@ class FedGRec:
                 q_seg = np.concatenate([seg_np, rs.neg_seg])
                 q_items = np.concatenate([rs.pos_items, rs.neg_items])
                 upload.add(
-                    torch.from_numpy(q_seg),
-                    (K + 1) * N * d + torch.from_numpy(q_items),
-                    torch.ones(len(q_seg), 1),
+                    self._t(q_seg),
+                    (K + 1) * N * d + self._t(q_items),
+                    torch.ones(len(q_seg), 1, device=self.device),
                 )
         result = secure_aggregate(
             self.net,
@@ -313,7 +327,7 @@ class FedGRec:
             drop_after=rs.drop_after,
         )
         self._apply(result.total, len(result.included))
-        keep = torch.from_numpy(np.isin(rs.clients, result.included))
+        keep = self._t(np.isin(rs.clients, result.included))
         committed = clients_t[keep]
         with torch.no_grad():  # users commit what they contributed (line 23)
             self.U[0][committed] = eu0[keep]
@@ -346,7 +360,7 @@ class FedGRec:
         """``e_u^0 … e_u^K`` for every user: stored base, latents refreshed (Eq. 6) or as stored."""
         if self.settings.eval_latents == "stored":
             return [self.U[k] for k in range(self.settings.K + 1)]
-        fresh = [spmm(self.graph.R, self.graph.RT, self.E[k - 1]) for k in range(1, self.settings.K + 1)]
+        fresh = [spmm(self.R, self.RT, self.E[k - 1]) for k in range(1, self.settings.K + 1)]
         return [self.U[0], *fresh]
 
     def final_embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -362,7 +376,7 @@ class FedGRec:
 
     def state_dict(self) -> dict[str, Any]:
         """Server tables, users' stored embeddings and the ledger."""
-        return {"E": self.E.clone(), "U": self.U.clone(), "ledger": self.net.ledger.state_dict()}
+        return {"E": self.E.cpu().clone(), "U": self.U.cpu().clone(), "ledger": self.net.ledger.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (the warm-up is re-run deterministically by the constructor)."""
