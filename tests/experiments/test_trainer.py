@@ -182,3 +182,14 @@ def test_resume_with_more_epochs_extends_the_run(tmp_path):
     assert RunDir(tmp_path / "ext").load_config().epochs == 9
     with pytest.raises(ValueError, match="not shortened"):
         Trainer(tiny_config(*FEDGREC, "epochs=4"), tmp_path / "ext", progress=False, resume=True).fit()
+
+
+def test_resume_accepts_checkpoints_from_before_newer_config_keys(tmp_path):
+    """A key added to TrainConfig later (here: log_every) takes its default when resuming."""
+    Trainer(tiny_config("epochs=2"), tmp_path / "old", progress=False).fit()
+    ckpt = tmp_path / "old" / "checkpoint.pt"
+    payload = torch.load(ckpt, weights_only=False)
+    del payload["config"]["log_every"]
+    torch.save(payload, ckpt)
+    res = Trainer(tiny_config("epochs=3"), tmp_path / "old", progress=False, resume=True).fit()
+    assert res.summary["epochs_run"] == 3

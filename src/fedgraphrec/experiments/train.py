@@ -127,7 +127,8 @@ class Trainer:
         if not path.exists():
             return False
         payload = torch.load(path, weights_only=False)
-        saved, wanted = dict(payload["config"]), self.cfg.to_dict()
+        # keys added to TrainConfig after the checkpoint was written take their defaults
+        saved, wanted = {**TrainConfig().to_dict(), **payload["config"]}, self.cfg.to_dict()
         if saved.pop("epochs") > wanted.pop("epochs"):
             raise ValueError(f"{path}: a run can be extended (more epochs) on resume, not shortened")
         if saved != wanted:
