@@ -88,5 +88,8 @@ class Network:
         )
         if self.transcript.enabled and payloads is not None:
             recv = None if receivers is None else [int(r) for r in np.asarray(receivers)]
-            self.transcript.add(receiver, Received(phase, sender, kind, protected, list(payloads), recv))
+            sent = None if senders is None else [int(r) for r in np.asarray(senders)]
+            self.transcript.add(
+                receiver, Received(phase, sender, kind, protected, list(payloads), recv, sent)
+            )
         return payloads

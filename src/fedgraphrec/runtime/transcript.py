@@ -28,6 +28,7 @@ class Received:
         protected: whether the payloads are ciphertexts the receiver cannot open.
         payloads: the payload objects as received (one per message).
         receivers: receiving client ids, when the receiver is a client role.
+        senders: sending client ids, when the sender is a client role (a server knows who sent what).
     """
 
     phase: str
@@ -36,6 +37,7 @@ class Received:
     protected: bool
     payloads: Sequence[Any]
     receivers: Sequence[int] | None = None
+    senders: Sequence[int] | None = None
 
 
 class Transcript:
