@@ -28,6 +28,7 @@ class ConfigError(ValueError):
 MODELS = ("lightgcn", "lightgcn+", "mf")
 PROTOCOLS = ("central", "lpgcn", "gnn4fr", "fedgrec")
 ALIASES = {"K": "n_layers"}
+_FEDGREC = FedGRecSettings()  # FedGRec's keys below take their defaults from its settings
 """Alternative key names: FedGRec's ``K`` (latent embeddings) is the layer count ``n_layers``."""
 SELECTIONS = ("valid", "last", "test")
 
@@ -118,18 +119,18 @@ class TrainConfig:
     transcripts: bool = False
     paper_literal: bool = False
     log_every: int = 1
-    clients_per_round: int = 400
-    local_steps: int = 10
-    n_negatives: int = 2048
-    server_lr: float = 1.0
-    latent_lr: float = 1.0
-    item_agg: str = "sum"
-    aggregation: str = "mean"
-    eval_latents: str = "refresh"
-    dropout_before: float = 0.0
-    dropout_after: float = 0.0
-    secagg_threshold: float = 0.5
-    frac_bits: int = 32
+    clients_per_round: int = _FEDGREC.clients_per_round
+    local_steps: int = _FEDGREC.local_steps
+    n_negatives: int = _FEDGREC.n_negatives
+    server_lr: float = _FEDGREC.server_lr
+    latent_lr: float = _FEDGREC.latent_lr
+    item_agg: str = _FEDGREC.item_agg
+    aggregation: str = _FEDGREC.aggregation
+    eval_latents: str = _FEDGREC.eval_latents
+    dropout_before: float = _FEDGREC.dropout_before
+    dropout_after: float = _FEDGREC.dropout_after
+    secagg_threshold: float = _FEDGREC.secagg_threshold
+    frac_bits: int = _FEDGREC.frac_bits
     device: str = "cpu"
 
     def validate(self) -> None:
@@ -208,23 +209,8 @@ class TrainConfig:
 
     def fedgrec_settings(self) -> FedGRecSettings:
         """FedGRec's hyper-parameters from this configuration (``K`` = ``n_layers``)."""
-        return FedGRecSettings(
-            K=self.n_layers,
-            clients_per_round=self.clients_per_round,
-            local_steps=self.local_steps,
-            n_negatives=self.n_negatives,
-            lr=self.lr,
-            reg=self.reg,
-            server_lr=self.server_lr,
-            latent_lr=self.latent_lr,
-            item_agg=self.item_agg,
-            aggregation=self.aggregation,
-            eval_latents=self.eval_latents,
-            dropout_before=self.dropout_before,
-            dropout_after=self.dropout_after,
-            secagg_threshold=self.secagg_threshold,
-            frac_bits=self.frac_bits,
-        )
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(FedGRecSettings) if f.name != "K"}
+        return FedGRecSettings(K=self.n_layers, **shared)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (TOML/JSON serialisable)."""
