@@ -98,7 +98,9 @@ def _cell(v: object) -> str:
 
 @app.command()
 def train(
-    protocol: Annotated[str, typer.Argument(help="Training protocol: central, lpgcn, gnn4fr or fedgrec.")],
+    protocol: Annotated[
+        str, typer.Argument(help="Training protocol: central, lpgcn, gnn4fr, fedgrec or fedmf.")
+    ],
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
     model: Annotated[
         str | None, typer.Option("--model", "--backbone", "-m", help="mf, lightgcn or lightgcn+.")

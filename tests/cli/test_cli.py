@@ -136,7 +136,8 @@ def test_datasets_listing_matches_index():
 
 
 @pytest.mark.parametrize(
-    ("protocol", "model"), [("lpgcn", "lightgcn"), ("lpgcn", "lightgcn+"), ("gnn4fr", "lightgcn")]
+    ("protocol", "model"),
+    [("lpgcn", "lightgcn"), ("lpgcn", "lightgcn+"), ("gnn4fr", "lightgcn"), ("fedmf", "mf")],
 )
 def test_train_federated_verified_real_crypto(tmp_path, protocol, model):
     out = tmp_path / "lp"

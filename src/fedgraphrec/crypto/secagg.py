@@ -279,6 +279,7 @@ class SecAggResult:
     dropped: tuple[int, ...] = ()
     unresponsive: tuple[int, ...] = ()
     traffic: list[StageTraffic] = field(default_factory=list)
+    masked_inputs: dict[int, UInt64Array] = field(default_factory=dict)  # what the server saw, if kept
 
 
 class SecAggServer:
@@ -411,6 +412,7 @@ def secure_sum(
     label: bytes = b"",
     drop_before_input: Collection[int] = (),
     drop_after_input: Collection[int] = (),
+    keep_uploads: bool = False,
 ) -> SecAggResult:
     """Run all four stages in-process for the clients in ``inputs``; the exact sum of what arrived.
 
@@ -422,6 +424,7 @@ def secure_sum(
             inputs are *not* in the sum; their pairwise masks are removed through their shared keys.
         drop_after_input: clients that go offline after uploading, before unmasking: their inputs
             *are* in the sum; their self masks are removed through the others' shares.
+        keep_uploads: return the masked inputs the server received (for transcripts and audits).
 
     Raises:
         SecAggAbortError: fewer than ``threshold`` clients upload, or fewer answer the unmask request.
@@ -453,4 +456,5 @@ def secure_sum(
         dropped=tuple(sorted(before)),
         unresponsive=tuple(sorted(after)),
         traffic=secagg_traffic(ids, shared, survivors, responders, length),
+        masked_inputs=uploads if keep_uploads else {},
     )

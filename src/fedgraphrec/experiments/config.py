@@ -26,7 +26,7 @@ class ConfigError(ValueError):
 
 
 MODELS = ("lightgcn", "lightgcn+", "mf")
-PROTOCOLS = ("central", "lpgcn", "gnn4fr", "fedgrec")
+PROTOCOLS = ("central", "lpgcn", "gnn4fr", "fedgrec", "fedmf")
 ALIASES = {"K": "n_layers"}
 _FEDGREC = FedGRecSettings()  # FedGRec's keys below take their defaults from its settings
 """Alternative key names: FedGRec's ``K`` (latent embeddings) is the layer count ``n_layers``."""
@@ -38,7 +38,8 @@ class TrainConfig:
     """Everything a training run depends on.
 
     Attributes:
-        protocol: ``central`` (the oracle) or a federated protocol (``lpgcn``, ``gnn4fr``, ``fedgrec``).
+        protocol: ``central`` (the oracle) or a federated protocol (``lpgcn``, ``gnn4fr``, ``fedgrec``,
+            ``fedmf``).
         dataset: registered name (``fedgraphrec datasets``) or a folder path.
         dataset_options: loader options, e.g. ``{split = "u1", threshold = 4.0}``.
         data_dir: dataset root (overrides ``FEDGRAPHREC_DATA``).

@@ -15,6 +15,7 @@ import torch
 from fedgraphrec.data import Interactions
 from fedgraphrec.experiments.config import TrainConfig
 from fedgraphrec.models import BPRMF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
+from fedgraphrec.protocols.baselines import FedMF
 from fedgraphrec.protocols.fedgrec import FedGRec
 from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
@@ -25,6 +26,7 @@ __all__ = [
     "BatchStats",
     "CentralLearner",
     "FedGRecLearner",
+    "FedMFLearner",
     "LPGCNLearner",
     "Learner",
     "build_model",
@@ -234,6 +236,32 @@ class GNN4FRLearner(LPGCNLearner):
         self.max_deviation = 0.0
 
 
+class FedMFLearner(LPGCNLearner):
+    """FedMF (BPR-MF with securely aggregated item gradients), verifiable against centralized BPR-MF."""
+
+    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
+        if cfg.model != "mf":
+            raise ValueError(f"fedmf is matrix factorisation; use --model mf (got {cfg.model!r})")
+        if cfg.alpha:
+            raise ValueError("fedmf has no virtual items; alpha applies to lpgcn only (set alpha=0)")
+        oracle = CentralLearner(cfg, data)
+        tables = oracle.parameters_for_verification()
+        self.protocol = FedMF(  # type: ignore[assignment]
+            data.train,
+            tables["user_emb"],
+            tables["item_emb"],
+            seed=cfg.seed,
+            lr=cfg.lr,
+            reg=cfg.reg,
+            crypto="real" if cfg.crypto == "real" else "accounted",
+            transcripts=cfg.transcripts,
+            frac_bits=cfg.frac_bits,
+            secagg_threshold=cfg.secagg_threshold,
+        )
+        self.oracle = oracle if cfg.verify else None
+        self.max_deviation = 0.0
+
+
 class FedGRecLearner:
     """FedGRec: one communication round per epoch (the paper's "epoch"), lossy by design.
 
@@ -305,4 +333,6 @@ def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCN
         return GNN4FRLearner(cfg, data)
     if cfg.protocol == "fedgrec":
         return FedGRecLearner(cfg, data)
+    if cfg.protocol == "fedmf":
+        return FedMFLearner(cfg, data)
     raise ValueError(f"unknown protocol {cfg.protocol!r}")

@@ -26,6 +26,7 @@ import torch
 from fedgraphrec.crypto.secagg import SecAggAbortError, StageTraffic, secagg_traffic, secure_sum
 from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.runtime import Network
+from fedgraphrec.runtime.transcript import Received
 
 __all__ = ["AggregateResult", "SparseUpload", "secure_aggregate", "threshold_for"]
 
@@ -148,7 +149,22 @@ def secure_aggregate(
             label=label,
             drop_before_input=[int(u) for u in before],
             drop_after_input=[int(u) for u in after],
+            keep_uploads=net.transcript.enabled,
         )
+        if result.masked_inputs:  # the server's view: one masked vector per uploading client
+            senders = np.array(sorted(result.masked_inputs), dtype=np.int64)
+            net.transcript.add(
+                "server",
+                Received(
+                    f"{phase}/secagg-masked-input",
+                    "client",
+                    "secagg-masked-input",
+                    True,
+                    [result.masked_inputs[int(u)] for u in senders],
+                    None,
+                    [int(u) for u in senders],
+                ),
+            )
         total = torch.from_numpy(result.total.view(np.int64).copy()).to(device)
         traffic = result.traffic
     else:

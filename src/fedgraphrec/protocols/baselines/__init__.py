@@ -1,0 +1,11 @@
+"""Horizontal federated baselines the papers compare against (LP-GCN Table 4, FedGRec Table 1).
+
+* :class:`FedMF` — federated BPR matrix factorisation (Chai et al.), item gradients through secure
+  aggregation.
+* FedeRank is :class:`~fedgraphrec.protocols.fedgrec.FedGRec` with ``K = 0`` (spec ``fedgrec.md``
+  §5.5); it is not duplicated here.
+"""
+
+from fedgraphrec.protocols.baselines.fedmf import FedMF
+
+__all__ = ["FedMF"]
