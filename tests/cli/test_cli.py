@@ -160,6 +160,7 @@ def test_train_federated_verified_real_crypto(tmp_path, protocol, model):
             *TINY,
             "--set",
             "dtype=float64",
+            *(["--set", "frac_bits=48"] if protocol == "fedmf" else []),  # secure sum in fixed point
         ],
     )
     assert res.exit_code == 0, res.output
