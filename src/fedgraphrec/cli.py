@@ -98,9 +98,7 @@ def _cell(v: object) -> str:
 
 @app.command()
 def train(
-    protocol: Annotated[
-        str, typer.Argument(help="Training protocol: central, lpgcn, gnn4fr, fedgrec or fedmf.")
-    ],
+    protocol: Annotated[str, typer.Argument(help="central, lpgcn, gnn4fr, fedgrec, fedmf, federank or fcf.")],
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
     model: Annotated[
         str | None, typer.Option("--model", "--backbone", "-m", help="mf, lightgcn or lightgcn+.")

@@ -244,3 +244,14 @@ def test_fedgrec_bad_setting_names_it(tmp_path):
         app, ["train", "fedgrec", *TINY, "--set", "aggregation=max", "--out", str(tmp_path / "y")]
     )
     assert res.exit_code != 0 and "aggregation must be one of" in res.output
+
+
+@pytest.mark.parametrize("protocol", ["federank", "fcf"])
+def test_train_federank_and_fcf(tmp_path, protocol):
+    out = tmp_path / protocol
+    res = runner.invoke(
+        app, ["train", protocol, "--epochs", "3", "--out", str(out), "--no-progress", *TINY, *FEDGREC]
+    )
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["protocol"] == protocol and summary["communication"]["total_bytes"] > 0

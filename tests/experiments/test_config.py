@@ -58,3 +58,9 @@ def test_fedgrec_K_alias_and_settings():
     assert cfg.n_layers == 3 and cfg.fedgrec_settings().K == 3
     with pytest.raises(ConfigError, match="item_agg must be one of"):
         load_config(None, ["protocol=fedgrec", "item_agg=max"])
+
+
+def test_federank_and_fcf_are_fedgrec_with_k0():
+    assert load_config(None, ["protocol=federank"]).fedgrec_settings().K == 0
+    fcf = load_config(None, ["protocol=fcf", "confidence=2.0"]).fedgrec_settings()
+    assert fcf.K == 0 and fcf.loss == "mse" and fcf.confidence == 2.0

@@ -67,6 +67,8 @@ class TestRound:
             dict(aggregation="last", K=3),
             dict(item_agg="mean_touched"),
             dict(K=0),
+            dict(K=0, loss="mse", reg=1e-3, local_steps=1),  # FCF
+            dict(K=1, loss="mse", aggregation="concat"),
         ],
     )
     def test_batched_round_equals_per_user_reference(self, extra: dict[str, object]) -> None:

@@ -26,7 +26,9 @@ class ConfigError(ValueError):
 
 
 MODELS = ("lightgcn", "lightgcn+", "mf")
-PROTOCOLS = ("central", "lpgcn", "gnn4fr", "fedgrec", "fedmf")
+PROTOCOLS = ("central", "lpgcn", "gnn4fr", "fedgrec", "fedmf", "federank", "fcf")
+ROUND_PROTOCOLS = ("fedgrec", "federank", "fcf")
+"""Protocols run by FedGRec's round machinery: FedeRank is FedGRec with K = 0, FCF adds its squared error."""
 ALIASES = {"K": "n_layers"}
 _FEDGREC = FedGRecSettings()  # FedGRec's keys below take their defaults from its settings
 """Alternative key names: FedGRec's ``K`` (latent embeddings) is the layer count ``n_layers``."""
@@ -39,7 +41,7 @@ class TrainConfig:
 
     Attributes:
         protocol: ``central`` (the oracle) or a federated protocol (``lpgcn``, ``gnn4fr``, ``fedgrec``,
-            ``fedmf``).
+            ``fedmf``, ``federank`` = FedGRec with K = 0, ``fcf`` = K = 0 with FCF's squared error).
         dataset: registered name (``fedgraphrec datasets``) or a folder path.
         dataset_options: loader options, e.g. ``{split = "u1", threshold = 4.0}``.
         data_dir: dataset root (overrides ``FEDGRAPHREC_DATA``).
@@ -86,6 +88,8 @@ class TrainConfig:
         dropout_after: fraction lost after uploading (secure aggregation recovers them).
         secagg_threshold: fraction of a round's users secure aggregation needs at every stage.
         frac_bits: fixed-point fractional bits of secure aggregation.
+        loss: FedGRec-family local loss: ``bpr`` or ``mse`` (FCF).
+        confidence: FCF's ``α``.
         device: ``cpu`` or a CUDA device (``cuda``, ``cuda:1``) for the protocol's tables; FedGRec only.
     """
 
@@ -132,6 +136,8 @@ class TrainConfig:
     dropout_after: float = _FEDGREC.dropout_after
     secagg_threshold: float = _FEDGREC.secagg_threshold
     frac_bits: int = _FEDGREC.frac_bits
+    loss: str = _FEDGREC.loss
+    confidence: float = _FEDGREC.confidence
     device: str = "cpu"
 
     def validate(self) -> None:
@@ -195,7 +201,7 @@ class TrainConfig:
 
             if not torch.cuda.is_available():
                 raise ConfigError(f"device={self.device!r} but this machine has no CUDA device")
-        if self.protocol == "fedgrec":
+        if self.protocol in ROUND_PROTOCOLS:
             try:
                 self.fedgrec_settings()
             except ValueError as exc:
@@ -209,8 +215,16 @@ class TrainConfig:
             raise ConfigError(f"metric {self.metric!r} needs K={m.group(2)} in ks={self.ks}")
 
     def fedgrec_settings(self) -> FedGRecSettings:
-        """FedGRec's hyper-parameters from this configuration (``K`` = ``n_layers``)."""
+        """FedGRec's hyper-parameters (``K`` = ``n_layers``).
+
+        ``federank`` and ``fcf`` fix ``K = 0`` and their loss (BPR / FCF's confidence-weighted squared
+        error); ``n_layers`` does not apply to them.
+        """
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(FedGRecSettings) if f.name != "K"}
+        if self.protocol == "federank":
+            return FedGRecSettings(**{**shared, "loss": "bpr", "aggregation": "mean"}, K=0)
+        if self.protocol == "fcf":
+            return FedGRecSettings(**{**shared, "loss": "mse", "aggregation": "mean"}, K=0)
         return FedGRecSettings(K=self.n_layers, **shared)
 
     def to_dict(self) -> dict[str, Any]:

@@ -270,10 +270,10 @@ class FedGRecLearner:
     """
 
     def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model != "lightgcn":
-            raise ValueError(f"fedgrec runs the lightgcn backbone; got model={cfg.model!r}")
+        if cfg.model != "lightgcn" and not (cfg.protocol != "fedgrec" and cfg.model == "mf"):
+            raise ValueError(f"{cfg.protocol} runs the lightgcn backbone; got model={cfg.model!r}")
         if cfg.verify:
-            raise ValueError("fedgrec is not lossless (lazy latents); --verify applies to lpgcn and gnn4fr")
+            raise ValueError(f"{cfg.protocol} is not lossless; --verify applies to lpgcn, gnn4fr and fedmf")
         tables = dict(build_model(cfg, data).named_parameters())
         self.protocol = FedGRec(
             data.train,
@@ -331,7 +331,7 @@ def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCN
         return LPGCNLearner(cfg, data)
     if cfg.protocol == "gnn4fr":
         return GNN4FRLearner(cfg, data)
-    if cfg.protocol == "fedgrec":
+    if cfg.protocol in ("fedgrec", "federank", "fcf"):
         return FedGRecLearner(cfg, data)
     if cfg.protocol == "fedmf":
         return FedMFLearner(cfg, data)

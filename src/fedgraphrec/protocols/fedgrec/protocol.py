@@ -413,7 +413,7 @@ class _Adam:
 
 
 class _LocalObjective:
-    r"""Every sampled user's local loss (spec §2.3) with its gradients, in closed form.
+    r"""Every sampled user's local loss (spec §2.3, or FCF's squared error) and its gradients, closed form.
 
     Scores with every latent frozen: ``mean``/``last``: ``ŷ_ut = ⟨α_0 e_u^0 + B_u, α_0 e_t^0 + c_t⟩``
     with ``B_u = Σ_{k≥1} α_k ẽ_u^k`` and ``c_t = Σ_{k≥1} α_k e_t^k``; ``concat``:
@@ -437,6 +437,8 @@ class _LocalObjective:
     ) -> None:
         a = s.layer_weights()
         self.reg = s.reg
+        self.loss = s.loss
+        self.confidence = s.confidence
         self.seg = seg
         self.n_clients = n_clients
         self.concat = s.aggregation == "concat"
@@ -457,23 +459,31 @@ class _LocalObjective:
     def gradients(
         self, eu0: torch.Tensor, it0: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, pair_w: torch.Tensor
     ) -> tuple[float, float, torch.Tensor, torch.Tensor]:
-        """BPR and L2 parts of the objective and its gradients with respect to ``eu0`` and ``it0``."""
+        """Ranking (or MSE) and L2 parts of the objective and its gradients for ``eu0`` and ``it0``."""
         seg, a0 = self.seg, self.a0
         u_base = eu0.index_select(0, seg)
         u = u_base if self.B is None else a0 * u_base + self.B.index_select(0, seg)
         ti, tj = self._rep(it0, pos), self._rep(it0, neg)
-        diff = (u * (tj - ti)).sum(1)
+        s_i, s_j = (u * ti).sum(1), (u * tj).sum(1)
         if self.const is not None:
-            diff = diff + self.const.index_select(0, neg) - self.const.index_select(0, pos)
+            s_i = s_i + self.const.index_select(0, pos)
+            s_j = s_j + self.const.index_select(0, neg)
+        if self.loss == "bpr":  # softplus(ŷ_uj − ŷ_ui)
+            fit = F.softplus(s_j - s_i)
+            g_j = torch.sigmoid(s_j - s_i)
+            g_i = -g_j
+        else:  # FCF's confidence-weighted squared error: c (1 − ŷ_ui)² + ŷ_uj², c = 1 + α
+            c = 1.0 + self.confidence
+            fit = c * (1 - s_i).square() + s_j.square()
+            g_i, g_j = -2 * c * (1 - s_i), 2 * s_j
         i_base, j_base = it0.index_select(0, pos), it0.index_select(0, neg)
         sq = u_base.square().sum(1) + i_base.square().sum(1) + j_base.square().sum(1)
-        bpr = (pair_w * F.softplus(diff)).sum().item()
+        bpr = (pair_w * fit).sum().item()
         reg = (self.reg / 2) * (pair_w * sq).sum().item()
-        g = (pair_w * torch.sigmoid(diff))[:, None]
+        gi, gj = (pair_w * g_i)[:, None], (pair_w * g_j)[:, None]
         lw = (self.reg * pair_w)[:, None]
-        grad_u = torch.zeros_like(eu0).index_add_(0, seg, a0 * g * (tj - ti) + lw * u_base)
-        gu = a0 * g * u
+        grad_u = torch.zeros_like(eu0).index_add_(0, seg, a0 * (gi * ti + gj * tj) + lw * u_base)
         grad_t = torch.zeros_like(it0)
-        grad_t.index_add_(0, pos, lw * i_base - gu)
-        grad_t.index_add_(0, neg, lw * j_base + gu)
+        grad_t.index_add_(0, pos, lw * i_base + a0 * gi * u)
+        grad_t.index_add_(0, neg, lw * j_base + a0 * gj * u)
         return bpr, reg, grad_u, grad_t

@@ -67,7 +67,11 @@ def reference_round(p: FedGRec, rs: RoundSample) -> tuple[torch.Tensor, torch.Te
             uj, tj = _rep(s, [eu0, *lat], itq, E, Q, j)
             diff = (uj * tj).sum(1) - (ui * ti).sum(1)
             sq = eu0.square().sum() + itq[i_rows].square().sum(1) + itq[j].square().sum(1)
-            loss = F.softplus(diff).mean() + s.reg / 2 * sq.mean()
+            if s.loss == "bpr":
+                fit = F.softplus(diff)
+            else:
+                fit = (1 + s.confidence) * (1 - (ui * ti).sum(1)).square() + (uj * tj).sum(1).square()
+            loss = fit.mean() + s.reg / 2 * sq.mean()
             loss.backward()
             opt.step()
         with torch.no_grad():

@@ -35,6 +35,9 @@ class FedGRecSettings:
             still counts; secure aggregation recovers their self masks).
         secagg_threshold: fraction of the participants that secure aggregation needs at every stage.
         frac_bits: fixed-point fractional bits of the secure-aggregation ring encoding.
+        loss: ``bpr`` (FedGRec, FedeRank) or ``mse``: FCF's confidence-weighted squared error
+            ``(1+α)(1 − ŷ_ui)² + ŷ_uj²`` over the same (positive, sampled negative) pairs.
+        confidence: FCF's ``α`` (confidence ``1 + α`` on positives).
     """
 
     K: int = 2
@@ -52,6 +55,8 @@ class FedGRecSettings:
     dropout_after: float = 0.0
     secagg_threshold: float = 0.5
     frac_bits: int = 32
+    loss: str = "bpr"
+    confidence: float = 1.0
 
     def __post_init__(self) -> None:
         checks = [
@@ -81,6 +86,8 @@ class FedGRecSettings:
             ),
             (8 <= self.frac_bits <= 48, f"frac_bits must be in [8, 48], got {self.frac_bits}"),
             (not (self.aggregation == "last" and self.K == 0), "aggregation='last' needs K >= 1"),
+            (self.loss in ("bpr", "mse"), f"loss must be 'bpr' or 'mse', got {self.loss!r}"),
+            (self.confidence >= 0, f"confidence must be >= 0, got {self.confidence}"),
         ]
         for ok, message in checks:
             if not ok:
