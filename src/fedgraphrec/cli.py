@@ -198,6 +198,42 @@ def _print_summary(summary: dict[str, object]) -> None:
 
 
 @app.command()
+def compare(
+    methods: Annotated[
+        list[str],
+        typer.Option("--method", help="protocol[:key=value,...], e.g. central:model=mf (repeatable)."),
+    ],
+    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Base TOML configuration.")] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a base config key (repeatable).")
+    ] = None,
+    seeds: Annotated[
+        list[int] | None, typer.Option("--seed", help="Seeds (repeatable; default 2020).")
+    ] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the runs and the table.")] = Path(
+        "runs/compare"
+    ),
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
+) -> None:
+    """Run several methods on one dataset with the same split, seeds and budget; write a table."""
+    from fedgraphrec.crypto import CryptoError
+    from fedgraphrec.data import DataError
+    from fedgraphrec.experiments import ConfigError
+    from fedgraphrec.experiments.compare import compare as run_compare
+    from fedgraphrec.experiments.compare import parse_method
+
+    base = [*(overrides or []), *([f"dataset={dataset}"] if dataset else [])]
+    try:
+        specs = [parse_method(m) for m in methods]
+        rows = run_compare(specs, seeds or [2020], out_dir, config=config, overrides=base, progress=progress)
+    except (ConfigError, DataError, ValueError, CryptoError) as exc:
+        raise _fail(str(exc)) from None
+    out.print((out_dir / "compare.md").read_text())
+    err.print(f"{len(rows)} methods → {out_dir}/compare.csv, compare.md, compare.json")
+
+
+@app.command()
 def demo(
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Run folder (default: runs/<time>-demo-synthetic).")

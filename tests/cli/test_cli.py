@@ -255,3 +255,39 @@ def test_train_federank_and_fcf(tmp_path, protocol):
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["protocol"] == protocol and summary["communication"]["total_bytes"] > 0
+
+
+def test_compare_writes_a_mean_std_table(tmp_path):
+    out = tmp_path / "cmp"
+    res = runner.invoke(
+        app,
+        [
+            "compare",
+            "--method",
+            "central:model=mf",
+            "--method",
+            "fedmf:model=mf",
+            "--seed",
+            "1",
+            "--seed",
+            "2",
+            "--set",
+            "epochs=2",
+            "--out",
+            str(out),
+            *TINY,
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    rows = json.loads((out / "compare.json").read_text())["rows"]
+    assert [r["method"] for r in rows] == ["central:model=mf", "fedmf:model=mf"]
+    assert rows[0]["runs"] == 2 and rows[0]["recall@5_std"] >= 0
+    # FedMF is centralized BPR-MF up to the fixed-point secure sum: the same metrics
+    assert abs(rows[0]["recall@5_mean"] - rows[1]["recall@5_mean"]) < 1e-6
+    assert rows[0]["bytes_per_client_per_epoch"] == 0 and rows[1]["bytes_per_client_per_epoch"] > 0
+    assert "| central:model=mf |" in (out / "compare.md").read_text()
+
+
+def test_compare_rejects_a_bad_method(tmp_path):
+    res = runner.invoke(app, ["compare", "--method", "central:model", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "not key=value" in res.output
