@@ -69,6 +69,9 @@ class TestRound:
             dict(K=0),
             dict(K=0, loss="mse", reg=1e-3, local_steps=1),  # FCF
             dict(K=1, loss="mse", aggregation="concat"),
+            dict(optimizer="sgd", lr=0.5),
+            dict(batch_mode="all_pairs"),
+            dict(batch_mode="all_pairs", K=1, loss="mse", aggregation="last"),
         ],
     )
     def test_batched_round_equals_per_user_reference(self, extra: dict[str, object]) -> None:

@@ -90,6 +90,8 @@ class TrainConfig:
         frac_bits: fixed-point fractional bits of secure aggregation.
         loss: FedGRec-family local loss: ``bpr`` or ``mse`` (FCF).
         confidence: FCF's ``α``.
+        optimizer: FedGRec-family local optimizer: ``adam`` or ``sgd``.
+        batch_mode: FedGRec-family local pairs: ``one_neg_per_pos`` or ``all_pairs``.
         device: ``cpu`` or a CUDA device (``cuda``, ``cuda:1``) for the protocol's tables; FedGRec only.
     """
 
@@ -138,6 +140,8 @@ class TrainConfig:
     frac_bits: int = _FEDGREC.frac_bits
     loss: str = _FEDGREC.loss
     confidence: float = _FEDGREC.confidence
+    optimizer: str = _FEDGREC.optimizer
+    batch_mode: str = _FEDGREC.batch_mode
     device: str = "cpu"
 
     def validate(self) -> None:

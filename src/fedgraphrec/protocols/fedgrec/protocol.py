@@ -208,6 +208,7 @@ class FedGRec:
             local_steps=s.local_steps,
             dropout_before=s.dropout_before,
             dropout_after=s.dropout_after,
+            batch_mode=s.batch_mode,
         )
 
     def _query(self, rs: RoundSample) -> None:
@@ -264,9 +265,10 @@ class FedGRec:
         # Rows that get a gradient in some local step: positives and the negatives paired with them,
         # ordered by the step that first touches them, so step i only updates a prefix (Adam leaves a
         # row whose gradient and moments are still zero exactly where it is).
-        neg_items = rs.neg_items[rs.pair_neg]  # (τ, P)
+        pair_seg_np = rs.pair_seg
+        neg_items = rs.neg_items[rs.pair_neg]  # (τ, Q)
         step_of = np.arange(s.local_steps)[:, None]
-        keys = np.concatenate([seg_np * N + rs.pos_items, (seg_np[None, :] * N + neg_items).ravel()])
+        keys = np.concatenate([seg_np * N + rs.pos_items, (pair_seg_np[None, :] * N + neg_items).ravel()])
         first = np.concatenate(
             [np.zeros(len(seg_np), dtype=np.int64), np.broadcast_to(step_of, neg_items.shape).ravel()]
         )
@@ -279,23 +281,24 @@ class FedGRec:
         uniq, inverse = uniq[order], rank[inverse]
         n_active = np.searchsorted(first_touch[order], np.arange(s.local_steps), side="right")
         t_seg, t_item = self._t(uniq // N), self._t(uniq % N)
-        pos_local = self._t(inverse[: len(seg_np)])
+        pos_local = self._t(inverse[: len(seg_np)][rs.pair_pos])
         neg_local = self._t(inverse[len(seg_np) :].reshape(neg_items.shape))
+        pair_seg = self._t(pair_seg_np)
 
         eu0 = self.U[0][clients_t].clone()
         it0_start = self.E[0][t_item].clone()
         it0 = it0_start.clone()
         objective = _LocalObjective(
-            s, lat, [self.E[k][t_item] for k in range(1, K + 1)], t_seg, seg, n_clients
+            s, lat, [self.E[k][t_item] for k in range(1, K + 1)], t_seg, pair_seg, n_clients
         )
-        pair_w = (1.0 / self._t(np.diff(rs.pos_ptr)).to(self.dtype))[seg]
-        adam_u, adam_t = _Adam(eu0, s.lr), _Adam(it0, s.lr)
+        pair_w = (1.0 / self._t(np.diff(rs.pair_ptr)).to(self.dtype))[pair_seg]
+        opt_u, opt_t = _Optimizer(eu0, s.lr, s.optimizer), _Optimizer(it0, s.lr, s.optimizer)
         bpr_sum = reg_sum = 0.0
         for step in range(s.local_steps):  # Step 3
             n = int(n_active[step])
             bpr, reg, grad_u, grad_t = objective.gradients(eu0, it0[:n], pos_local, neg_local[step], pair_w)
-            adam_u.step(grad_u)
-            adam_t.step(grad_t, n)
+            opt_u.step(grad_u)
+            opt_t.step(grad_t, n)
             bpr_sum += bpr
             reg_sum += reg
 
@@ -385,26 +388,34 @@ class FedGRec:
         self.net.ledger.load_state_dict(state["ledger"])
 
 
-class _Adam:
-    """Adam (Kingma & Ba; PyTorch's defaults and arithmetic) on the first ``n`` rows of a table.
+class _Optimizer:
+    """Adam (Kingma & Ba; PyTorch's defaults and arithmetic) or plain SGD on the first ``n`` rows.
 
     Elementwise, so one instance over the stacked rows of all sampled users is exactly one fresh
-    Adam per user; rows beyond ``n`` have had no gradient yet and would not move.
+    optimizer per user; rows beyond ``n`` have had no gradient yet and would not move.
     """
 
     def __init__(
-        self, param: torch.Tensor, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+        self,
+        param: torch.Tensor,
+        lr: float,
+        kind: str = "adam",
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
     ) -> None:
-        self.param, self.lr, self.betas, self.eps = param, lr, betas, eps
-        self.m = torch.zeros_like(param)
-        self.v = torch.zeros_like(param)
+        self.param, self.lr, self.kind, self.betas, self.eps = param, lr, kind, betas, eps
+        self.m = torch.zeros_like(param) if kind == "adam" else param
+        self.v = torch.zeros_like(param) if kind == "adam" else param
         self.t = 0
 
     def step(self, grad: torch.Tensor, n: int | None = None) -> None:
         """One update of rows ``[:n]`` (all rows when ``n`` is None) with their gradient ``grad``."""
+        p, m, v = (x if n is None else x[:n] for x in (self.param, self.m, self.v))
+        if self.kind == "sgd":
+            p.add_(grad, alpha=-self.lr)
+            return
         b1, b2 = self.betas
         self.t += 1
-        p, m, v = (x if n is None else x[:n] for x in (self.param, self.m, self.v))
         m.lerp_(grad, 1 - b1)
         v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
         bias2_sqrt = (1 - b2**self.t) ** 0.5

@@ -56,12 +56,17 @@ def reference_round(p: FedGRec, rs: RoundSample) -> tuple[torch.Tensor, torch.Te
         lat = [(w[:, None] * E[k - 1][pos_t]).sum(0) for k in range(1, K + 1)]
         eu0 = U[0][u].clone().requires_grad_(True)
         itq = E[0][Q].clone().requires_grad_(True)  # a local copy of every queried row
-        opt = torch.optim.Adam([eu0, itq], lr=s.lr)
+        opt: torch.optim.Optimizer = (
+            torch.optim.Adam([eu0, itq], lr=s.lr)
+            if s.optimizer == "adam"
+            else torch.optim.SGD([eu0, itq], lr=s.lr)
+        )
         n_pos = len(pos)
+        pairs = slice(rs.pair_ptr[i], rs.pair_ptr[i + 1])
+        i_rows = torch.from_numpy(rs.pair_pos[pairs] - rs.pos_ptr[i])
         for step in range(s.local_steps):
             opt.zero_grad()
-            j = torch.from_numpy(rs.pair_neg[step, rs.pos_ptr[i] : rs.pos_ptr[i + 1]] - rs.neg_ptr[i] + n_pos)
-            i_rows = torch.arange(n_pos)
+            j = torch.from_numpy(rs.pair_neg[step, pairs] - rs.neg_ptr[i] + n_pos)
 
             ui, ti = _rep(s, [eu0, *lat], itq, E, Q, i_rows)
             uj, tj = _rep(s, [eu0, *lat], itq, E, Q, j)

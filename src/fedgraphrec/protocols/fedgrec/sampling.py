@@ -37,8 +37,12 @@ class RoundSample:
         clients: sampled user ids, sorted (``S``).
         pos_ptr / pos_items: CSR of each client's positives (train items), ``P`` in all.
         neg_ptr / neg_items: CSR of each client's sampled negatives.
-        pair_neg: ``(τ, P)`` position in ``neg_items`` of the negative paired with each positive in
-            each local step (one uniform negative of the same client per positive).
+        pair_ptr: CSR of each client's (positive, negative) pairs of a local step.
+        pair_pos: ``(Q,)`` position in ``pos_items`` of each pair's positive.
+        pair_neg: ``(τ, Q)`` position in ``neg_items`` of each pair's negative in each local step.
+            ``one_neg_per_pos``: one pair per positive, its negative drawn uniformly from the same
+            client's negatives every step; ``all_pairs``: every positive with every negative, the
+            same in every step.
         drop_before / drop_after: clients that go offline before / after uploading.
     """
 
@@ -47,6 +51,8 @@ class RoundSample:
     pos_items: np.ndarray
     neg_ptr: np.ndarray
     neg_items: np.ndarray
+    pair_ptr: np.ndarray
+    pair_pos: np.ndarray
     pair_neg: np.ndarray
     drop_before: np.ndarray
     drop_after: np.ndarray
@@ -55,6 +61,11 @@ class RoundSample:
     def pos_seg(self) -> np.ndarray:
         """Client position (in ``clients``) of every positive."""
         return np.repeat(np.arange(len(self.clients)), np.diff(self.pos_ptr))
+
+    @property
+    def pair_seg(self) -> np.ndarray:
+        """Client position of every pair."""
+        return np.repeat(np.arange(len(self.clients)), np.diff(self.pair_ptr))
 
     @property
     def neg_seg(self) -> np.ndarray:
@@ -85,6 +96,7 @@ def sample_round(
     local_steps: int,
     dropout_before: float = 0.0,
     dropout_after: float = 0.0,
+    batch_mode: str = "one_neg_per_pos",
 ) -> RoundSample:
     """Draw round ``round_index``'s users (uniform, without replacement), negatives and pairs."""
     n_items = train.shape[1]
@@ -100,9 +112,19 @@ def sample_round(
     if (n_neg == 0).any():
         user = int(clients[np.argmax(n_neg == 0)])
         raise ValueError(f"user {user} has interacted with every item; BPR needs at least one negative")
-    seg = np.repeat(np.arange(size), np.diff(pos_ptr))
-    draws = numpy_rng(seed, "fedgrec", "local", round_index).random((local_steps, len(seg)))
-    pair_neg = neg_ptr[seg] + np.minimum((draws * n_neg[seg]).astype(np.int64), n_neg[seg] - 1)
+    n_pos = np.diff(pos_ptr)
+    seg = np.repeat(np.arange(size), n_pos)
+    if batch_mode == "all_pairs":
+        pair_ptr = _ptr(n_pos * n_neg)
+        pair_seg = np.repeat(np.arange(size), n_pos * n_neg)
+        within = np.arange(pair_ptr[-1]) - pair_ptr[pair_seg]  # position inside the client's block
+        pair_pos = pos_ptr[pair_seg] + within // n_neg[pair_seg]
+        neg_once = neg_ptr[pair_seg] + within % n_neg[pair_seg]
+        pair_neg = np.broadcast_to(neg_once, (local_steps, len(neg_once)))
+    else:
+        pair_ptr, pair_pos = pos_ptr, np.arange(len(seg))
+        draws = numpy_rng(seed, "fedgrec", "local", round_index).random((local_steps, len(seg)))
+        pair_neg = neg_ptr[seg] + np.minimum((draws * n_neg[seg]).astype(np.int64), n_neg[seg] - 1)
     drop_rng = numpy_rng(seed, "fedgrec", "dropout", round_index)
     order = drop_rng.permutation(clients)
     n_before = round(dropout_before * size)
@@ -113,6 +135,8 @@ def sample_round(
         pos_items=np.concatenate(pos_lists).astype(np.int64),
         neg_ptr=neg_ptr,
         neg_items=np.concatenate(neg_lists).astype(np.int64),
+        pair_ptr=pair_ptr,
+        pair_pos=pair_pos,
         pair_neg=pair_neg,
         drop_before=np.sort(order[:n_before]),
         drop_after=np.sort(order[n_before : n_before + n_after]),

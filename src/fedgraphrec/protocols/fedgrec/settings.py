@@ -38,6 +38,9 @@ class FedGRecSettings:
         loss: ``bpr`` (FedGRec, FedeRank) or ``mse``: FCF's confidence-weighted squared error
             ``(1+α)(1 − ŷ_ui)² + ŷ_uj²`` over the same (positive, sampled negative) pairs.
         confidence: FCF's ``α`` (confidence ``1 + α`` on positives).
+        optimizer: local optimizer, ``adam`` (the experiments) or ``sgd`` (Algorithm 1 as printed).
+        batch_mode: local minibatch ``B``: ``one_neg_per_pos`` (each positive with one of the user's
+            negatives, redrawn every step) or ``all_pairs`` (every positive with every negative).
     """
 
     K: int = 2
@@ -57,6 +60,8 @@ class FedGRecSettings:
     frac_bits: int = 32
     loss: str = "bpr"
     confidence: float = 1.0
+    optimizer: str = "adam"
+    batch_mode: str = "one_neg_per_pos"
 
     def __post_init__(self) -> None:
         checks = [
@@ -88,6 +93,11 @@ class FedGRecSettings:
             (not (self.aggregation == "last" and self.K == 0), "aggregation='last' needs K >= 1"),
             (self.loss in ("bpr", "mse"), f"loss must be 'bpr' or 'mse', got {self.loss!r}"),
             (self.confidence >= 0, f"confidence must be >= 0, got {self.confidence}"),
+            (self.optimizer in ("adam", "sgd"), f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}"),
+            (
+                self.batch_mode in ("one_neg_per_pos", "all_pairs"),
+                f"batch_mode must be 'one_neg_per_pos' or 'all_pairs', got {self.batch_mode!r}",
+            ),
         ]
         for ok, message in checks:
             if not ok:
