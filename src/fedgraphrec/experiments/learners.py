@@ -14,7 +14,7 @@ import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.experiments.config import TrainConfig
-from fedgraphrec.models import BPRMF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
+from fedgraphrec.models import BPRMF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
 from fedgraphrec.protocols.baselines import FedMF
 from fedgraphrec.protocols.fedgrec import FedGRec
 from fedgraphrec.protocols.gnn4fr import GNN4FR
@@ -83,6 +83,8 @@ def build_model(cfg: TrainConfig, data: Interactions) -> GraphRecommender:
         return LightGCN(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
     if cfg.model == "lightgcn+":
         return LightGCNPlus(graph, data.train, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
+    if cfg.model == "ngcf":
+        return NGCF(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
     return BPRMF(graph, cfg.dim, cfg.init_std, gen, dtype)
 
 
