@@ -25,7 +25,7 @@ class ConfigError(ValueError):
     """A configuration file or override is invalid; the message says where and why."""
 
 
-MODELS = ("lightgcn", "lightgcn+", "mf", "ngcf")
+MODELS = ("lightgcn", "lightgcn+", "mf", "ngcf", "ncf")
 PROTOCOLS = ("central", "lpgcn", "gnn4fr", "fedgrec", "fedmf", "federank", "fcf")
 ROUND_PROTOCOLS = ("fedgrec", "federank", "fcf")
 """Protocols run by FedGRec's round machinery: FedeRank is FedGRec with K = 0, FCF adds its squared error."""
@@ -45,7 +45,7 @@ class TrainConfig:
         dataset: registered name (``fedgraphrec datasets``) or a folder path.
         dataset_options: loader options, e.g. ``{split = "u1", threshold = 4.0}``.
         data_dir: dataset root (overrides ``FEDGRAPHREC_DATA``).
-        model: ``lightgcn``, ``lightgcn+``, ``mf`` or ``ngcf`` (centralized only).
+        model: ``lightgcn``, ``lightgcn+``, ``mf``, or the centralized-only ``ngcf`` and ``ncf``.
         dim: embedding size d.
         n_layers: LightGCN layers L (FedGRec: the number of latent embeddings K; ``K`` is an alias).
         init_std: std of the N(0, σ²) initial tables (LightGCN code 0.1; LP-GCN scripts 1.0).

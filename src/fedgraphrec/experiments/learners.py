@@ -14,7 +14,7 @@ import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.experiments.config import TrainConfig
-from fedgraphrec.models import BPRMF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
+from fedgraphrec.models import BPRMF, NCF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
 from fedgraphrec.protocols.baselines import FedMF
 from fedgraphrec.protocols.fedgrec import FedGRec
 from fedgraphrec.protocols.gnn4fr import GNN4FR
@@ -83,6 +83,8 @@ def build_model(cfg: TrainConfig, data: Interactions) -> GraphRecommender:
         return LightGCN(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
     if cfg.model == "lightgcn+":
         return LightGCNPlus(graph, data.train, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
+    if cfg.model == "ncf":
+        return NCF(graph, cfg.dim, cfg.init_std, gen, dtype)
     if cfg.model == "ngcf":
         return NGCF(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
     return BPRMF(graph, cfg.dim, cfg.init_std, gen, dtype)
@@ -94,6 +96,7 @@ class CentralLearner:
     def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
         self.model = build_model(cfg, data)
         self.reg = cfg.reg
+        self.score_users = self._score_users if isinstance(self.model, NCF) else None
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
 
     @property
@@ -112,6 +115,11 @@ class CentralLearner:
     def pop_deviation(self) -> float | None:
         """The oracle does not verify itself."""
         return None
+
+    @torch.no_grad()
+    def _score_users(self, users: torch.Tensor) -> torch.Tensor:
+        assert isinstance(self.model, NCF)
+        return self.model.score_users(users).float()
 
     def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Final embeddings of the model."""

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import scipy.sparse as sp
 import torch
 
 from fedgraphrec.data import Interactions, Ratings, carve_validation, load_dataset
-from fedgraphrec.evaluation import evaluate_embeddings
+from fedgraphrec.evaluation import evaluate_embeddings, evaluate_scores
 from fedgraphrec.experiments.config import TrainConfig
 from fedgraphrec.experiments.learners import BatchStats, Learner, make_learner
 from fedgraphrec.experiments.plots import plot_curves, plot_ledger
@@ -39,18 +40,34 @@ def prepare_interactions(cfg: TrainConfig) -> Interactions:
     return data
 
 
+def _target(data: Interactions, split: str) -> tuple[sp.csr_matrix, list[sp.csr_matrix]]:
+    """Held-out matrix of ``split`` and what to mask (``test``: train+valid; ``valid``: train)."""
+    if split == "valid":
+        if data.valid is None:
+            raise ValueError("the dataset has no validation split")
+        return data.valid, [data.train]
+    return data.test, [data.train] + ([data.valid] if data.valid is not None else [])
+
+
 def evaluate_embeddings_on(
     U: torch.Tensor, V: torch.Tensor, data: Interactions, ks: list[int], split: str = "test"
 ) -> dict[str, float]:
     """Full-ranking metrics on ``split`` (``test`` masks train+valid items; ``valid`` masks train)."""
-    if split == "valid":
-        if data.valid is None:
-            raise ValueError("the dataset has no validation split")
-        target, exclude = data.valid, [data.train]
-    else:
-        target = data.test
-        exclude = [data.train] + ([data.valid] if data.valid is not None else [])
+    target, exclude = _target(data, split)
     return dict(evaluate_embeddings(U.float(), V.float(), target, exclude, ks=tuple(ks)).metrics)
+
+
+def evaluate_scorer_on(
+    score_users: Callable[[torch.Tensor], torch.Tensor],
+    data: Interactions,
+    ks: list[int],
+    split: str = "test",
+) -> dict[str, float]:
+    """As :func:`evaluate_embeddings_on`, for models whose score is not a dot product (NCF)."""
+    target, exclude = _target(data, split)
+    n_users, n_items = target.shape
+    result = evaluate_scores(score_users, n_users, n_items, target, exclude, ks=tuple(ks), chunk_size=256)
+    return dict(result.metrics)
 
 
 @dataclass
@@ -144,10 +161,15 @@ class Trainer:
     # ---------------------------------------------------------------- loop
     def _evaluate(self, record: dict[str, Any]) -> None:
         t0 = time.perf_counter()
-        U, V = self.learner.embeddings()
-        if self.data.valid is not None:
-            record["valid"] = evaluate_embeddings_on(U, V, self.data, self.cfg.ks, "valid")
-        record["test"] = evaluate_embeddings_on(U, V, self.data, self.cfg.ks, "test")
+        scorer: Callable[[torch.Tensor], torch.Tensor] | None = getattr(self.learner, "score_users", None)
+        splits = (["valid"] if self.data.valid is not None else []) + ["test"]
+        if scorer is not None:
+            for name in splits:
+                record[name] = evaluate_scorer_on(scorer, self.data, self.cfg.ks, name)
+        else:
+            U, V = self.learner.embeddings()
+            for name in splits:
+                record[name] = evaluate_embeddings_on(U, V, self.data, self.cfg.ks, name)
         record["eval_seconds"] = time.perf_counter() - t0
         cfg, st = self.cfg, self.state
         split = {"valid": "valid" if self.data.valid is not None else None, "test": "test"}.get(cfg.select)
