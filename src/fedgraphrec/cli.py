@@ -101,7 +101,8 @@ def train(
     protocol: Annotated[str, typer.Argument(help="central, lpgcn, gnn4fr, fedgrec, fedmf, federank or fcf.")],
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
     model: Annotated[
-        str | None, typer.Option("--model", "--backbone", "-m", help="mf, lightgcn, lightgcn+, ngcf or ncf.")
+        str | None,
+        typer.Option("--model", "--backbone", "-m", help="mf, lightgcn, lightgcn+, ngcf, ncf or multvae."),
     ] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML configuration file.")] = None,
     overrides: Annotated[

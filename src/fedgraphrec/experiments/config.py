@@ -25,7 +25,7 @@ class ConfigError(ValueError):
     """A configuration file or override is invalid; the message says where and why."""
 
 
-MODELS = ("lightgcn", "lightgcn+", "mf", "ngcf", "ncf")
+MODELS = ("lightgcn", "lightgcn+", "mf", "ngcf", "ncf", "multvae")
 PROTOCOLS = ("central", "lpgcn", "gnn4fr", "fedgrec", "fedmf", "federank", "fcf")
 ROUND_PROTOCOLS = ("fedgrec", "federank", "fcf")
 """Protocols run by FedGRec's round machinery: FedeRank is FedGRec with K = 0, FCF adds its squared error."""
@@ -45,7 +45,8 @@ class TrainConfig:
         dataset: registered name (``fedgraphrec datasets``) or a folder path.
         dataset_options: loader options, e.g. ``{split = "u1", threshold = 4.0}``.
         data_dir: dataset root (overrides ``FEDGRAPHREC_DATA``).
-        model: ``lightgcn``, ``lightgcn+``, ``mf``, or the centralized-only ``ngcf`` and ``ncf``.
+        model: ``lightgcn``, ``lightgcn+``, ``mf``, or the centralized-only ``ngcf``, ``ncf`` and
+            ``multvae``.
         dim: embedding size d.
         n_layers: LightGCN layers L (FedGRec: the number of latent embeddings K; ``K`` is an alias).
         init_std: std of the N(0, σ²) initial tables (LightGCN code 0.1; LP-GCN scripts 1.0).
@@ -93,6 +94,8 @@ class TrainConfig:
         optimizer: FedGRec-family local optimizer: ``adam`` or ``sgd``.
         batch_mode: FedGRec-family local pairs: ``one_neg_per_pos`` or ``all_pairs``.
         device: ``cpu`` or a CUDA device (``cuda``, ``cuda:1``) for the protocol's tables; FedGRec only.
+        vae_beta: Mult-VAE's KL weight β (LP-GCN Table 4 grid 0.2–0.8).
+        vae_batch_users: Mult-VAE users per minibatch.
     """
 
     protocol: str = "central"
@@ -143,6 +146,8 @@ class TrainConfig:
     optimizer: str = _FEDGREC.optimizer
     batch_mode: str = _FEDGREC.batch_mode
     device: str = "cpu"
+    vae_beta: float = 0.2
+    vae_batch_users: int = 500
 
     def validate(self) -> None:
         """Check ranges and choices; raise :class:`ConfigError` naming the parameter."""
@@ -190,6 +195,12 @@ class TrainConfig:
             (self.checkpoint_every >= 0, f"checkpoint_every must be >= 0; got {self.checkpoint_every}"),
             (self.threads >= 0, f"threads must be >= 0; got {self.threads}"),
             (self.log_every > 0, f"log_every must be positive; got {self.log_every}"),
+            (self.vae_beta >= 0, f"vae_beta must be >= 0; got {self.vae_beta}"),
+            (self.vae_batch_users > 0, f"vae_batch_users must be positive; got {self.vae_batch_users}"),
+            (
+                self.model != "multvae" or self.protocol == "central",
+                f"model=multvae is centralized only; got protocol={self.protocol!r}",
+            ),
         ]
         for ok, message in checks:
             if not ok:

@@ -10,17 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.experiments.config import TrainConfig
 from fedgraphrec.models import BPRMF, NCF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
+from fedgraphrec.models.multvae import MultVAE
 from fedgraphrec.protocols.baselines import FedMF
 from fedgraphrec.protocols.fedgrec import FedGRec
 from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger
-from fedgraphrec.seeding import torch_generator
+from fedgraphrec.seeding import numpy_rng, torch_generator
 
 __all__ = [
     "BatchStats",
@@ -29,6 +31,7 @@ __all__ = [
     "FedMFLearner",
     "LPGCNLearner",
     "Learner",
+    "MultVAELearner",
     "build_model",
     "make_learner",
 ]
@@ -333,8 +336,84 @@ class FedGRecLearner:
         self.protocol.load_state_dict(state)
 
 
+class MultVAELearner:
+    """Mult-VAE, trained by user minibatches: one epoch is one pass over the users (a "round")."""
+
+    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
+        self.train = data.train.tocsr()
+        self.dtype = DTYPES[cfg.dtype]
+        self.model = MultVAE(
+            self.train.shape[1], generator=torch_generator(cfg.seed, "init"), dtype=self.dtype
+        )
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        self.beta = cfg.vae_beta
+        self.batch_users = cfg.vae_batch_users
+        self.seed = cfg.seed
+        self.users = np.flatnonzero(np.diff(self.train.indptr) > 0)
+        self.last_round: dict[str, int] = {}
+
+    @property
+    def ledger(self) -> Ledger | None:
+        """Centralized: no communication."""
+        return None
+
+    def _rows(self, users: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(self.train[users].toarray()).to(self.dtype)
+
+    def train_round(self, epoch: int) -> BatchStats:
+        """One pass over the users in a seeded order; returns the mean loss (``reg`` = the KL term)."""
+        order = numpy_rng(self.seed, "multvae", epoch).permutation(self.users)
+        total = nll = kl = 0.0
+        batches = 0
+        self.model.train()
+        for start in range(0, len(order), self.batch_users):
+            self.optimizer.zero_grad(set_to_none=True)
+            out = self.model.loss(self._rows(order[start : start + self.batch_users]), self.beta)
+            out.total.backward()
+            self.optimizer.step()
+            total, nll, kl, batches = (
+                total + out.total.item(),
+                nll + out.nll.item(),
+                kl + out.kl.item(),
+                batches + 1,
+            )
+        return BatchStats(total / batches, nll / batches, kl / batches)
+
+    def score_users(self, users: torch.Tensor) -> torch.Tensor:
+        """Logits over every item for these users, from their training rows."""
+        return self.model.scores(self._rows(users.numpy())).float()
+
+    def train_batch(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> BatchStats:
+        """Mult-VAE does not train on triples."""
+        raise TypeError("Mult-VAE trains on user rows: call train_round")
+
+    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mult-VAE has no item embeddings to dot with; use :meth:`score_users`."""
+        raise TypeError("Mult-VAE is evaluated through score_users")
+
+    def pop_deviation(self) -> float | None:
+        """No oracle."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Network, optimizer and the random generator (dropout and noise continue exactly)."""
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.model.gen.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.model.gen.set_state(state["generator"])
+
+
 def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCNLearner | FedGRecLearner:
     """The learner for ``cfg.protocol``."""
+    if cfg.protocol == "central" and cfg.model == "multvae":
+        return MultVAELearner(cfg, data)  # type: ignore[return-value]
     if cfg.protocol == "central":
         return CentralLearner(cfg, data)
     if cfg.protocol == "lpgcn":

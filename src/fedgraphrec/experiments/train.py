@@ -300,7 +300,7 @@ class Trainer:
                 "mean_bytes_per_client": float(per_client.mean()),
                 "mean_bytes_per_client_per_epoch": float(per_client.mean()) / max(st.epoch, 1),
             }
-        if self._rounds is not None:
+        if self._rounds is not None and self.learner.ledger is not None:  # federated rounds
             summary["clients_lost"] = st.clients_lost
             summary["clients_recovered"] = st.clients_recovered
         devs = [r["verify_max_deviation"] for r in self.history if "verify_max_deviation" in r]
