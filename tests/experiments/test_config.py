@@ -32,7 +32,7 @@ def test_out_of_range_and_bad_choice():
     with pytest.raises(ConfigError, match="lr must be positive"):
         load_config(None, ["lr=0"])
     with pytest.raises(ConfigError, match="model must be one of"):
-        load_config(None, ["model=ngcf"])
+        load_config(None, ["model=gcmc"])
     with pytest.raises(ConfigError, match="needs K=10"):
         load_config(None, ["metric=recall@10"])
 
