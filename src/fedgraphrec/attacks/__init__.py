@@ -3,8 +3,11 @@
 * :func:`query_intersection` — FedGRec's server intersects each user's queried item sets across
   rounds: positives are in every query, negatives are resampled, so the intersection converges to
   the user's private interactions (spec ``fedgrec.md`` §1.4, implementer note).
+* :func:`upload_inference` — the server reads users' item updates: without secure aggregation the
+  update's rows give the items away; with it the server holds uniform ring vectors.
 """
 
 from fedgraphrec.attacks.query_intersection import IntersectionResult, query_intersection
+from fedgraphrec.attacks.upload_inference import UploadInference, upload_inference
 
-__all__ = ["IntersectionResult", "query_intersection"]
+__all__ = ["IntersectionResult", "UploadInference", "query_intersection", "upload_inference"]

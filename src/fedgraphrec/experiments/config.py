@@ -93,6 +93,7 @@ class TrainConfig:
         confidence: FCF's ``α``.
         optimizer: FedGRec-family local optimizer: ``adam`` or ``sgd``.
         batch_mode: FedGRec-family local pairs: ``one_neg_per_pos`` or ``all_pairs``.
+        secure_aggregation: FedGRec family: ``false`` uploads in the clear (privacy-audit baseline).
         device: ``cpu`` or a CUDA device (``cuda``, ``cuda:1``) for the protocol's tables; FedGRec only.
         vae_beta: Mult-VAE's KL weight β (LP-GCN Table 4 grid 0.2–0.8).
         vae_batch_users: Mult-VAE users per minibatch.
@@ -145,6 +146,7 @@ class TrainConfig:
     confidence: float = _FEDGREC.confidence
     optimizer: str = _FEDGREC.optimizer
     batch_mode: str = _FEDGREC.batch_mode
+    secure_aggregation: bool = _FEDGREC.secure_aggregation
     device: str = "cpu"
     vae_beta: float = 0.2
     vae_batch_users: int = 500

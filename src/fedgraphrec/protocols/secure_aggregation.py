@@ -28,7 +28,7 @@ from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.transcript import Received
 
-__all__ = ["AggregateResult", "SparseUpload", "secure_aggregate", "threshold_for"]
+__all__ = ["AggregateResult", "SparseUpload", "plain_aggregate", "secure_aggregate", "threshold_for"]
 
 
 def threshold_for(n_clients: int, fraction: float) -> int:
@@ -193,3 +193,46 @@ def secure_aggregate(
         total.to(torch.float64), torch.tensor(-fp.frac_bits, dtype=torch.float64, device=device)
     )
     return AggregateResult(decoded, included, before, after)
+
+
+def plain_aggregate(
+    net: Network, phase: str, upload: SparseUpload, *, drop_before: np.ndarray | None = None
+) -> AggregateResult:
+    """The unprotected baseline: every client sends its rows in the clear and the server adds them.
+
+    For privacy audits (protection off): the server's transcript holds each client's own rows
+    (``kind="plain-upload"``, one ``[(starts, values), ...]`` list per client, one pair per block),
+    the ledger counts a sparse encoding (4-byte index + 4-byte floats per row), and the sum is exact
+    in float64 (no fixed point). Clients in ``drop_before`` send nothing.
+    """
+    clients = np.asarray(upload.clients, dtype=np.int64)
+    before = np.intersect1d(clients, drop_before if drop_before is not None else [])
+    keep = ~np.isin(clients, before)
+    device = upload.blocks[0][2].device if upload.blocks else torch.device("cpu")
+    total = torch.zeros(upload.length, dtype=torch.float64, device=device)
+    sizes = np.zeros(len(clients), dtype=np.int64)
+    keep_t = torch.from_numpy(keep).to(device)
+    for pos, start, values in upload.blocks:
+        rows = keep_t[pos]
+        total.index_add_(0, _flat(start[rows], values.shape[1]), values[rows].to(torch.float64).reshape(-1))
+        sizes += np.bincount(pos.cpu().numpy(), minlength=len(clients)) * (4 + 4 * values.shape[1])
+    payloads = None
+    if net.transcript.enabled:
+        payloads = []
+        for i in np.flatnonzero(keep):
+            mine = []
+            for pos, start, values in upload.blocks:
+                sel = (pos == int(i)).cpu()
+                mine.append((start.cpu()[sel].numpy(), values.cpu()[sel].numpy()))
+            payloads.append(mine)
+    net.transmit(
+        f"{phase}/plain-upload",
+        "client",
+        "server",
+        sizes[keep],
+        kind="plain-upload",
+        protected=False,
+        payloads=payloads,
+        senders=clients[keep],
+    )
+    return AggregateResult(total, clients[keep], before, np.zeros(0, dtype=np.int64))

@@ -44,7 +44,13 @@ from fedgraphrec.models.propagation import spmm
 from fedgraphrec.protocols.common import CLIENT, SERVER
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample, sample_round
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
-from fedgraphrec.protocols.secure_aggregation import SparseUpload, secure_aggregate, threshold_for
+from fedgraphrec.protocols.secure_aggregation import (
+    AggregateResult,
+    SparseUpload,
+    plain_aggregate,
+    secure_aggregate,
+    threshold_for,
+)
 from fedgraphrec.runtime import CryptoMode, Network
 
 __all__ = ["FedGRec", "RoundRecord"]
@@ -117,6 +123,28 @@ class FedGRec:
         """A numpy array as a tensor on the protocol's device."""
         return torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
 
+    def _aggregate(
+        self,
+        phase: str,
+        upload: SparseUpload,
+        label: bytes,
+        drop_before: np.ndarray | None = None,
+        drop_after: np.ndarray | None = None,
+    ) -> AggregateResult:
+        """``SecAgg(·)`` of the paper (or, with ``secure_aggregation`` off, uploads in the clear)."""
+        if not self.settings.secure_aggregation:
+            return plain_aggregate(self.net, phase, upload, drop_before=drop_before)
+        return secure_aggregate(
+            self.net,
+            phase,
+            upload,
+            threshold=threshold_for(len(upload.clients), self.settings.secagg_threshold),
+            fp=self.fp,
+            label=label,
+            drop_before=drop_before,
+            drop_after=drop_after,
+        )
+
     # ------------------------------------------------------------------ Algorithm 1, lines 2–9
     def _everyone(self) -> np.ndarray:
         return np.flatnonzero(self.deg_u > 0)
@@ -130,14 +158,7 @@ class FedGRec:
         upload.add(
             pos, self._t(self.train.indices.astype(np.int64)), torch.ones(len(rows), 1, device=self.device)
         )
-        result = secure_aggregate(
-            self.net,
-            "warmup/degrees",
-            upload,
-            threshold=threshold_for(len(users), self.settings.secagg_threshold),
-            fp=self.fp,
-            label=b"fedgrec/warmup/degrees",
-        )
+        result = self._aggregate("warmup/degrees", upload, b"fedgrec/warmup/degrees")
         degrees = result.total.round().to(torch.int64).cpu().numpy()
         self.net.transmit(
             "warmup/degrees",
@@ -184,14 +205,7 @@ class FedGRec:
             upload = SparseUpload(users, N * d)
             values = self.norm[:, None] * self.U[k - 1][edge_user].double()  # Eq. 7, row t of Ẽ_u
             upload.add(edge_pos, edge_item * d, values)
-            result = secure_aggregate(
-                self.net,
-                "warmup/propagate",
-                upload,
-                threshold=threshold_for(len(users), self.settings.secagg_threshold),
-                fp=self.fp,
-                label=f"fedgrec/warmup/{k}".encode(),
-            )
+            result = self._aggregate("warmup/propagate", upload, f"fedgrec/warmup/{k}".encode())
             self.E[k] = result.total.view(N, d).to(self.dtype)  # Eq. 8
             self.U[k] = fresh
 
@@ -319,15 +333,8 @@ class FedGRec:
                     (K + 1) * N * d + self._t(q_items),
                     torch.ones(len(q_seg), 1, device=self.device),
                 )
-        result = secure_aggregate(
-            self.net,
-            "train/upload",
-            upload,
-            threshold=threshold_for(n_clients, s.secagg_threshold),
-            fp=self.fp,
-            label=f"fedgrec/round/{round_index}".encode(),
-            drop_before=rs.drop_before,
-            drop_after=rs.drop_after,
+        result = self._aggregate(
+            "train/upload", upload, f"fedgrec/round/{round_index}".encode(), rs.drop_before, rs.drop_after
         )
         self._apply(result.total, len(result.included))
         keep = self._t(np.isin(rs.clients, result.included))

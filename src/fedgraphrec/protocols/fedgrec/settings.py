@@ -41,6 +41,8 @@ class FedGRecSettings:
         optimizer: local optimizer, ``adam`` (the experiments) or ``sgd`` (Algorithm 1 as printed).
         batch_mode: local minibatch ``B``: ``one_neg_per_pos`` (each positive with one of the user's
             negatives, redrawn every step) or ``all_pairs`` (every positive with every negative).
+        secure_aggregation: ``False`` sends every upload in the clear (a baseline for privacy
+            audits only: the server then sees each user's own rows).
     """
 
     K: int = 2
@@ -62,6 +64,7 @@ class FedGRecSettings:
     confidence: float = 1.0
     optimizer: str = "adam"
     batch_mode: str = "one_neg_per_pos"
+    secure_aggregation: bool = True
 
     def __post_init__(self) -> None:
         checks = [

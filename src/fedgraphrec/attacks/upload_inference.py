@@ -1,0 +1,101 @@
+"""Server-side interaction inference from users' item-embedding uploads (FedeRank, FCF, FedGRec).
+
+A user's item update is non-zero only on the rows it touched (positives, and the negatives it was
+paired with), and a positive is touched in *every* local step, a negative in few: the size of a
+row's update separates them. The attacker is the server; it reads only what it received:
+
+* unprotected uploads (``kind="plain-upload"``): the user's own rows; each queried item is scored
+  by the norm of its update (0 if absent);
+* secure-aggregation uploads (``kind="secagg-masked-input"``): one masked ring vector per user; the
+  attacker decodes it as fixed point anyway and scores every item by its row's norm.
+
+The score is compared with the truth (the user's training items) by ROC AUC per user (0.5 is a
+random guess), together with the precision of the upload's support taken as the guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.stats import rankdata
+
+from fedgraphrec.runtime import Transcript
+
+__all__ = ["UploadInference", "upload_inference"]
+
+
+@dataclass(frozen=True)
+class UploadInference:
+    """Per attacked upload: AUC of the row-norm score and precision of the support as a guess."""
+
+    auc: np.ndarray
+    support_precision: np.ndarray  # NaN for masked uploads (dense: no support to read)
+    random_precision: np.ndarray  # |N_u| / N: precision of a random guess
+
+    def summary(self) -> dict[str, float]:
+        """Means over attacked uploads."""
+        out = {"uploads": float(len(self.auc)), "mean_auc": float(np.mean(self.auc))}
+        if np.isfinite(self.support_precision).any():
+            out["mean_support_precision"] = float(np.nanmean(self.support_precision))
+        out["mean_random_precision"] = float(np.mean(self.random_precision))
+        return out
+
+
+def _auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Mann–Whitney AUC (ties count half) of ``scores`` for the boolean ``labels``."""
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    if not n_pos or not n_neg:
+        return float("nan")
+    ranks = rankdata(scores)  # average ranks over ties
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def upload_inference(
+    transcript: Transcript,
+    train: sp.csr_matrix,
+    dim: int,
+    *,
+    phase: str = "train/upload",
+    frac_bits: int = 32,
+) -> UploadInference:
+    """Score every training upload the server received; block 0 is the ``N × dim`` item update.
+
+    Args:
+        transcript: the protocol's transcript (transcripts on).
+        train: true training matrix (only to score the attack).
+        dim: embedding size (row width of the item block).
+        phase: phase prefix of the uploads.
+        frac_bits: fixed-point bits the attacker decodes masked vectors with.
+
+    Raises:
+        ValueError: no uploads of that phase in the server's transcript.
+    """
+    n_items = train.shape[1]
+    aucs, precisions, randoms = [], [], []
+    for entry in transcript.of("server"):
+        if not entry.phase.startswith(phase) or entry.senders is None:
+            continue
+        for user, payload in zip(entry.senders, entry.payloads, strict=True):
+            truth = np.zeros(n_items, dtype=bool)
+            truth[train.indices[train.indptr[user] : train.indptr[user + 1]]] = True
+            score = np.zeros(n_items)
+            if entry.kind == "plain-upload":
+                starts, values = payload[0]
+                items = np.asarray(starts) // dim
+                score[items] = np.linalg.norm(np.asarray(values), axis=1)
+                support = np.zeros(n_items, dtype=bool)
+                support[items] = True
+                precisions.append(truth[support].mean() if support.any() else 0.0)
+            elif entry.kind == "secagg-masked-input":
+                block = np.asarray(payload)[: n_items * dim].view(np.int64).reshape(n_items, dim)
+                score = np.linalg.norm(np.ldexp(block.astype(np.float64), -frac_bits), axis=1)
+                precisions.append(np.nan)
+            else:
+                continue
+            aucs.append(_auc(score, truth))
+            randoms.append(truth.mean())
+    if not aucs:
+        raise ValueError(f"no {phase!r} uploads in the server's transcript; run with transcripts on")
+    return UploadInference(np.array(aucs), np.array(precisions, dtype=float), np.array(randoms))
