@@ -98,7 +98,9 @@ def _cell(v: object) -> str:
 
 @app.command()
 def train(
-    protocol: Annotated[str, typer.Argument(help="central, lpgcn, gnn4fr, fedgrec, fedmf, federank or fcf.")],
+    protocol: Annotated[
+        str, typer.Argument(help="central, lpgcn, gnn4fr, fedgrec, fedmf, federank, fcf or fedncf.")
+    ],
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
     model: Annotated[
         str | None,

@@ -291,3 +291,27 @@ def test_compare_writes_a_mean_std_table(tmp_path):
 def test_compare_rejects_a_bad_method(tmp_path):
     res = runner.invoke(app, ["compare", "--method", "central:model", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "not key=value" in res.output
+
+
+def test_train_fedncf(tmp_path):
+    out = tmp_path / "fedncf"
+    res = runner.invoke(
+        app,
+        [
+            "train",
+            "fedncf",
+            "--model",
+            "ncf",
+            "--epochs",
+            "3",
+            "--out",
+            str(out),
+            "--no-progress",
+            *TINY,
+            *FEDGREC,
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["protocol"] == "fedncf" and summary["communication"]["total_bytes"] > 0
+    assert 0.0 <= summary["test"]["recall@5"] <= 1.0

@@ -26,7 +26,7 @@ class ConfigError(ValueError):
 
 
 MODELS = ("lightgcn", "lightgcn+", "mf", "ngcf", "ncf", "multvae")
-PROTOCOLS = ("central", "lpgcn", "gnn4fr", "fedgrec", "fedmf", "federank", "fcf")
+PROTOCOLS = ("central", "lpgcn", "gnn4fr", "fedgrec", "fedmf", "federank", "fcf", "fedncf")
 ROUND_PROTOCOLS = ("fedgrec", "federank", "fcf")
 """Protocols run by FedGRec's round machinery: FedeRank is FedGRec with K = 0, FCF adds its squared error."""
 ALIASES = {"K": "n_layers"}
@@ -41,7 +41,8 @@ class TrainConfig:
 
     Attributes:
         protocol: ``central`` (the oracle) or a federated protocol (``lpgcn``, ``gnn4fr``, ``fedgrec``,
-            ``fedmf``, ``federank`` = FedGRec with K = 0, ``fcf`` = K = 0 with FCF's squared error).
+            ``fedmf``, ``federank`` = FedGRec with K = 0, ``fcf`` = K = 0 with FCF's squared error,
+            ``fedncf``).
         dataset: registered name (``fedgraphrec datasets``) or a folder path.
         dataset_options: loader options, e.g. ``{split = "u1", threshold = 4.0}``.
         data_dir: dataset root (overrides ``FEDGRAPHREC_DATA``).
@@ -97,6 +98,8 @@ class TrainConfig:
         device: ``cpu`` or a CUDA device (``cuda``, ``cuda:1``) for the protocol's tables; FedGRec only.
         vae_beta: Mult-VAE's KL weight β (LP-GCN Table 4 grid 0.2–0.8).
         vae_batch_users: Mult-VAE users per minibatch.
+        ncf_hidden: NCF's MLP widths (empty: ``[2d, d]`` centralized as LP-GCN's NCF, ``[32, 16, 8]``
+            for FedNCF).
     """
 
     protocol: str = "central"
@@ -149,6 +152,7 @@ class TrainConfig:
     secure_aggregation: bool = _FEDGREC.secure_aggregation
     device: str = "cpu"
     vae_beta: float = 0.2
+    ncf_hidden: list[int] = field(default_factory=list)
     vae_batch_users: int = 500
 
     def validate(self) -> None:
@@ -198,6 +202,10 @@ class TrainConfig:
             (self.threads >= 0, f"threads must be >= 0; got {self.threads}"),
             (self.log_every > 0, f"log_every must be positive; got {self.log_every}"),
             (self.vae_beta >= 0, f"vae_beta must be >= 0; got {self.vae_beta}"),
+            (
+                all(w > 0 for w in self.ncf_hidden),
+                f"ncf_hidden must be positive widths; got {self.ncf_hidden}",
+            ),
             (self.vae_batch_users > 0, f"vae_batch_users must be positive; got {self.vae_batch_users}"),
             (
                 self.model != "multvae" or self.protocol == "central",

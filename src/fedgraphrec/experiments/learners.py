@@ -17,7 +17,7 @@ from fedgraphrec.data import Interactions
 from fedgraphrec.experiments.config import TrainConfig
 from fedgraphrec.models import BPRMF, NCF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
 from fedgraphrec.models.multvae import MultVAE
-from fedgraphrec.protocols.baselines import FedMF
+from fedgraphrec.protocols.baselines import FedMF, FedNCF
 from fedgraphrec.protocols.fedgrec import FedGRec
 from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
@@ -29,6 +29,7 @@ __all__ = [
     "CentralLearner",
     "FedGRecLearner",
     "FedMFLearner",
+    "FedNCFLearner",
     "LPGCNLearner",
     "Learner",
     "MultVAELearner",
@@ -87,7 +88,8 @@ def build_model(cfg: TrainConfig, data: Interactions) -> GraphRecommender:
     if cfg.model == "lightgcn+":
         return LightGCNPlus(graph, data.train, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
     if cfg.model == "ncf":
-        return NCF(graph, cfg.dim, cfg.init_std, gen, dtype)
+        hidden = tuple(cfg.ncf_hidden) or ((32, 16, 8) if cfg.protocol == "fedncf" else None)
+        return NCF(graph, cfg.dim, cfg.init_std, gen, dtype, hidden=hidden)
     if cfg.model == "ngcf":
         return NGCF(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
     return BPRMF(graph, cfg.dim, cfg.init_std, gen, dtype)
@@ -336,6 +338,70 @@ class FedGRecLearner:
         self.protocol.load_state_dict(state)
 
 
+class FedNCFLearner:
+    """FedNCF by rounds (one epoch = one round), evaluated through the NeuMF scorer."""
+
+    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
+        if cfg.model != "ncf":
+            raise ValueError(f"fedncf trains NeuMF; use --model ncf (got {cfg.model!r})")
+        if cfg.verify:
+            raise ValueError("fedncf is not lossless (FedAvg of local models); --verify does not apply")
+        model = build_model(cfg, data)
+        assert isinstance(model, NCF)
+        self.model = model
+        self.protocol = FedNCF(
+            data.train,
+            model,
+            seed=cfg.seed,
+            clients_per_round=cfg.clients_per_round,
+            local_steps=cfg.local_steps,
+            n_negatives=cfg.n_negatives,
+            lr=cfg.lr,
+            reg=cfg.reg,
+            crypto="real" if cfg.crypto == "real" else "accounted",
+            transcripts=cfg.transcripts,
+            frac_bits=cfg.frac_bits,
+            secagg_threshold=cfg.secagg_threshold,
+        )
+        self.last_round: dict[str, int] = {}
+
+    @property
+    def ledger(self) -> Ledger | None:
+        """The protocol's ledger."""
+        return self.protocol.net.ledger
+
+    def train_round(self, round_index: int) -> BatchStats:
+        """One FedNCF round."""
+        loss, n = self.protocol.train_round(round_index)
+        self.last_round = {"clients": n, "clients_lost": 0, "clients_recovered": 0}
+        return BatchStats(loss, loss, 0.0)
+
+    @torch.no_grad()
+    def score_users(self, users: torch.Tensor) -> torch.Tensor:
+        """NeuMF scores with the users' own rows and the server's items and weights."""
+        return self.model.score_users(users).float()
+
+    def train_batch(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> BatchStats:
+        """FedNCF trains by rounds."""
+        raise TypeError("FedNCF trains by rounds: call train_round")
+
+    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """NeuMF is evaluated through :meth:`score_users`."""
+        raise TypeError("FedNCF is evaluated through score_users")
+
+    def pop_deviation(self) -> float | None:
+        """No oracle."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Model and ledger."""
+        return self.protocol.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.protocol.load_state_dict(state)
+
+
 class MultVAELearner:
     """Mult-VAE, trained by user minibatches: one epoch is one pass over the users (a "round")."""
 
@@ -424,4 +490,6 @@ def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCN
         return FedGRecLearner(cfg, data)
     if cfg.protocol == "fedmf":
         return FedMFLearner(cfg, data)
+    if cfg.protocol == "fedncf":
+        return FedNCFLearner(cfg, data)  # type: ignore[return-value]
     raise ValueError(f"unknown protocol {cfg.protocol!r}")

@@ -4,7 +4,7 @@ Two towers over separate embedding tables, fused by a linear output layer:
 
 .. math::
     \hat y_{ui} = h^\top \big[\, p^G_u \odot q^G_i \;\Vert\; \mathrm{MLP}([p^M_u \Vert q^M_i]) \,\big],
-    \qquad \mathrm{MLP}: 2d \xrightarrow{\text{ReLU}} 2d \xrightarrow{\text{ReLU}} d,
+    \qquad \mathrm{MLP}: 2d \xrightarrow{\text{ReLU}} 2d \xrightarrow{\text{ReLU}} d \ \text{(default)},
 
 which is the centralized NCF of LP-GCN's Table 4 ("BPR loss, MLP with two hidden layers
 :math:`2d\to d`", following NGCF). The score is not a dot product of two embeddings, so the model
@@ -14,6 +14,8 @@ concatenated inputs.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import torch
 import torch.nn.functional as F
@@ -45,19 +47,23 @@ class NCF(GraphRecommender):
         init_std: float = 0.1,
         generator: torch.Generator | None = None,
         dtype: torch.dtype = torch.float32,
+        hidden: tuple[int, ...] | None = None,
     ) -> None:
         super().__init__()
         gen = self._attach(graph, dim, 0, generator, dtype)
+        widths = hidden if hidden is not None else (2 * dim, dim)
+        if not widths or min(widths) <= 0:
+            raise ValueError(f"hidden must list positive layer widths, got {hidden}")
         self.user_gmf = init_table(graph.n_users, dim, init_std, gen, dtype)
         self.item_gmf = init_table(graph.n_items, dim, init_std, gen, dtype)
         self.user_mlp = init_table(graph.n_users, dim, init_std, gen, dtype)
         self.item_mlp = init_table(graph.n_items, dim, init_std, gen, dtype)
-        self.W_user = self._xavier((dim, 2 * dim), gen, dtype)  # first layer, user half of [p ‖ q]
-        self.W_item = self._xavier((dim, 2 * dim), gen, dtype)  # first layer, item half
-        self.b0 = nn.Parameter(torch.zeros(2 * dim, dtype=dtype))
-        self.W1 = self._xavier((2 * dim, dim), gen, dtype)
-        self.b1 = nn.Parameter(torch.zeros(dim, dtype=dtype))
-        self.h = self._xavier((2 * dim, 1), gen, dtype)
+        self.W_user = self._xavier((dim, widths[0]), gen, dtype)  # first layer, user half of [p ‖ q]
+        self.W_item = self._xavier((dim, widths[0]), gen, dtype)  # first layer, item half
+        self.b0 = nn.Parameter(torch.zeros(widths[0], dtype=dtype))
+        self.Ws = nn.ParameterList(self._xavier((a, b), gen, dtype) for a, b in itertools.pairwise(widths))
+        self.bs = nn.ParameterList(nn.Parameter(torch.zeros(b, dtype=dtype)) for b in widths[1:])
+        self.h = self._xavier((dim + widths[-1], 1), gen, dtype)
 
     @staticmethod
     def _xavier(shape: tuple[int, int], gen: torch.Generator, dtype: torch.dtype) -> nn.Parameter:
@@ -72,7 +78,10 @@ class NCF(GraphRecommender):
 
     def _mlp(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """MLP tower from the precomputed first-layer halves ``a`` (users) + ``b`` (items), broadcast."""
-        return F.relu(F.relu(a + b + self.b0) @ self.W1 + self.b1)
+        x = F.relu(a + b + self.b0)
+        for W, bias in zip(self.Ws, self.bs, strict=True):
+            x = F.relu(x @ W + bias)
+        return x
 
     def scores(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
         """``ŷ_ui`` for aligned ``users[k], items[k]``."""
