@@ -237,6 +237,34 @@ def compare(
 
 
 @app.command()
+def audit(
+    protocol: Annotated[
+        str, typer.Argument(help="fedgrec, federank or fcf (attacks for the others are to come).")
+    ],
+    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML configuration file.")] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a config key (repeatable).")
+    ] = None,
+    rounds: Annotated[int, typer.Option(help="Rounds to run (twice: secure aggregation on and off).")] = 20,
+    out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("runs/audit"),
+) -> None:
+    """Attack what the server received, with and without secure aggregation; write a report."""
+    from fedgraphrec.crypto import CryptoError
+    from fedgraphrec.data import DataError
+    from fedgraphrec.experiments import ConfigError, load_config
+    from fedgraphrec.experiments.audit import audit as run_audit
+
+    try:
+        cfg = load_config(config, overrides, protocol=protocol, dataset=dataset)
+        run_audit(cfg, rounds, out_dir)
+    except (ConfigError, DataError, ValueError, CryptoError) as exc:
+        raise _fail(str(exc)) from None
+    out.print((out_dir / "audit.md").read_text())
+    err.print(f"report → {out_dir}/audit.md, audit.json, query_intersection.png")
+
+
+@app.command()
 def demo(
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Run folder (default: runs/<time>-demo-synthetic).")

@@ -315,3 +315,24 @@ def test_train_fedncf(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["protocol"] == "fedncf" and summary["communication"]["total_bytes"] > 0
     assert 0.0 <= summary["test"]["recall@5"] <= 1.0
+
+
+def test_audit_report_shows_secure_aggregation_working(tmp_path):
+    out = tmp_path / "audit"
+    res = runner.invoke(
+        app,
+        ["audit", "federank", "--rounds", "4", "--out", str(out), *TINY, "--set", "clients_per_round=20",
+         "--set", "n_negatives=20", "--set", "local_steps=3", "--set", "lr=0.05"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    report = json.loads((out / "audit.json").read_text())
+    up = report["upload_inference"]
+    assert up["in_the_clear"]["upload_inference"]["mean_auc"] > 0.9
+    assert abs(up["secure_aggregation"]["upload_inference"]["mean_auc"] - 0.5) < 0.1
+    assert report["query_intersection"]["mean_recall"] == 1.0
+    assert (out / "query_intersection.png").exists() and "| in the clear |" in (out / "audit.md").read_text()
+
+
+def test_audit_names_protocols_without_attacks(tmp_path):
+    res = runner.invoke(app, ["audit", "lpgcn", "--out", str(tmp_path / "a"), *TINY])
+    assert res.exit_code == 2 and "attacks exist for fedgrec" in res.output
