@@ -19,6 +19,7 @@ A share is :data:`SHARE_BYTES` = 36 bytes on the wire (:func:`share_to_bytes`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -96,8 +97,13 @@ def share_secrets(
 
 
 def _lagrange_at_zero(points: NDArray[np.int64]) -> NDArray[np.int64]:
-    """``λ_i = Π_{j≠i} x_j / (x_j - x_i) mod p`` for interpolation at 0."""
-    xs = [int(v) for v in points]
+    """``λ_i = Π_{j≠i} x_j / (x_j - x_i) mod p`` for interpolation at 0 (cached per point set)."""
+    return _lagrange_cached(tuple(int(v) for v in points))
+
+
+@functools.lru_cache(maxsize=64)
+def _lagrange_cached(xs: tuple[int, ...]) -> NDArray[np.int64]:
+    # O(t²) Python arithmetic: a server rebuilding n secrets from the same t holders pays it once
     out = []
     for i, xi in enumerate(xs):
         num = den = 1
@@ -106,7 +112,9 @@ def _lagrange_at_zero(points: NDArray[np.int64]) -> NDArray[np.int64]:
                 num = num * xj % PRIME
                 den = den * (xj - xi) % PRIME
         out.append(num * pow(den, -1, PRIME) % PRIME)
-    return np.array(out, dtype=np.int64)
+    lam = np.array(out, dtype=np.int64)
+    lam.setflags(write=False)  # shared through the cache
+    return lam
 
 
 def recover(xs: NDArray[np.int64] | Sequence[int], shares: NDArray[np.int64]) -> bytes:
