@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
-
 from fedgraphrec.attacks import query_intersection
 from fedgraphrec.experiments.config import load_config
 from fedgraphrec.experiments.learners import FedGRecLearner
@@ -45,24 +43,13 @@ def main() -> None:
     for r in range(args.rounds):
         proto.train_round(r)
     result = query_intersection(proto.net.transcript, data.train, min_rounds=1)
-    rows = []
-    for seen in sorted(set(result.rounds_seen.tolist())):
-        mask = result.rounds_seen == seen
-        rows.append(
-            {
-                "rounds_seen": seen,
-                "users": int(mask.sum()),
-                "mean_precision": float(result.precision[mask].mean()),
-                "exact_fraction": float(np.mean(result.precision[mask] == 1.0)),
-            }
-        )
     out = {
         "dataset": args.dataset,
         "rounds": args.rounds,
         "clients_per_round": args.clients,
         "n_negatives": cfg.n_negatives,
         "mean_recall": float(result.recall.mean()),
-        "by_rounds_seen": rows,
+        "by_rounds_seen": result.by_rounds_seen(),
     }
     print(json.dumps(out, indent=2))
     if args.json:

@@ -44,6 +44,21 @@ class IntersectionResult:
             return 0.0
         return float(np.mean((self.precision == 1.0) & (self.recall == 1.0)))
 
+    def by_rounds_seen(self) -> list[dict[str, float]]:
+        """Users, mean precision and exact-recovery fraction for each number of rounds seen."""
+        rows = []
+        for seen in sorted(set(self.rounds_seen.tolist())):
+            mask = self.rounds_seen == seen
+            rows.append(
+                {
+                    "rounds_seen": seen,
+                    "users": int(mask.sum()),
+                    "mean_precision": float(self.precision[mask].mean()),
+                    "exact_fraction": float(np.mean(self.precision[mask] == 1.0)),
+                }
+            )
+        return rows
+
     def summary(self) -> dict[str, float]:
         """Means over the attacked users, by how often each was seen."""
         out: dict[str, float] = {"users": float(len(self.users)), "exact_fraction": self.exact_fraction}

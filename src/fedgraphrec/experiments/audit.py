@@ -19,7 +19,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-import numpy as np
 
 from fedgraphrec.attacks import query_intersection, upload_inference
 from fedgraphrec.experiments.config import ROUND_PROTOCOLS, TrainConfig
@@ -62,18 +61,10 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
         arms[name] = {"upload_inference": uploads}
         if secure:  # the queries are the same either way: attack them once
             qi = query_intersection(proto.net.transcript, data.train, min_rounds=1)
-            rows = []
-            for seen in sorted(set(qi.rounds_seen.tolist())):
-                mask = qi.rounds_seen == seen
-                rows.append(
-                    {
-                        "rounds_seen": seen,
-                        "users": int(mask.sum()),
-                        "mean_precision": float(qi.precision[mask].mean()),
-                        "exact_fraction": float(np.mean(qi.precision[mask] == 1.0)),
-                    }
-                )
-            report["query_intersection"] = {"mean_recall": float(qi.recall.mean()), "by_rounds_seen": rows}
+            report["query_intersection"] = {
+                "mean_recall": float(qi.recall.mean()),
+                "by_rounds_seen": qi.by_rounds_seen(),
+            }
     report["upload_inference"] = arms
     (out / "audit.json").write_text(json.dumps(report, indent=2) + "\n")
     _markdown(report, out / "audit.md")

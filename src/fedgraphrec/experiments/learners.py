@@ -1,28 +1,26 @@
-"""Learners: what the training loop drives, centralized or federated.
+"""Minibatch learners (the centralized oracle, LP-GCN, GNN4FR, FedMF) and :func:`make_learner`.
 
 The loop in :mod:`fedgraphrec.experiments.train` only needs a learner that trains on one minibatch of
-triples, exposes final embeddings for evaluation, and checkpoints its state. The centralized oracle
-and every protocol implement this, so one loop (early stopping, checkpoints, run folder) serves all.
+triples (or one round, :mod:`.round_learners`), exposes final embeddings or scores for evaluation,
+and checkpoints its state. The centralized oracle and every protocol implement this, so one loop
+(early stopping, checkpoints, run folder) serves all.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
 import torch
 
 from fedgraphrec.data import Interactions
-from fedgraphrec.experiments.config import TrainConfig
-from fedgraphrec.models import BPRMF, NCF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
-from fedgraphrec.models.multvae import MultVAE
-from fedgraphrec.protocols.baselines import FedMF, FedNCF
-from fedgraphrec.protocols.fedgrec import FedGRec
+from fedgraphrec.experiments.config import ROUND_PROTOCOLS, TrainConfig
+from fedgraphrec.experiments.learner_base import BatchStats, Learner, RoundLearner, build_model
+from fedgraphrec.experiments.round_learners import FedGRecLearner, FedNCFLearner, MultVAELearner
+from fedgraphrec.models import NCF
+from fedgraphrec.protocols.baselines import FedMF
 from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger
-from fedgraphrec.seeding import numpy_rng, torch_generator
 
 __all__ = [
     "BatchStats",
@@ -36,63 +34,6 @@ __all__ = [
     "build_model",
     "make_learner",
 ]
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-@dataclass(frozen=True)
-class BatchStats:
-    """Loss of one minibatch, split into its BPR and regulariser parts."""
-
-    loss: float
-    bpr: float
-    reg: float
-
-
-class Learner(Protocol):
-    """What the training loop needs from a model or protocol."""
-
-    def train_batch(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> BatchStats:
-        """Train on one minibatch of BPR triples."""
-        ...
-
-    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Final user and item embeddings for evaluation."""
-        ...
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume."""
-        ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore from :meth:`state_dict`."""
-        ...
-
-    @property
-    def ledger(self) -> Ledger | None:
-        """Communication ledger (``None`` for centralized training)."""
-        ...
-
-    def pop_deviation(self) -> float | None:
-        """Largest deviation from the oracle since the last call (``None`` when not verifying)."""
-        ...
-
-
-def build_model(cfg: TrainConfig, data: Interactions) -> GraphRecommender:
-    """The centralized model named by ``cfg.model``, initialised from the run seed's ``init`` stream."""
-    dtype = DTYPES[cfg.dtype]
-    graph = NormalizedBipartite.from_train(data.train, dtype=dtype)
-    gen = torch_generator(cfg.seed, "init")
-    if cfg.model == "lightgcn":
-        return LightGCN(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
-    if cfg.model == "lightgcn+":
-        return LightGCNPlus(graph, data.train, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
-    if cfg.model == "ncf":
-        hidden = tuple(cfg.ncf_hidden) or ((32, 16, 8) if cfg.protocol == "fedncf" else None)
-        return NCF(graph, cfg.dim, cfg.init_std, gen, dtype, hidden=hidden)
-    if cfg.model == "ngcf":
-        return NGCF(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
-    return BPRMF(graph, cfg.dim, cfg.init_std, gen, dtype)
 
 
 class CentralLearner:
@@ -277,219 +218,20 @@ class FedMFLearner(LPGCNLearner):
         self.max_deviation = 0.0
 
 
-class FedGRecLearner:
-    """FedGRec: one communication round per epoch (the paper's "epoch"), lossy by design.
-
-    The initial tables are the centralized LightGCN's (same ``init`` stream), so the warm-up can be
-    compared with the oracle's propagation. There is no lockstep oracle: FedGRec is not lossless.
-    """
-
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model != "lightgcn" and not (cfg.protocol != "fedgrec" and cfg.model == "mf"):
-            raise ValueError(f"{cfg.protocol} runs the lightgcn backbone; got model={cfg.model!r}")
-        if cfg.verify:
-            raise ValueError(f"{cfg.protocol} is not lossless; --verify applies to lpgcn, gnn4fr and fedmf")
-        tables = dict(build_model(cfg, data).named_parameters())
-        self.protocol = FedGRec(
-            data.train,
-            tables["user_emb"].detach(),
-            tables["item_emb"].detach(),
-            cfg.fedgrec_settings(),
-            seed=cfg.seed,
-            crypto="real" if cfg.crypto == "real" else "accounted",
-            transcripts=cfg.transcripts,
-            device=cfg.device,
-        )
-        self.last_round: dict[str, int] = {}
-
-    @property
-    def ledger(self) -> Ledger | None:
-        """The protocol's communication ledger."""
-        return self.protocol.net.ledger
-
-    def train_round(self, round_index: int) -> BatchStats:
-        """One round of Algorithm 1; who was lost is kept in :attr:`last_round`."""
-        rec = self.protocol.train_round(round_index)
-        self.last_round = {
-            "clients": rec.clients,
-            "clients_lost": rec.lost,
-            "clients_recovered": rec.recovered,
-        }
-        return BatchStats(rec.loss, rec.bpr, rec.reg)
-
-    def train_batch(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> BatchStats:
-        """FedGRec samples its own users and negatives per round; minibatches do not apply."""
-        raise TypeError("FedGRec trains by rounds: call train_round")
-
-    def pop_deviation(self) -> float | None:
-        """Not verified against an oracle."""
-        return None
-
-    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Representations for evaluation (spec §5.3)."""
-        return self.protocol.final_embeddings()
-
-    def state_dict(self) -> dict[str, Any]:
-        """Server tables, users' stored embeddings, ledger."""
-        return self.protocol.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        self.protocol.load_state_dict(state)
-
-
-class FedNCFLearner:
-    """FedNCF by rounds (one epoch = one round), evaluated through the NeuMF scorer."""
-
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model != "ncf":
-            raise ValueError(f"fedncf trains NeuMF; use --model ncf (got {cfg.model!r})")
-        if cfg.verify:
-            raise ValueError("fedncf is not lossless (FedAvg of local models); --verify does not apply")
-        model = build_model(cfg, data)
-        assert isinstance(model, NCF)
-        self.model = model
-        self.protocol = FedNCF(
-            data.train,
-            model,
-            seed=cfg.seed,
-            clients_per_round=cfg.clients_per_round,
-            local_steps=cfg.local_steps,
-            n_negatives=cfg.n_negatives,
-            lr=cfg.lr,
-            reg=cfg.reg,
-            crypto="real" if cfg.crypto == "real" else "accounted",
-            transcripts=cfg.transcripts,
-            frac_bits=cfg.frac_bits,
-            secagg_threshold=cfg.secagg_threshold,
-        )
-        self.last_round: dict[str, int] = {}
-
-    @property
-    def ledger(self) -> Ledger | None:
-        """The protocol's ledger."""
-        return self.protocol.net.ledger
-
-    def train_round(self, round_index: int) -> BatchStats:
-        """One FedNCF round."""
-        loss, n = self.protocol.train_round(round_index)
-        self.last_round = {"clients": n, "clients_lost": 0, "clients_recovered": 0}
-        return BatchStats(loss, loss, 0.0)
-
-    @torch.no_grad()
-    def score_users(self, users: torch.Tensor) -> torch.Tensor:
-        """NeuMF scores with the users' own rows and the server's items and weights."""
-        return self.model.score_users(users).float()
-
-    def train_batch(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> BatchStats:
-        """FedNCF trains by rounds."""
-        raise TypeError("FedNCF trains by rounds: call train_round")
-
-    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """NeuMF is evaluated through :meth:`score_users`."""
-        raise TypeError("FedNCF is evaluated through score_users")
-
-    def pop_deviation(self) -> float | None:
-        """No oracle."""
-        return None
-
-    def state_dict(self) -> dict[str, Any]:
-        """Model and ledger."""
-        return self.protocol.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        self.protocol.load_state_dict(state)
-
-
-class MultVAELearner:
-    """Mult-VAE, trained by user minibatches: one epoch is one pass over the users (a "round")."""
-
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        self.train = data.train.tocsr()
-        self.dtype = DTYPES[cfg.dtype]
-        self.model = MultVAE(
-            self.train.shape[1], generator=torch_generator(cfg.seed, "init"), dtype=self.dtype
-        )
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
-        self.beta = cfg.vae_beta
-        self.batch_users = cfg.vae_batch_users
-        self.seed = cfg.seed
-        self.users = np.flatnonzero(np.diff(self.train.indptr) > 0)
-        self.last_round: dict[str, int] = {}
-
-    @property
-    def ledger(self) -> Ledger | None:
-        """Centralized: no communication."""
-        return None
-
-    def _rows(self, users: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(self.train[users].toarray()).to(self.dtype)
-
-    def train_round(self, epoch: int) -> BatchStats:
-        """One pass over the users in a seeded order; returns the mean loss (``reg`` = the KL term)."""
-        order = numpy_rng(self.seed, "multvae", epoch).permutation(self.users)
-        total = nll = kl = 0.0
-        batches = 0
-        self.model.train()
-        for start in range(0, len(order), self.batch_users):
-            self.optimizer.zero_grad(set_to_none=True)
-            out = self.model.loss(self._rows(order[start : start + self.batch_users]), self.beta)
-            out.total.backward()
-            self.optimizer.step()
-            total, nll, kl, batches = (
-                total + out.total.item(),
-                nll + out.nll.item(),
-                kl + out.kl.item(),
-                batches + 1,
-            )
-        return BatchStats(total / batches, nll / batches, kl / batches)
-
-    def score_users(self, users: torch.Tensor) -> torch.Tensor:
-        """Logits over every item for these users, from their training rows."""
-        return self.model.scores(self._rows(users.numpy())).float()
-
-    def train_batch(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> BatchStats:
-        """Mult-VAE does not train on triples."""
-        raise TypeError("Mult-VAE trains on user rows: call train_round")
-
-    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mult-VAE has no item embeddings to dot with; use :meth:`score_users`."""
-        raise TypeError("Mult-VAE is evaluated through score_users")
-
-    def pop_deviation(self) -> float | None:
-        """No oracle."""
-        return None
-
-    def state_dict(self) -> dict[str, Any]:
-        """Network, optimizer and the random generator (dropout and noise continue exactly)."""
-        return {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "generator": self.model.gen.get_state(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.model.gen.set_state(state["generator"])
-
-
-def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCNLearner | FedGRecLearner:
+def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCNLearner | RoundLearner:
     """The learner for ``cfg.protocol``."""
     if cfg.protocol == "central" and cfg.model == "multvae":
-        return MultVAELearner(cfg, data)  # type: ignore[return-value]
+        return MultVAELearner(cfg, data)
     if cfg.protocol == "central":
         return CentralLearner(cfg, data)
     if cfg.protocol == "lpgcn":
         return LPGCNLearner(cfg, data)
     if cfg.protocol == "gnn4fr":
         return GNN4FRLearner(cfg, data)
-    if cfg.protocol in ("fedgrec", "federank", "fcf"):
+    if cfg.protocol in ROUND_PROTOCOLS:
         return FedGRecLearner(cfg, data)
     if cfg.protocol == "fedmf":
         return FedMFLearner(cfg, data)
     if cfg.protocol == "fedncf":
-        return FedNCFLearner(cfg, data)  # type: ignore[return-value]
+        return FedNCFLearner(cfg, data)
     raise ValueError(f"unknown protocol {cfg.protocol!r}")
