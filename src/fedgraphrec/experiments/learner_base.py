@@ -9,17 +9,25 @@ and protocol.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.experiments.config import TrainConfig
 from fedgraphrec.models import BPRMF, NCF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
-from fedgraphrec.runtime import Ledger
+from fedgraphrec.runtime import CryptoMode, Ledger
 from fedgraphrec.seeding import torch_generator
 
-__all__ = ["DTYPES", "BatchStats", "Learner", "RoundLearner", "build_model"]
+__all__ = [
+    "DTYPES",
+    "BatchStats",
+    "Learner",
+    "NetworkOptions",
+    "RoundLearner",
+    "build_model",
+    "network_options",
+]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -60,6 +68,18 @@ class Learner(Protocol):
     def pop_deviation(self) -> float | None:
         """Largest deviation from the oracle since the last call (``None`` when not verifying)."""
         ...
+
+
+class NetworkOptions(TypedDict):
+    """Keyword arguments every protocol's constructor takes for its :class:`~fedgraphrec.runtime.Network`."""
+
+    crypto: CryptoMode
+    transcripts: bool
+
+
+def network_options(cfg: TrainConfig) -> NetworkOptions:
+    """Crypto mode and transcripts of a run, as protocol constructor arguments."""
+    return {"crypto": "real" if cfg.crypto == "real" else "accounted", "transcripts": cfg.transcripts}
 
 
 def build_model(cfg: TrainConfig, data: Interactions) -> GraphRecommender:

@@ -14,7 +14,13 @@ import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.experiments.config import ROUND_PROTOCOLS, TrainConfig
-from fedgraphrec.experiments.learner_base import BatchStats, Learner, RoundLearner, build_model
+from fedgraphrec.experiments.learner_base import (
+    BatchStats,
+    Learner,
+    RoundLearner,
+    build_model,
+    network_options,
+)
 from fedgraphrec.experiments.round_learners import FedGRecLearner, FedNCFLearner, MultVAELearner
 from fedgraphrec.models import NCF
 from fedgraphrec.protocols.baselines import FedMF
@@ -107,8 +113,7 @@ class LPGCNLearner:
             seed=cfg.seed,
             lr=cfg.lr,
             reg=cfg.reg,
-            crypto="real" if cfg.crypto == "real" else "accounted",
-            transcripts=cfg.transcripts,
+            **network_options(cfg),
             item_w0=tables.get("item_w"),
             paper_literal=cfg.paper_literal,
         )
@@ -185,8 +190,7 @@ class GNN4FRLearner(LPGCNLearner):
             seed=cfg.seed,
             lr=cfg.lr,
             reg=cfg.reg,
-            crypto="real" if cfg.crypto == "real" else "accounted",
-            transcripts=cfg.transcripts,
+            **network_options(cfg),
         )
         self.oracle = oracle if cfg.verify else None
         self.max_deviation = 0.0
@@ -209,8 +213,7 @@ class FedMFLearner(LPGCNLearner):
             seed=cfg.seed,
             lr=cfg.lr,
             reg=cfg.reg,
-            crypto="real" if cfg.crypto == "real" else "accounted",
-            transcripts=cfg.transcripts,
+            **network_options(cfg),
             frac_bits=cfg.frac_bits,
             secagg_threshold=cfg.secagg_threshold,
         )

@@ -13,7 +13,13 @@ import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.experiments.config import TrainConfig
-from fedgraphrec.experiments.learner_base import DTYPES, BatchStats, RoundLearner, build_model
+from fedgraphrec.experiments.learner_base import (
+    DTYPES,
+    BatchStats,
+    RoundLearner,
+    build_model,
+    network_options,
+)
 from fedgraphrec.models import NCF
 from fedgraphrec.models.multvae import MultVAE
 from fedgraphrec.protocols.baselines import FedNCF
@@ -43,8 +49,7 @@ class FedGRecLearner(RoundLearner):
             tables["item_emb"].detach(),
             cfg.fedgrec_settings(),
             seed=cfg.seed,
-            crypto="real" if cfg.crypto == "real" else "accounted",
-            transcripts=cfg.transcripts,
+            **network_options(cfg),
             device=cfg.device,
         )
         self.last_round: dict[str, int] = {}
@@ -84,8 +89,7 @@ class FedNCFLearner(RoundLearner):
             n_negatives=cfg.n_negatives,
             lr=cfg.lr,
             reg=cfg.reg,
-            crypto="real" if cfg.crypto == "real" else "accounted",
-            transcripts=cfg.transcripts,
+            **network_options(cfg),
             frac_bits=cfg.frac_bits,
             secagg_threshold=cfg.secagg_threshold,
         )
