@@ -11,9 +11,9 @@ Algorithm 1 of the paper, with the spec's names:
 * :meth:`FedGRec.train_round` — lines 10–24. Step 1: sample ``S`` users; each queries its positives
   and ``n_negatives`` random negatives and downloads their embeddings of every order. Step 2: lazy
   refresh of the user latents from the downloaded rows (Eq. 6, all orders from one snapshot).
-  Step 3: ``τ`` local Adam steps on the BPR loss with every latent frozen. Step 4: one secure
-  aggregation of the dense vector ``[Δ⁰_u ; latent deltas of orders 1..K]``, applied by the
-  server as Eqs. 10–11.
+  Step 3: ``τ`` local Adam (or SGD) steps on the BPR loss (or FCF's squared error) with every
+  latent frozen. Step 4: one secure aggregation of the dense vector
+  ``[Δ⁰_u ; latent deltas of orders 1..K]``, applied by the server as Eqs. 10–11.
 
 The round runs *batched over the sampled users* (spec §7's flat layout): the users' local copies of
 item rows are separate rows of one tensor, each user's loss is its own mean, and Adam is
@@ -23,9 +23,10 @@ and moments are zero), so only those rows are materialised; the ledger still cou
 row and the dense secure-aggregation upload.
 
 Deviations and decisions (spec §6): server learning rates default to 1 (``latent_lr = 1`` keeps
-``E^{k+1} = R̂ᵀ E_U^{k,stored}``); one negative of the same user per positive per local step; a
-fresh Adam per user per round; the degree vector ``|N_t|`` is broadcast once after Eq. 9 (it is an
-aggregate), so training-round downloads do not single out a user's positives.
+``E^{k+1} = R̂ᵀ E_U^{k,stored}``); by default one negative of the same user per positive per local
+step; a fresh optimizer per user per round; the degree vector ``|N_t|`` is broadcast once after
+Eq. 9 (it is an aggregate), so training-round downloads do not single out a user's positives. The
+queries still do, across rounds: see :func:`fedgraphrec.attacks.query_intersection`.
 """
 
 from __future__ import annotations
