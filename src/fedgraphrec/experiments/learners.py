@@ -102,8 +102,7 @@ class LPGCNLearner:
     def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
         if cfg.model not in ("lightgcn", "lightgcn+"):
             raise ValueError(f"lpgcn runs the lightgcn or lightgcn+ backbone; got model={cfg.model!r}")
-        oracle = CentralLearner(cfg, data)  # draws the tables once; rows are handed to their owners
-        tables = oracle.parameters_for_verification()
+        tables = self._oracle_tables(cfg, data)
         self.protocol = LPGCN(
             data.train,
             tables.get("user_emb"),
@@ -117,8 +116,16 @@ class LPGCNLearner:
             item_w0=tables.get("item_w"),
             paper_literal=cfg.paper_literal,
         )
+
+    def _oracle_tables(self, cfg: TrainConfig, data: Interactions) -> dict[str, torch.Tensor]:
+        """The centralized model's initial tables (drawn once; rows go to their owners).
+
+        Keeps the model as the lockstep oracle when ``cfg.verify``.
+        """
+        oracle = CentralLearner(cfg, data)
         self.oracle = oracle if cfg.verify else None
         self.max_deviation = 0.0
+        return oracle.parameters_for_verification()
 
     @property
     def ledger(self) -> Ledger | None:
@@ -180,8 +187,7 @@ class GNN4FRLearner(LPGCNLearner):
             raise ValueError(f"gnn4fr runs the lightgcn backbone; got model={cfg.model!r}")
         if cfg.alpha:
             raise ValueError("gnn4fr has no virtual items; alpha applies to lpgcn only (set alpha=0)")
-        oracle = CentralLearner(cfg, data)
-        tables = oracle.parameters_for_verification()
+        tables = self._oracle_tables(cfg, data)
         self.protocol = GNN4FR(  # type: ignore[assignment]
             data.train,
             tables["user_emb"],
@@ -192,8 +198,6 @@ class GNN4FRLearner(LPGCNLearner):
             reg=cfg.reg,
             **network_options(cfg),
         )
-        self.oracle = oracle if cfg.verify else None
-        self.max_deviation = 0.0
 
 
 class FedMFLearner(LPGCNLearner):
@@ -204,8 +208,7 @@ class FedMFLearner(LPGCNLearner):
             raise ValueError(f"fedmf is matrix factorisation; use --model mf (got {cfg.model!r})")
         if cfg.alpha:
             raise ValueError("fedmf has no virtual items; alpha applies to lpgcn only (set alpha=0)")
-        oracle = CentralLearner(cfg, data)
-        tables = oracle.parameters_for_verification()
+        tables = self._oracle_tables(cfg, data)
         self.protocol = FedMF(  # type: ignore[assignment]
             data.train,
             tables["user_emb"],
@@ -217,8 +220,6 @@ class FedMFLearner(LPGCNLearner):
             frac_bits=cfg.frac_bits,
             secagg_threshold=cfg.secagg_threshold,
         )
-        self.oracle = oracle if cfg.verify else None
-        self.max_deviation = 0.0
 
 
 def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCNLearner | RoundLearner:

@@ -217,14 +217,22 @@ def plain_aggregate(
         total.index_add_(0, _flat(start[rows], values.shape[1]), values[rows].to(torch.float64).reshape(-1))
         sizes += np.bincount(pos.cpu().numpy(), minlength=len(clients)) * (4 + 4 * values.shape[1])
     payloads = None
-    if net.transcript.enabled:
-        payloads = []
-        for i in np.flatnonzero(keep):
-            mine = []
-            for pos, start, values in upload.blocks:
-                sel = (pos == int(i)).cpu()
-                mine.append((start.cpu()[sel].numpy(), values.cpu()[sel].numpy()))
-            payloads.append(mine)
+    if net.transcript.enabled:  # each client's own rows: one stable sort per block, then split
+        per_block = []
+        for pos, start, values in upload.blocks:
+            p = pos.cpu().numpy()
+            order = np.argsort(p, kind="stable")
+            cuts = np.cumsum(np.bincount(p, minlength=len(clients)))[:-1]
+            per_block.append(
+                list(
+                    zip(
+                        np.split(start.cpu().numpy()[order], cuts),
+                        np.split(values.cpu().numpy()[order], cuts),
+                        strict=True,
+                    )
+                )
+            )
+        payloads = [[blocks[i] for blocks in per_block] for i in np.flatnonzero(keep)]
     net.transmit(
         f"{phase}/plain-upload",
         "client",

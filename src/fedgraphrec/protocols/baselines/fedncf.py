@@ -116,7 +116,7 @@ class FedNCF:
         S = len(rs.clients)
         weights = [w.detach() for w in _weights(m)]
         n_weights = sum(w.numel() for w in weights)
-        n_query = np.diff(rs.pos_ptr) + np.diff(rs.neg_ptr)
+        n_query = rs.n_queried
         self.net.transmit(
             "train/query", "client", "server", n_query * _ID_BYTES, kind="item-ids", protected=False,
             senders=rs.clients,
@@ -164,8 +164,7 @@ class FedNCF:
             upload.add(t_seg, N * d + t_item * d, deltas[3].double())
             flat = torch.cat([dw.reshape(S, -1) for dw in deltas[4:]], dim=1).double()
             upload.add(torch.arange(S), torch.full((S,), 2 * N * d), flat)
-            q_items = np.concatenate([rs.queried(i) for i in range(S)])
-            q_seg = np.repeat(np.arange(S), n_query)
+            q_seg, q_items = rs.queries()
             upload.add(
                 torch.from_numpy(q_seg),
                 torch.from_numpy(2 * N * d + n_weights + q_items),

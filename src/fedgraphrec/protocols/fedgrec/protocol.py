@@ -228,7 +228,7 @@ class FedGRec:
 
     def _query(self, rs: RoundSample) -> None:
         """Step 1: item ids up, embeddings of every order down."""
-        n_query = np.diff(rs.pos_ptr) + np.diff(rs.neg_ptr)
+        n_query = rs.n_queried
         payloads = [rs.queried(i) for i in range(len(rs.clients))] if self.net.transcript.enabled else None
         self.net.transmit(
             "train/query",
@@ -327,8 +327,7 @@ class FedGRec:
                 delta = (new[k] - self.U[k][clients_t]).double()
                 upload.add(seg, (k + 1) * N * d + pos_items * d, w64[:, None] * delta[seg])
             if s.item_agg == "mean_touched":
-                q_seg = np.concatenate([seg_np, rs.neg_seg])
-                q_items = np.concatenate([rs.pos_items, rs.neg_items])
+                q_seg, q_items = rs.queries()
                 upload.add(
                     self._t(q_seg),
                     (K + 1) * N * d + self._t(q_items),

@@ -72,6 +72,15 @@ class RoundSample:
         """Client position of every negative."""
         return np.repeat(np.arange(len(self.clients)), np.diff(self.neg_ptr))
 
+    @property
+    def n_queried(self) -> np.ndarray:
+        """How many items each client queries (positives + negatives)."""
+        return np.diff(self.pos_ptr) + np.diff(self.neg_ptr)
+
+    def queries(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every (client position, item) of the round's queries, flat: positives, then negatives."""
+        return np.concatenate([self.pos_seg, self.neg_seg]), np.concatenate([self.pos_items, self.neg_items])
+
     def queried(self, i: int) -> np.ndarray:
         """Item ids client number ``i`` queries: its positives, then its negatives."""
         return np.concatenate(
