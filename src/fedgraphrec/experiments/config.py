@@ -26,7 +26,18 @@ class ConfigError(ValueError):
 
 
 MODELS = ("lightgcn", "lightgcn+", "mf", "ngcf", "ncf", "multvae")
-PROTOCOLS = ("central", "lpgcn", "gnn4fr", "fedgrec", "fedmf", "federank", "fcf", "fedncf")
+PROTOCOLS = (
+    "central",
+    "lpgcn",
+    "gnn4fr",
+    "fedgrec",
+    "fedmf",
+    "federank",
+    "fcf",
+    "fedncf",
+    "pgcn",
+    "fedpergnn",
+)
 ROUND_PROTOCOLS = ("fedgrec", "federank", "fcf")
 """Protocols run by FedGRec's round machinery: FedeRank is FedGRec with K = 0, FCF adds its squared error."""
 ALIASES = {"K": "n_layers"}
@@ -42,7 +53,7 @@ class TrainConfig:
     Attributes:
         protocol: ``central`` (the oracle) or a federated protocol (``lpgcn``, ``gnn4fr``, ``fedgrec``,
             ``fedmf``, ``federank`` = FedGRec with K = 0, ``fcf`` = K = 0 with FCF's squared error,
-            ``fedncf``).
+            ``fedncf``, ``pgcn`` = P-GCN on LightGCN+, ``fedpergnn`` = FedPerGNN / FedGNN).
         dataset: registered name (``fedgraphrec datasets``) or a folder path.
         dataset_options: loader options, e.g. ``{split = "u1", threshold = 4.0}``.
         data_dir: dataset root (overrides ``FEDGRAPHREC_DATA``).
@@ -98,6 +109,9 @@ class TrainConfig:
         device: ``cpu`` or a CUDA device (``cuda``, ``cuda:1``) for the protocol's tables; FedGRec only.
         vae_beta: Mult-VAE's KL weight β (LP-GCN Table 4 grid 0.2–0.8).
         vae_batch_users: Mult-VAE users per minibatch.
+        n_pseudo: FedPerGNN pseudo-interacted items per user and round.
+        ldp_clip: FedPerGNN per-coordinate clipping ``δ`` of uploads (0: none).
+        ldp_scale: FedPerGNN Laplace noise scale ``λ`` (0: none).
         ncf_hidden: NCF's MLP widths (empty: ``[2d, d]`` centralized as LP-GCN's NCF, ``[32, 16, 8]``
             for FedNCF).
     """
@@ -154,6 +168,9 @@ class TrainConfig:
     vae_beta: float = 0.2
     ncf_hidden: list[int] = field(default_factory=list)
     vae_batch_users: int = 500
+    n_pseudo: int = 20
+    ldp_clip: float = 0.01
+    ldp_scale: float = 0.001
 
     def validate(self) -> None:
         """Check ranges and choices; raise :class:`ConfigError` naming the parameter."""
@@ -207,6 +224,9 @@ class TrainConfig:
                 f"ncf_hidden must be positive widths; got {self.ncf_hidden}",
             ),
             (self.vae_batch_users > 0, f"vae_batch_users must be positive; got {self.vae_batch_users}"),
+            (self.n_pseudo >= 0, f"n_pseudo must be >= 0; got {self.n_pseudo}"),
+            (self.ldp_clip >= 0, f"ldp_clip must be >= 0; got {self.ldp_clip}"),
+            (self.ldp_scale >= 0, f"ldp_scale must be >= 0; got {self.ldp_scale}"),
             (
                 self.model != "multvae" or self.protocol == "central",
                 f"model=multvae is centralized only; got protocol={self.protocol!r}",

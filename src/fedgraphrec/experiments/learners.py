@@ -21,9 +21,14 @@ from fedgraphrec.experiments.learner_base import (
     build_model,
     network_options,
 )
-from fedgraphrec.experiments.round_learners import FedGRecLearner, FedNCFLearner, MultVAELearner
+from fedgraphrec.experiments.round_learners import (
+    FedGRecLearner,
+    FedNCFLearner,
+    FedPerGNNLearner,
+    MultVAELearner,
+)
 from fedgraphrec.models import NCF
-from fedgraphrec.protocols.baselines import FedMF
+from fedgraphrec.protocols.baselines import PGCN, FedMF
 from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger
@@ -34,9 +39,11 @@ __all__ = [
     "FedGRecLearner",
     "FedMFLearner",
     "FedNCFLearner",
+    "FedPerGNNLearner",
     "LPGCNLearner",
     "Learner",
     "MultVAELearner",
+    "PGCNLearner",
     "build_model",
     "make_learner",
 ]
@@ -222,6 +229,31 @@ class FedMFLearner(LPGCNLearner):
         )
 
 
+class PGCNLearner(LPGCNLearner):
+    """P-GCN (LightGCN+ forward, per-client star backward, secure aggregation); lossy, not verifiable."""
+
+    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
+        if cfg.model != "lightgcn+":
+            raise ValueError(f"pgcn runs the lightgcn+ backbone; use --model lightgcn+ (got {cfg.model!r})")
+        if cfg.verify or cfg.alpha:
+            raise ValueError(
+                "pgcn is lossy (incomplete backward) and has no virtual items: unset verify/alpha"
+            )
+        tables = self._oracle_tables(cfg, data)
+        self.protocol = PGCN(  # type: ignore[assignment]
+            data.train,
+            tables["item_emb"],
+            tables["item_w"],
+            n_layers=cfg.n_layers,
+            seed=cfg.seed,
+            lr=cfg.lr,
+            reg=cfg.reg,
+            **network_options(cfg),
+            frac_bits=cfg.frac_bits,
+            secagg_threshold=cfg.secagg_threshold,
+        )
+
+
 def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCNLearner | RoundLearner:
     """The learner for ``cfg.protocol``."""
     if cfg.protocol == "central" and cfg.model == "multvae":
@@ -238,4 +270,8 @@ def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCN
         return FedMFLearner(cfg, data)
     if cfg.protocol == "fedncf":
         return FedNCFLearner(cfg, data)
+    if cfg.protocol == "pgcn":
+        return PGCNLearner(cfg, data)
+    if cfg.protocol == "fedpergnn":
+        return FedPerGNNLearner(cfg, data)
     raise ValueError(f"unknown protocol {cfg.protocol!r}")

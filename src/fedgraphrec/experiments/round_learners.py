@@ -22,12 +22,12 @@ from fedgraphrec.experiments.learner_base import (
 )
 from fedgraphrec.models import NCF
 from fedgraphrec.models.multvae import MultVAE
-from fedgraphrec.protocols.baselines import FedNCF
+from fedgraphrec.protocols.baselines import FedNCF, FedPerGNN
 from fedgraphrec.protocols.fedgrec import FedGRec
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.seeding import numpy_rng, torch_generator
 
-__all__ = ["FedGRecLearner", "FedNCFLearner", "MultVAELearner"]
+__all__ = ["FedGRecLearner", "FedNCFLearner", "FedPerGNNLearner", "MultVAELearner"]
 
 
 class FedGRecLearner(RoundLearner):
@@ -105,6 +105,46 @@ class FedNCFLearner(RoundLearner):
     def score_users(self, users: torch.Tensor) -> torch.Tensor:
         """NeuMF scores with the users' own rows and the server's items and weights."""
         return self.model.score_users(users).float()
+
+
+class FedPerGNNLearner(RoundLearner):
+    """FedPerGNN by rounds (one epoch = one round); users score with their local GNN's ``h_u``."""
+
+    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
+        if cfg.model not in ("lightgcn", "mf"):
+            raise ValueError(
+                f"fedpergnn trains user and item tables; use --model lightgcn (got {cfg.model!r})"
+            )
+        if cfg.verify:
+            raise ValueError("fedpergnn is lossy (stale neighbours, LDP noise); --verify does not apply")
+        tables = dict(build_model(cfg, data).named_parameters())
+        self.protocol = FedPerGNN(
+            data.train,
+            tables["user_emb"].detach(),
+            tables["item_emb"].detach(),
+            seed=cfg.seed,
+            clients_per_round=cfg.clients_per_round,
+            local_steps=cfg.local_steps,
+            n_negatives=cfg.n_negatives,
+            lr=cfg.lr,
+            reg=cfg.reg,
+            loss=cfg.loss,
+            n_pseudo=cfg.n_pseudo,
+            ldp_clip=cfg.ldp_clip,
+            ldp_scale=cfg.ldp_scale,
+            **network_options(cfg),
+        )
+        self.last_round: dict[str, int] = {}
+
+    def train_round(self, round_index: int) -> BatchStats:
+        """One FedPerGNN round."""
+        loss, n = self.protocol.train_round(round_index)
+        self.last_round = {"clients": n, "clients_lost": 0, "clients_recovered": 0}
+        return BatchStats(loss, loss, 0.0)
+
+    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Users' local-GNN representations and the server's item table."""
+        return self.protocol.final_embeddings()
 
 
 class MultVAELearner(RoundLearner):
