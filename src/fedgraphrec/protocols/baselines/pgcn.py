@@ -178,14 +178,18 @@ class PGCN:
         alpha0 = 1.0 / (self.n_layers + 1)
         user_grad = g_user + local.rU[part_t]  # gradient on U^(0)_u, then Eq. 6 into W
         w_rows = user_grad[owner_t] * self._inv_sqrt_deg[part_t][owner_t][:, None]
-        # V rows of each client: its star's edges, the direct layer-0 part of items outside its
-        # star (its negatives), and the L2 term
-        v_seg = np.concatenate([owner, seg2[~on_edge], seg2])
-        v_item = np.concatenate([edge_items, items2[~on_edge], items2])
-        v_rows = torch.cat([g_edge, alpha0 * local.d_rows[~on_t], local.r_rows])
+        # V rows of each client: its star's edges (with the L2 term of the items there) and, for
+        # items outside its star (its negatives), the direct layer-0 part plus their L2 term
+        off = ~on_edge
+        g_edge.index_add_(0, torch.from_numpy(at[on_edge]), local.r_rows[on_t])
+        off_rows = alpha0 * local.d_rows[~on_t] + local.r_rows[~on_t]
         upload = SparseUpload(participants, 2 * N * d)
-        self._add_rows(upload, v_seg, v_item, v_rows, offset=0)
-        self._add_rows(upload, owner, edge_items, w_rows, offset=N * d)
+        upload.add(owner_t, torch.from_numpy(edge_items * d), g_edge.double())
+        upload.add(owner_t, torch.from_numpy(N * d + edge_items * d), w_rows.double())
+        keys, inverse = np.unique(seg2[off] * N + items2[off], return_inverse=True)
+        summed = torch.zeros((len(keys), d), dtype=torch.float64)
+        summed.index_add_(0, torch.from_numpy(inverse), off_rows.double())
+        upload.add(torch.from_numpy(keys // N), torch.from_numpy((keys % N) * d), summed)
         result = secure_aggregate(
             self.net,
             "train/item-gradients",
@@ -206,16 +210,3 @@ class PGCN:
             item_grad=self.item.grad,
             w_grad=self.item_w.grad,
         )
-
-    @staticmethod
-    def _add_rows(
-        upload: SparseUpload, seg: np.ndarray, items: np.ndarray, rows: torch.Tensor, offset: int
-    ) -> None:
-        """Each client sums its rows per item (its vector lists an item once), then adds them."""
-        N = upload.length  # any bound above the item ids works as a key radix
-        keys = seg.astype(np.int64) * N + items
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        summed = torch.zeros((len(uniq), rows.shape[1]), dtype=torch.float64)
-        summed.index_add_(0, torch.from_numpy(inverse), rows.double())
-        d = rows.shape[1]
-        upload.add(torch.from_numpy(uniq // N), torch.from_numpy(offset + (uniq % N) * d), summed)
