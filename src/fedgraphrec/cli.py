@@ -99,7 +99,10 @@ def _cell(v: object) -> str:
 @app.command()
 def train(
     protocol: Annotated[
-        str, typer.Argument(help="central, lpgcn, gnn4fr, fedgrec, fedmf, federank, fcf or fedncf.")
+        str,
+        typer.Argument(
+            help="central, lpgcn, gnn4fr, fedgrec, fedmf, federank, fcf, fedncf, pgcn or fedpergnn."
+        ),
     ],
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
     model: Annotated[

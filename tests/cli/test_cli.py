@@ -336,3 +336,19 @@ def test_audit_report_shows_secure_aggregation_working(tmp_path):
 def test_audit_names_protocols_without_attacks(tmp_path):
     res = runner.invoke(app, ["audit", "lpgcn", "--out", str(tmp_path / "a"), *TINY])
     assert res.exit_code == 2 and "attacks exist for fedgrec" in res.output
+
+
+@pytest.mark.parametrize(("protocol", "model"), [("pgcn", "lightgcn+"), ("fedpergnn", "lightgcn")])
+def test_train_pgcn_and_fedpergnn(tmp_path, protocol, model):
+    out = tmp_path / protocol
+    args = ["train", protocol, "--model", model, "--epochs", "2", "--out", str(out), "--no-progress", *TINY]
+    res = runner.invoke(app, [*args, *(FEDGREC if protocol == "fedpergnn" else [])])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["protocol"] == protocol and summary["communication"]["total_bytes"] > 0
+    assert 0.0 <= summary["test"]["recall@5"] <= 1.0
+
+
+def test_pgcn_refuses_the_wrong_backbone(tmp_path):
+    res = runner.invoke(app, ["train", "pgcn", "--out", str(tmp_path / "x"), "--no-progress", *TINY])
+    assert res.exit_code != 0 and "lightgcn+" in res.output
