@@ -240,6 +240,48 @@ def compare(
 
 
 @app.command()
+def reproduce(
+    table: Annotated[str | None, typer.Argument(help="Table name (omit, or --list, to see them).")] = None,
+    budget: Annotated[str, typer.Option(help="cpu (a few hours here) or full (the paper's; a GPU).")] = "cpu",
+    rows: Annotated[
+        list[str] | None, typer.Option("--row", help="Only these rows (repeatable), e.g. --row P-GCN.")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a config key for every row (repeatable).")
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Output folder (default runs/reproduce/TABLE).")
+    ] = None,
+    list_tables: Annotated[bool, typer.Option("--list", help="List the tables and exit.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
+) -> None:
+    """Reproduce a paper table: our numbers beside the paper's, with a verdict per cell."""
+    from fedgraphrec.crypto import CryptoError
+    from fedgraphrec.data import DataError
+    from fedgraphrec.experiments import ConfigError
+    from fedgraphrec.experiments.reproduce import TABLES
+    from fedgraphrec.experiments.reproduce import reproduce as run_reproduce
+
+    if table is None or list_tables:
+        for t in TABLES.values():
+            out.print(
+                f"[bold]{t.name}[/bold]  {t.title}  ({len(t.rows)} rows; budgets {', '.join(t.budgets)})"
+            )
+        return
+    target = out_dir or Path("runs/reproduce") / table
+    try:
+        run_reproduce(
+            table, target, budget=budget, rows=rows or (), overrides=overrides or (), progress=progress
+        )
+    except KeyError as exc:
+        raise _fail(str(exc.args[0])) from None
+    except (ConfigError, DataError, ValueError, CryptoError) as exc:
+        raise _fail(str(exc)) from None
+    out.print((target / "reproduce.md").read_text())
+    err.print(f"→ {target}/reproduce.md, reproduce.json, reproduce.png")
+
+
+@app.command()
 def audit(
     protocol: Annotated[
         str, typer.Argument(help="fedgrec, federank or fcf (attacks for the others are to come).")
