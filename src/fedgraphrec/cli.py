@@ -282,6 +282,44 @@ def reproduce(
 
 
 @app.command()
+def frontier(
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset name or folder.")],
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Base TOML configuration.")] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a config key for every method (repeatable).")
+    ] = None,
+    seeds: Annotated[list[int] | None, typer.Option("--seed", help="Seeds (repeatable; default 1).")] = None,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="Only these methods by label (repeatable).")
+    ] = None,
+    attack: Annotated[
+        bool, typer.Option(help="Measure the server's inference (short real-crypto runs).")
+    ] = True,
+    out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("runs/frontier"),
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
+) -> None:
+    """Every horizontal method on one dataset: utility, privacy (ε, measured leakage) and bytes."""
+    from fedgraphrec.crypto import CryptoError
+    from fedgraphrec.data import DataError
+    from fedgraphrec.experiments import ConfigError
+    from fedgraphrec.experiments.frontier import HORIZONTAL
+    from fedgraphrec.experiments.frontier import frontier as run_frontier
+
+    methods = [m for m in HORIZONTAL if not only or m.label in only]
+    if not methods:
+        raise _fail(f"--only matches no method; methods: {', '.join(m.label for m in HORIZONTAL)}")
+    try:
+        run_frontier(
+            dataset, out_dir, methods=methods, seeds=seeds or [1], config=config, overrides=overrides or (),
+            attack=attack, progress=progress,
+        )  # fmt: skip
+    except (ConfigError, DataError, ValueError, CryptoError) as exc:
+        raise _fail(str(exc)) from None
+    out.print((out_dir / "frontier.md").read_text())
+    err.print(f"→ {out_dir}/frontier.md, frontier.json, frontier.csv, frontier.png")
+
+
+@app.command()
 def audit(
     protocol: Annotated[
         str, typer.Argument(help="fedgrec, federank or fcf (attacks for the others are to come).")
