@@ -86,3 +86,34 @@ def test_row_codec_matches_tensor_codec_and_rejects_foreign_payloads():
         decode_rows([encode_tensor(torch.ones(1, 3))], 3, torch.float64)  # float32 header
     with pytest.raises(CodecError):
         decode_rows([payloads[0][:-1]], 3, torch.float64)
+
+
+def test_relay_rows_opens_each_copy_and_rejects_an_altered_one() -> None:
+    """Copies of one row share a decryption only when byte-identical; an altered copy is rejected."""
+    import numpy as np
+    import pytest
+    import torch
+
+    from fedgraphrec.crypto import DecryptionError, PayloadCipher, SharedKey
+    from fedgraphrec.runtime import Network
+    from fedgraphrec.runtime.rows import relay_rows
+
+    class Tampering(Network):
+        def transmit(self, phase, sender, receiver, sizes, **kw):  # type: ignore[no-untyped-def]
+            got = super().transmit(phase, sender, receiver, sizes, **kw)
+            if sender == "server" and got is not None:
+                got = list(got)
+                blob = bytearray(got[3])  # receiver 3 gets a copy of row 0 with one flipped bit
+                blob[-1] ^= 1
+                got[3] = bytes(blob)
+            return got
+
+    cipher = PayloadCipher(SharedKey.generate())
+    rows = torch.arange(12, dtype=torch.float64).reshape(3, 4)
+    route = (np.array([0, 1, 0, 0, 2, 1]), np.arange(6))
+    kw = dict(sender_role="client", receiver_role="client", kind="row", aad_ids=[b"0", b"1", b"2"],
+              row_ciphertext_bytes=0)  # fmt: skip
+    opened = relay_rows(Network(6, "real"), cipher, "p", rows, route, **kw)
+    assert torch.equal(opened, rows[route[0]])
+    with pytest.raises(DecryptionError):
+        relay_rows(Tampering(6, "real"), cipher, "p", rows, route, **kw)

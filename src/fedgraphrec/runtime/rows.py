@@ -119,5 +119,35 @@ def relay_rows(
     )
     if cipher is None or got is None:
         return None
-    opened = cipher.decrypt_many(list(got), [prefix + aad_ids[k] for k in source])
-    return decode_rows(opened, int(rows.shape[1]), rows.dtype)
+    return _open_copies(cipher, got, source, prefix, aad_ids, int(rows.shape[1]), rows.dtype)
+
+
+def _open_copies(
+    cipher: RowCipher,
+    got: Sequence[bytes],
+    source: np.ndarray,
+    prefix: bytes,
+    aad_ids: Sequence[bytes],
+    dim: int,
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    """Authenticate and decrypt every received copy; byte-identical copies share one decryption.
+
+    AES-GCM decryption is a deterministic function of (key, ciphertext bytes, associated data), so
+    receivers in one shard that got byte-identical copies of a sender's row share one verified
+    opening: the shard decrypts each distinct ``(source, ciphertext)`` once. A copy the server
+    altered differs in its bytes and is authenticated on its own (and rejected).
+    """
+    slot: dict[tuple[int, bytes], int] = {}
+    unique_blobs: list[bytes] = []
+    unique_aads: list[bytes] = []
+    index = np.empty(len(got), dtype=np.int64)
+    for j, (k, blob) in enumerate(zip(source.tolist(), got, strict=True)):
+        at = slot.get((k, blob))
+        if at is None:
+            at = slot[(k, blob)] = len(unique_blobs)
+            unique_blobs.append(blob)
+            unique_aads.append(prefix + aad_ids[k])
+        index[j] = at
+    opened = decode_rows(cipher.decrypt_many(unique_blobs, unique_aads), dim, dtype)
+    return opened[torch.from_numpy(index)]
