@@ -295,6 +295,9 @@ def frontier(
     attack: Annotated[
         bool, typer.Option(help="Measure the server's inference (short real-crypto runs).")
     ] = True,
+    reuse: Annotated[
+        Path | None, typer.Option(help="A `compare` folder (same config, seeds) whose methods are not rerun.")
+    ] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("runs/frontier"),
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
 ) -> None:
@@ -311,7 +314,7 @@ def frontier(
     try:
         run_frontier(
             dataset, out_dir, methods=methods, seeds=seeds or [1], config=config, overrides=overrides or (),
-            attack=attack, progress=progress,
+            attack=attack, reuse=reuse, progress=progress,
         )  # fmt: skip
     except (ConfigError, DataError, ValueError, CryptoError) as exc:
         raise _fail(str(exc)) from None

@@ -35,3 +35,17 @@ def test_frontier_on_synthetic_data(tmp_path) -> None:
     assert (tmp_path / "frontier.png").stat().st_size > 0 and "| FedPerGNN |" in (
         tmp_path / "frontier.md"
     ).read_text()
+
+
+def test_frontier_reuses_a_compare_folder(tmp_path) -> None:
+    from fedgraphrec.experiments.compare import compare, parse_method
+
+    fedmf = next(m for m in HORIZONTAL if m.label == "FedMF")
+    rows = compare(
+        [parse_method(fedmf.method)], [1], tmp_path / "cmp", overrides=["dataset=synthetic", *TINY]
+    )
+    table = frontier(
+        "synthetic", tmp_path / "fr", methods=[fedmf], overrides=TINY, reuse=tmp_path / "cmp", attack=False
+    )
+    assert table[0]["recall@20"] == rows[0]["recall@20_mean"]
+    assert not (tmp_path / "fr" / "runs").exists()

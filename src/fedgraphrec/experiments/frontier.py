@@ -107,19 +107,32 @@ def frontier(
     config: str | Path | None = None,
     overrides: Sequence[str] = (),
     attack: bool = True,
+    reuse: str | Path | None = None,
     progress: bool = False,
 ) -> list[dict[str, Any]]:
-    """Run ``methods`` on ``dataset``; write ``frontier.md`` / ``.json`` / ``.csv`` and ``frontier.png``."""
+    """Run ``methods`` on ``dataset``; write ``frontier.md`` / ``.json`` / ``.csv`` and ``frontier.png``.
+
+    ``reuse``: a :func:`~fedgraphrec.experiments.compare.compare` folder run with the same config and
+    seeds; a method whose spec (``"pgcn:model=lightgcn+"``) labels a row there is not run again.
+    """
     base = [f"dataset={dataset}", *overrides]
+    done: dict[str, dict[str, Any]] = {}
+    if reuse is not None:
+        saved = json.loads((Path(reuse) / "compare.json").read_text())
+        if sorted(saved["seeds"]) != sorted(seeds):
+            raise ValueError(
+                f"{reuse}: compare ran seeds {saved['seeds']}, the frontier asks for {list(seeds)}"
+            )
+        done = {r["method"]: r for r in saved["rows"]}
     specs = []
     for m in methods:
         spec = parse_method(m.method)
         specs.append(MethodSpec(label=m.label, protocol=spec.protocol, overrides=spec.overrides))
     out = Path(out_dir)
-    rows = {
-        r["method"]: r
-        for r in compare(specs, seeds, out / "runs", config=config, overrides=base, progress=progress)
-    }
+    todo = [s for s, m in zip(specs, methods, strict=True) if m.method not in done]
+    ran = compare(todo, seeds, out / "runs", config=config, overrides=base, progress=progress) if todo else []
+    rows = {r["method"]: r for r in ran}
+    rows.update({m.label: done[m.method] for m in methods if m.method in done})
     table = []
     for m, spec in zip(methods, specs, strict=True):
         cfg = load_config(config, [*base, *spec.overrides], protocol=spec.protocol)
