@@ -5,9 +5,19 @@
   the user's private interactions (spec ``fedgrec.md`` §1.4, implementer note).
 * :func:`upload_inference` — the server reads users' item updates: without secure aggregation the
   update's rows give the items away; with it the server holds uniform ring vectors.
+* :func:`lpgcn_collusion` — LP-GCN's server with c colluding clients (who hold S) decodes item
+  tokens and opens the colluders' verification answers.
 """
 
+from fedgraphrec.attacks.lpgcn_collusion import CollusionResult, lpgcn_collusion
 from fedgraphrec.attacks.query_intersection import IntersectionResult, query_intersection
 from fedgraphrec.attacks.upload_inference import UploadInference, upload_inference
 
-__all__ = ["IntersectionResult", "UploadInference", "query_intersection", "upload_inference"]
+__all__ = [
+    "CollusionResult",
+    "IntersectionResult",
+    "UploadInference",
+    "lpgcn_collusion",
+    "query_intersection",
+    "upload_inference",
+]
