@@ -7,8 +7,11 @@
   update's rows give the items away; with it the server holds uniform ring vectors.
 * :func:`lpgcn_collusion` — LP-GCN's server with c colluding clients (who hold S) decodes item
   tokens and opens the colluders' verification answers.
+* :func:`gnn4fr_neighbour` — a GNN4FR neighbour (who holds S) reads the sender's items off the
+  layer-1 user embedding it receives.
 """
 
+from fedgraphrec.attacks.gnn4fr_neighbour import NeighbourInference, gnn4fr_neighbour
 from fedgraphrec.attacks.lpgcn_collusion import CollusionResult, lpgcn_collusion
 from fedgraphrec.attacks.query_intersection import IntersectionResult, query_intersection
 from fedgraphrec.attacks.upload_inference import UploadInference, upload_inference
@@ -16,7 +19,9 @@ from fedgraphrec.attacks.upload_inference import UploadInference, upload_inferen
 __all__ = [
     "CollusionResult",
     "IntersectionResult",
+    "NeighbourInference",
     "UploadInference",
+    "gnn4fr_neighbour",
     "lpgcn_collusion",
     "query_intersection",
     "upload_inference",
