@@ -324,9 +324,7 @@ def frontier(
 
 @app.command()
 def audit(
-    protocol: Annotated[
-        str, typer.Argument(help="fedgrec, federank or fcf (attacks for the others are to come).")
-    ],
+    protocol: Annotated[str, typer.Argument(help="fedgrec, federank, fcf, lpgcn or gnn4fr.")],
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML configuration file.")] = None,
     overrides: Annotated[
@@ -347,7 +345,7 @@ def audit(
     except (ConfigError, DataError, ValueError, CryptoError) as exc:
         raise _fail(str(exc)) from None
     out.print((out_dir / "audit.md").read_text())
-    err.print(f"report → {out_dir}/audit.md, audit.json, query_intersection.png")
+    err.print(f"report → {out_dir}/audit.md, audit.json and plot")
 
 
 @app.command()

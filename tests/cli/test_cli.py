@@ -334,7 +334,7 @@ def test_audit_report_shows_secure_aggregation_working(tmp_path):
 
 
 def test_audit_names_protocols_without_attacks(tmp_path):
-    res = runner.invoke(app, ["audit", "lpgcn", "--out", str(tmp_path / "a"), *TINY])
+    res = runner.invoke(app, ["audit", "fedmf", "--out", str(tmp_path / "a"), *TINY])
     assert res.exit_code == 2 and "attacks exist for fedgrec" in res.output
 
 
@@ -352,3 +352,23 @@ def test_train_pgcn_and_fedpergnn(tmp_path, protocol, model):
 def test_pgcn_refuses_the_wrong_backbone(tmp_path):
     res = runner.invoke(app, ["train", "pgcn", "--out", str(tmp_path / "x"), "--no-progress", *TINY])
     assert res.exit_code != 0 and "lightgcn+" in res.output
+
+
+def test_audit_lpgcn_reports_collusion_against_alpha_and_c(tmp_path):
+    out = tmp_path / "audit"
+    res = runner.invoke(app, ["audit", "lpgcn", "--out", str(out), *TINY])
+    assert res.exit_code == 0, res.output
+    rows = {(r["alpha"], r["c"]): r for r in json.loads((out / "audit.json").read_text())["collusion"]}
+    assert rows[(16, 0)]["mean_auc"] == 0.5  # no client, no S: tokens are opaque
+    assert rows[(0, 1)]["mean_held_precision"] == 1.0  # one client with S, no virtual items
+    assert rows[(64, 1)]["mean_held_precision"] < rows[(4, 1)]["mean_held_precision"]
+    assert (out / "lpgcn_collusion.png").exists()
+
+
+def test_audit_gnn4fr_reports_what_a_neighbour_learns(tmp_path):
+    out = tmp_path / "audit"
+    res = runner.invoke(app, ["audit", "gnn4fr", "--out", str(out), *TINY, "--set", "dim=32"])
+    assert res.exit_code == 0, res.output
+    arms = json.loads((out / "audit.json").read_text())["attack"]
+    assert arms["neighbour (holds S)"]["mean_auc"] > 0.7
+    assert arms["server (no S)"]["mean_auc"] == 0.5

@@ -5,9 +5,24 @@
   the user's private interactions (spec ``fedgrec.md`` §1.4, implementer note).
 * :func:`upload_inference` — the server reads users' item updates: without secure aggregation the
   update's rows give the items away; with it the server holds uniform ring vectors.
+* :func:`lpgcn_collusion` — LP-GCN's server with c colluding clients (who hold S) decodes item
+  tokens and opens the colluders' verification answers.
+* :func:`gnn4fr_neighbour` — a GNN4FR neighbour (who holds S) reads the sender's items off the
+  layer-1 user embedding it receives.
 """
 
+from fedgraphrec.attacks.gnn4fr_neighbour import NeighbourInference, gnn4fr_neighbour
+from fedgraphrec.attacks.lpgcn_collusion import CollusionResult, lpgcn_collusion
 from fedgraphrec.attacks.query_intersection import IntersectionResult, query_intersection
 from fedgraphrec.attacks.upload_inference import UploadInference, upload_inference
 
-__all__ = ["IntersectionResult", "UploadInference", "query_intersection", "upload_inference"]
+__all__ = [
+    "CollusionResult",
+    "IntersectionResult",
+    "NeighbourInference",
+    "UploadInference",
+    "gnn4fr_neighbour",
+    "lpgcn_collusion",
+    "query_intersection",
+    "upload_inference",
+]

@@ -21,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from fedgraphrec.attacks import query_intersection, upload_inference
+from fedgraphrec.experiments.audit_graph import audit_gnn4fr, audit_lpgcn
 from fedgraphrec.experiments.config import ROUND_PROTOCOLS, TrainConfig
 from fedgraphrec.experiments.learners import FedGRecLearner
 from fedgraphrec.experiments.train import prepare_interactions
@@ -45,6 +46,10 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
     Raises:
         ValueError: no attack is implemented for ``cfg.protocol`` yet.
     """
+    if cfg.protocol == "lpgcn":  # set-up only: the attack reads tokens and verification answers
+        return audit_lpgcn(cfg, out_dir)
+    if cfg.protocol == "gnn4fr":  # one forward propagation: the attack reads layer-1 user rows
+        return audit_gnn4fr(cfg, out_dir)
     if cfg.protocol not in ROUND_PROTOCOLS:
         raise ValueError(
             f"audit: attacks exist for {', '.join(ROUND_PROTOCOLS)} so far, not for {cfg.protocol!r}"
