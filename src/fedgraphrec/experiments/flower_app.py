@@ -1,0 +1,61 @@
+"""FedGRec as a Flower app: the ``ServerApp`` runs the server role, SuperNodes host the users.
+
+Components for ``flwr run`` (see ``deploy/flower/pyproject.toml``) and for
+:func:`flwr.simulation.run_simulation`:
+
+* :data:`server_app` — reads a :class:`~fedgraphrec.experiments.flower_job.FlowerJob` from the run
+  config, waits for ``min-nodes`` SuperNodes, runs :func:`run_fedgrec_job` with secure aggregation
+  over the grid, and writes ``result.json`` (metrics, ledger, Flower traffic and per-round latency)
+  and ``embeddings.pt`` into ``out``;
+* :data:`client_app` — :data:`fedgraphrec.runtime.flower.client_app`, the users' side.
+"""
+
+from __future__ import annotations
+
+import time
+
+from flwr.app import Context
+from flwr.serverapp import Grid, ServerApp
+
+from fedgraphrec.experiments.flower_job import FlowerJob, run_fedgrec_job
+from fedgraphrec.runtime.flower import FlowerSecureSum, client_app
+
+__all__ = ["client_app", "server_app"]
+
+server_app = ServerApp()
+
+
+def _wait_for_nodes(grid: Grid, n: int, limit_s: float = 120.0) -> list[int]:
+    """The ids of at least ``n`` connected SuperNodes, sorted (so the sharding is reproducible)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        nodes = sorted(grid.get_node_ids())
+        if len(nodes) >= n:
+            return nodes
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"min-nodes: only {len(nodes)} of {n} SuperNodes connected in {limit_s:.0f} s")
+        time.sleep(0.5)
+
+
+@server_app.main()
+def main(grid: Grid, context: Context) -> None:
+    """Run the job of ``context.run_config`` over the connected SuperNodes."""
+    job = FlowerJob.from_config(dict(context.run_config))
+    nodes = _wait_for_nodes(grid, job.min_nodes)
+    summer = FlowerSecureSum(grid, nodes, timeout=job.stage_timeout or None)
+    start = time.perf_counter()
+    result = run_fedgrec_job(
+        job,
+        secure_sum=summer,
+        dropped_of=lambda r: list(summer.dropped.get(f"fedgrec/round/{r}".encode(), ())),
+    )
+    result.extra = {
+        "engine": "flower",
+        "nodes": len(nodes),
+        "lost_nodes": len(summer.lost_nodes),
+        "wall_seconds": time.perf_counter() - start,
+        "flower_traffic": summer.traffic.summary(),
+        "input_bytes": summer.input_bytes,
+    }
+    if job.out:
+        result.save(job.out)
