@@ -16,7 +16,14 @@ try:
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError("the Flower engine needs the optional extra: pip install 'fedgraphrec[flower]'") from err
 
-from fedgraphrec.runtime.flower.records import StageTiming, Traffic, message_bytes, pack, unpack
+from fedgraphrec.runtime.flower.records import (
+    StageTiming,
+    Traffic,
+    content_bytes,
+    message_bytes,
+    pack,
+    unpack,
+)
 from fedgraphrec.runtime.flower.secagg import FlowerSecureSum, client_app, handle_secagg
 
 __all__ = [
@@ -24,6 +31,7 @@ __all__ = [
     "StageTiming",
     "Traffic",
     "client_app",
+    "content_bytes",
     "handle_secagg",
     "message_bytes",
     "pack",

@@ -11,7 +11,7 @@ pulls from the SuperLink.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
 
-__all__ = ["StageTiming", "Traffic", "message_bytes", "pack", "unpack"]
+__all__ = ["StageTiming", "Traffic", "content_bytes", "message_bytes", "pack", "unpack"]
 
 Fields = dict[str, Any]
 
@@ -48,6 +48,11 @@ def message_bytes(message: Message) -> int:
     return sum(len(obj.deflate()) for obj in get_all_nested_objects(message).values())
 
 
+def content_bytes(content: RecordDict) -> int:
+    """Bytes Flower serialises for a message's content alone (its records, arrays and chunks)."""
+    return sum(len(obj.deflate()) for obj in get_all_nested_objects(content).values())
+
+
 @dataclass(frozen=True)
 class StageTiming:
     """One ``send_and_receive`` round: its wall time and Flower's byte counts each way."""
@@ -71,7 +76,15 @@ class Traffic:
         """A start time for :meth:`record`."""
         return time.perf_counter()
 
-    def record(self, op: str, label: str, sent: list[Message], got: list[Message], start: float) -> None:
+    def record(
+        self,
+        op: str,
+        label: str,
+        sent: list[Message],
+        got: list[Message],
+        start: float,
+        size: Callable[[Message], int] = message_bytes,
+    ) -> None:
         """Add one round (``sent`` requests, ``got`` replies) that started at ``start``."""
         self.rounds.append(
             StageTiming(
@@ -80,8 +93,8 @@ class Traffic:
                 len(sent),
                 len(got),
                 time.perf_counter() - start,
-                sum(message_bytes(m) for m in sent),
-                sum(message_bytes(m) for m in got if m.has_content()),
+                sum(size(m) for m in sent),
+                sum(size(m) for m in got if m.has_content()),
             )
         )
 

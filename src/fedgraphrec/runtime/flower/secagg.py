@@ -38,7 +38,7 @@ from fedgraphrec.crypto.secagg import (
     SecAggServer,
     secagg_traffic,
 )
-from fedgraphrec.runtime.flower.records import Traffic, pack, unpack
+from fedgraphrec.runtime.flower.records import Traffic, message_bytes, pack, unpack
 
 __all__ = ["MESSAGE_TYPE", "FlowerSecureSum", "client_app", "handle_secagg"]
 
@@ -117,12 +117,15 @@ client_app = ClientApp()
 
 @client_app.query("secagg")
 def _query(msg: Message, context: Context) -> Message:
-    """Answer one stage; ``node_config["crash-at"] = "<label>|<op>"`` kills this SuperNode (fault tests)."""
+    """Answer one stage.
+
+    For fault tests, ``node_config["crash-at"] = "<label>|<op>"`` kills this SuperNode's whole process
+    group when that request arrives (start the SuperNode in a session of its own).
+    """
     fields, vectors = unpack(msg.content)
     crash = str(context.node_config.get("crash-at", ""))
     if crash and crash == f"{bytes(fields['label']).decode()}|{fields['op']}":  # type: ignore[arg-type]
-        os.kill(os.getppid(), signal.SIGKILL)  # the SuperNode that spawned this ClientApp process
-        os._exit(1)
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # the SuperNode's process group (start it in its own)
     out, masked = handle_secagg(fields, vectors, context.state)
     return Message(pack(out, masked), reply_to=msg)
 
@@ -149,6 +152,7 @@ class FlowerSecureSum:
         self.input_bytes = 0
         self.dropped: dict[bytes, tuple[int, ...]] = {}
         self.lost_nodes: set[int] = set()
+        self.measure = message_bytes
 
     def node_of(self, client: int) -> int:
         """The SuperNode hosting ``client``."""
@@ -163,10 +167,10 @@ class FlowerSecureSum:
             if node in self.lost_nodes:
                 continue
             content = pack({"op": op, "label": label, **fields}, vectors)
-            sent.append(Message(content, dst_node_id=node, message_type=MESSAGE_TYPE, group_id=label.decode()))
+            sent.append(self.grid.create_message(content, MESSAGE_TYPE, node, label.decode()))
         start = self.traffic.start()
         got = list(self.grid.send_and_receive(sent, timeout=self.timeout))
-        self.traffic.record(op, label.decode(), sent, got, start)
+        self.traffic.record(op, label.decode(), sent, got, start, self.measure)
         replies = {}
         for m in got:
             if m.has_content():
