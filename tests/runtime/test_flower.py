@@ -28,11 +28,11 @@ import torch
 
 pytest.importorskip("flwr", reason="the Flower engine needs the extra fedgraphrec[flower]")
 
-from flwr.app import RecordDict  # noqa: E402
+from flwr.app import RecordDict
 
-from fedgraphrec.crypto.secagg import SecAggClient, secure_sum  # noqa: E402
-from fedgraphrec.experiments.flower_job import FlowerJob, run_fedgrec_job  # noqa: E402
-from fedgraphrec.runtime.flower import FlowerSecureSum, content_bytes, handle_secagg, pack, unpack  # noqa: E402
+from fedgraphrec.crypto.secagg import SecAggClient, SecAggServer, secure_sum
+from fedgraphrec.experiments.flower_job import FlowerJob, run_fedgrec_job
+from fedgraphrec.runtime.flower import FlowerSecureSum, content_bytes, handle_secagg, pack, unpack
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -44,23 +44,28 @@ def _ring(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 class TestNodeState:
-    def test_client_survives_export_and_restore_mid_protocol(self) -> None:
+    def test_client_survives_export_and_restore_between_every_stage(self) -> None:
         rng = np.random.default_rng(0)
         inputs = {u: _ring(rng, 5) for u in (1, 4, 6)}
-        clients = {u: SecAggClient(u, 2, 5, b"s") for u in inputs}
-        roster = {u: c.advertise() for u, c in clients.items()}
-        out = {u: c.share_keys(roster) for u, c in clients.items()}
-        clients = {u: SecAggClient.restore(c.export_state()) for u, c in clients.items()}
+        server = SecAggServer(2, 5, b"s")
+
+        def reload(cs: dict[int, SecAggClient]) -> dict[int, SecAggClient]:
+            return {u: SecAggClient.restore(c.export_state()) for u, c in cs.items()}
+
+        clients = reload({u: SecAggClient(u, 2, 5, b"s") for u in inputs})
+        roster = server.collect_keys(c.advertise() for c in clients.values())
+        clients = reload(clients)
+        inbox = server.route_shares({u: c.share_keys(roster) for u, c in clients.items()})
+        clients = reload(clients)
         for v, c in clients.items():
-            c.receive_shares({u: msgs[v] for u, msgs in out.items() if u != v})
-        clients = {u: SecAggClient.restore(c.export_state()) for u, c in clients.items()}
-        masked = {u: clients[u].masked_input(inputs[u], list(inputs)) for u in inputs}
-        assert not np.array_equal(masked[1], inputs[1])
-        total = sum(masked.values(), np.zeros(5, dtype=np.uint64))
-        for u, c in clients.items():  # all survived: the self masks are what is left
-            assert c.unmask(list(inputs), list(inputs))
-        expected = sum(inputs.values(), np.zeros(5, dtype=np.uint64))
-        assert not np.array_equal(total, expected)  # still masked by the self masks
+            c.receive_shares(inbox[v])
+        clients = reload(clients)
+        survivors = server.collect_masked(
+            {u: clients[u].masked_input(inputs[u], server.shared) for u in (1, 4)}
+        )
+        clients = reload(clients)  # client 6 dropped before uploading: its pairwise masks are recovered
+        total = server.unmask({u: clients[u].unmask(survivors, server.shared) for u in (1, 4)})
+        assert np.array_equal(total, inputs[1] + inputs[4])
 
     def test_records_round_trip_and_flower_counts_at_least_the_payload(self) -> None:
         vec = {3: np.arange(1000, dtype=np.uint64) * np.uint64(2**40)}

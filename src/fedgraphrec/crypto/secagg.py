@@ -212,11 +212,15 @@ class SecAggClient:
         self._c = ClientKeyPair.from_private_bytes(bytes.fromhex(state["c"]))
         self._s = ClientKeyPair.from_private_bytes(bytes.fromhex(state["s"]))
         self._b = bytes.fromhex(state["b"])
-        self._roster = {int(v): AdvertisedKeys.from_bytes(bytes.fromhex(a)) for v, a in state["roster"].items()}
+        self._roster = {
+            int(v): AdvertisedKeys.from_bytes(bytes.fromhex(a)) for v, a in state["roster"].items()
+        }
         self._held = {}
         for v, h in state["held"].items():
             raw = bytes.fromhex(h)
-            self._held[int(v)] = _Held(share_from_bytes(raw[:SHARE_BYTES]), share_from_bytes(raw[SHARE_BYTES:]))
+            self._held[int(v)] = _Held(
+                share_from_bytes(raw[:SHARE_BYTES]), share_from_bytes(raw[SHARE_BYTES:])
+            )
         self._sent_input = bool(state["sent_input"])
         self._revealed = {int(v) for v in state["revealed"]}
         return self

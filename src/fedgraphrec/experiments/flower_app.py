@@ -17,12 +17,10 @@ import time
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from fedgraphrec.experiments.flower_job import FlowerJob, run_fedgrec_job
+from fedgraphrec.experiments.flower_job import FlowerJob, JobResult, run_fedgrec_job
 from fedgraphrec.runtime.flower import FlowerSecureSum, client_app
 
-__all__ = ["client_app", "server_app"]
-
-server_app = ServerApp()
+__all__ = ["client_app", "make_server_app", "server_app", "simulate"]
 
 
 def _wait_for_nodes(grid: Grid, n: int, limit_s: float = 120.0) -> list[int]:
@@ -37,10 +35,8 @@ def _wait_for_nodes(grid: Grid, n: int, limit_s: float = 120.0) -> list[int]:
         time.sleep(0.5)
 
 
-@server_app.main()
-def main(grid: Grid, context: Context) -> None:
-    """Run the job of ``context.run_config`` over the connected SuperNodes."""
-    job = FlowerJob.from_config(dict(context.run_config))
+def _run(grid: Grid, job: FlowerJob) -> JobResult:
+    """Run ``job`` over the connected SuperNodes; writes its outputs when ``job.out`` is set."""
     nodes = _wait_for_nodes(grid, job.min_nodes)
     summer = FlowerSecureSum(grid, nodes, timeout=job.stage_timeout or None)
     start = time.perf_counter()
@@ -59,3 +55,35 @@ def main(grid: Grid, context: Context) -> None:
     }
     if job.out:
         result.save(job.out)
+    return result
+
+
+def make_server_app(job: FlowerJob | None = None, sink: list[JobResult] | None = None) -> ServerApp:
+    """A ``ServerApp`` running ``job`` (``None``: the one in the run config); results go to ``sink``."""
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        result = _run(grid, job if job is not None else FlowerJob.from_config(dict(context.run_config)))
+        if sink is not None:
+            sink.append(result)
+
+    return app
+
+
+server_app = make_server_app()
+
+
+def simulate(job: FlowerJob, supernodes: int, backend: str = "ray") -> JobResult:
+    """Flower's simulation runtime: ``supernodes`` virtual SuperNodes in this machine (Ray backend)."""
+    from flwr.simulation import run_simulation
+
+    if supernodes < 1:
+        raise ValueError(f"supernodes must be at least 1, got {supernodes}")
+    sink: list[JobResult] = []
+    job = FlowerJob(**{**job.__dict__, "min_nodes": supernodes})
+    backend_config = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 2}}
+    run_simulation(make_server_app(job, sink), client_app, supernodes, backend, backend_config)  # type: ignore[arg-type]
+    if not sink:
+        raise RuntimeError("the Flower simulation ended without a result (see its log above)")
+    return sink[0]

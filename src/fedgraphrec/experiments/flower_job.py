@@ -96,7 +96,9 @@ class FlowerJob:
     def data(self) -> Interactions:
         """The dataset (synthetic from the seed, or loaded from the registry)."""
         if self.dataset == "synthetic":
-            return synthetic_interactions(self.users, self.items, mean_degree=self.mean_degree, seed=self.seed)
+            return synthetic_interactions(
+                self.users, self.items, mean_degree=self.mean_degree, seed=self.seed
+            )
         loaded = load_dataset(self.dataset, download=False)
         if not isinstance(loaded, Interactions):
             raise ValueError(f"dataset {self.dataset!r} is not implicit feedback")

@@ -34,7 +34,14 @@ from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.transcript import Received
 
-__all__ = ["AggregateResult", "SecureSum", "SparseUpload", "plain_aggregate", "secure_aggregate", "threshold_for"]
+__all__ = [
+    "AggregateResult",
+    "SecureSum",
+    "SparseUpload",
+    "plain_aggregate",
+    "secure_aggregate",
+    "threshold_for",
+]
 
 
 SecureSum = Callable[..., SecAggResult]

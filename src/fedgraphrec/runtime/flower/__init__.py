@@ -1,4 +1,4 @@
-"""The Flower engine: protocols' client roles on SuperNodes, the server role in a ``ServerApp``.
+r"""The Flower engine: protocols' client roles on SuperNodes, the server role in a ``ServerApp``.
 
 Needs the optional extra ``fedgraphrec[flower]`` (``flwr==1.41.0``). Importing this package without
 it raises ``ImportError`` naming the extra. What crosses processes:
@@ -14,7 +14,9 @@ from __future__ import annotations
 try:
     import flwr  # noqa: F401
 except ImportError as err:  # pragma: no cover - exercised only without the extra
-    raise ImportError("the Flower engine needs the optional extra: pip install 'fedgraphrec[flower]'") from err
+    raise ImportError(
+        "the Flower engine needs the optional extra: pip install 'fedgraphrec[flower]'"
+    ) from err
 
 from fedgraphrec.runtime.flower.records import (
     StageTiming,

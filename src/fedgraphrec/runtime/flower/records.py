@@ -28,7 +28,9 @@ def pack(fields: Mapping[str, Any], vectors: Mapping[int, np.ndarray] | None = N
     """``fields`` (ConfigRecord values) and per-client ``uint64`` vectors as one ``RecordDict``."""
     content = RecordDict({"fields": ConfigRecord(dict(fields))})
     if vectors:
-        arrays = {str(u): Array(np.ascontiguousarray(v, dtype=np.uint64).view(np.int64)) for u, v in vectors.items()}
+        arrays = {
+            str(u): Array(np.ascontiguousarray(v, dtype=np.uint64).view(np.int64)) for u, v in vectors.items()
+        }
         content["vectors"] = ArrayRecord(arrays)
     return content
 

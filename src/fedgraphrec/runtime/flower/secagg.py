@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
@@ -54,7 +55,7 @@ def _load(state: RecordDict, label: bytes) -> dict[int, SecAggClient]:
     record = state.config_records.get(_state_key(label))
     if record is None:
         raise ValueError(f"no secure-aggregation session {label!r} on this node")
-    return {int(u): SecAggClient.restore(blob) for u, blob in record.items()}  # type: ignore[arg-type]
+    return {int(u): SecAggClient.restore(bytes(blob)) for u, blob in record.items()}  # type: ignore[arg-type]
 
 
 def _save(state: RecordDict, label: bytes, clients: Mapping[int, SecAggClient]) -> None:
@@ -66,8 +67,8 @@ def _id(v: int) -> bytes:
 
 
 def handle_secagg(
-    fields: Mapping[str, object], vectors: Mapping[int, np.ndarray], state: RecordDict
-) -> tuple[dict[str, object], dict[int, np.ndarray]]:
+    fields: Mapping[str, Any], vectors: Mapping[int, np.ndarray], state: RecordDict
+) -> tuple[dict[str, Any], dict[int, np.ndarray]]:
     """The node's side of one stage for all the clients it hosts; returns the reply's fields and vectors.
 
     Args:
@@ -75,34 +76,34 @@ def handle_secagg(
         vectors: the clients' inputs (``mask`` stage only).
         state: the node's persistent state (``context.state``), where the clients' secrets live.
     """
-    op, label = str(fields["op"]), bytes(fields["label"])  # type: ignore[arg-type]
+    op, label = str(fields["op"]), bytes(fields["label"])
     if op == "advertise":
-        t, length = int(fields["threshold"]), int(fields["length"])  # type: ignore[call-overload]
-        clients = {int(u): SecAggClient(int(u), t, length, label) for u in fields["clients"]}  # type: ignore[attr-defined]
+        t, length = int(fields["threshold"]), int(fields["length"])
+        clients = {int(u): SecAggClient(int(u), t, length, label) for u in fields["clients"]}
         _save(state, label, clients)
         return {"adverts": [c.advertise().to_bytes() for c in clients.values()]}, {}
     clients = _load(state, label)
     if op == "share":
-        roster = {a.client: a for a in map(AdvertisedKeys.from_bytes, fields["roster"])}  # type: ignore[call-overload]
-        out: dict[str, object] = {}
+        roster = {a.client: a for a in map(AdvertisedKeys.from_bytes, fields["roster"])}
+        out: dict[str, Any] = {}
         for u, c in clients.items():
             if u in roster:
                 out[f"out.{u}"] = list(c.share_keys(roster).values()) or [b""]
         _save(state, label, {u: c for u, c in clients.items() if u in roster})
         return out, {}
-    shared = [int(v) for v in fields["shared"]]  # type: ignore[attr-defined]
+    shared = [int(v) for v in fields["shared"]]
     if op == "mask":
         masked = {}
         for u, c in clients.items():
-            inbox = {int.from_bytes(m[:_ID], "little"): m[_ID:] for m in fields.get(f"in.{u}", [])}  # type: ignore[attr-defined]
+            inbox = {int.from_bytes(m[:_ID], "little"): m[_ID:] for m in fields.get(f"in.{u}", [])}
             c.receive_shares({v: m for v, m in inbox.items() if m})
             if u in vectors:
                 masked[u] = c.masked_input(vectors[u], shared)
         _save(state, label, clients)
         return {"n": len(masked)}, masked
     if op == "unmask":
-        survivors = [int(v) for v in fields["survivors"]]  # type: ignore[attr-defined]
-        answer = {int(u) for u in fields["clients"]}  # type: ignore[attr-defined]
+        survivors = [int(v) for v in fields["survivors"]]
+        answer = {int(u) for u in fields["clients"]}
         out = {}
         for u, c in clients.items():
             if u in answer:
@@ -124,7 +125,7 @@ def _query(msg: Message, context: Context) -> Message:
     """
     fields, vectors = unpack(msg.content)
     crash = str(context.node_config.get("crash-at", ""))
-    if crash and crash == f"{bytes(fields['label']).decode()}|{fields['op']}":  # type: ignore[arg-type]
+    if crash and crash == f"{bytes(fields['label']).decode()}|{fields['op']}":
         os.killpg(os.getpgrp(), signal.SIGKILL)  # the SuperNode's process group (start it in its own)
     out, masked = handle_secagg(fields, vectors, context.state)
     return Message(pack(out, masked), reply_to=msg)
@@ -141,7 +142,12 @@ class FlowerSecureSum:
     """
 
     def __init__(
-        self, grid: Grid, nodes: Sequence[int], *, timeout: float | None = None, traffic: Traffic | None = None
+        self,
+        grid: Grid,
+        nodes: Sequence[int],
+        *,
+        timeout: float | None = None,
+        traffic: Traffic | None = None,
     ) -> None:
         if not nodes:
             raise ValueError("nodes: at least one SuperNode is needed")
@@ -159,8 +165,8 @@ class FlowerSecureSum:
         return self.nodes[client % len(self.nodes)]
 
     def _round(
-        self, op: str, label: bytes, requests: Mapping[int, tuple[dict[str, object], dict[int, np.ndarray]]]
-    ) -> dict[int, tuple[dict[str, object], dict[int, np.ndarray]]]:
+        self, op: str, label: bytes, requests: Mapping[int, tuple[dict[str, Any], dict[int, np.ndarray]]]
+    ) -> dict[int, tuple[dict[str, Any], dict[int, np.ndarray]]]:
         """One ``send_and_receive`` round; the replies of the nodes that answered, by node id."""
         sent = []
         for node, (fields, vectors) in requests.items():
@@ -204,23 +210,26 @@ class FlowerSecureSum:
         replies = self._round(
             "advertise", label, {n: ({**base, "clients": cs}, {}) for n, cs in self._by_node(ids).items()}
         )
-        adverts = [AdvertisedKeys.from_bytes(b) for f, _ in replies.values() for b in f["adverts"]]  # type: ignore[attr-defined]
+        adverts = [AdvertisedKeys.from_bytes(b) for f, _ in replies.values() for b in f["adverts"]]
         roster = server.collect_keys(adverts)
         roster_msg = [a.to_bytes() for a in roster.values()]
-        replies = self._round("share", label, {n: ({"roster": roster_msg}, {}) for n in self._by_node(roster)})
+        replies = self._round(
+            "share", label, {n: ({"roster": roster_msg}, {}) for n in self._by_node(roster)}
+        )
         outgoing: dict[int, dict[int, bytes]] = {}
         for fields, _ in replies.values():
             for key, messages in fields.items():
                 if key.startswith("out."):
-                    outgoing[int(key[4:])] = {
-                        int.from_bytes(m[:_ID], "little"): m for m in messages if m  # type: ignore[attr-defined]
-                    }
+                    outgoing[int(key[4:])] = {int.from_bytes(m[:_ID], "little"): m for m in messages if m}
         inbox = server.route_shares(outgoing)
         shared = list(server.shared)
         before = set(drop_before_input)
         requests = {}
         for node, cs in self._by_node(shared).items():
-            fields = {"shared": shared, **{f"in.{v}": [_id(u) + m for u, m in inbox[v].items()] or [b""] for v in cs}}
+            fields = {
+                "shared": shared,
+                **{f"in.{v}": [_id(u) + m for u, m in inbox[v].items()] or [b""] for v in cs},
+            }
             vectors = {u: inputs[u] for u in cs if u not in before}
             self.input_bytes += sum(8 * len(v) for v in vectors.values())
             requests[node] = (fields, vectors)
@@ -229,7 +238,14 @@ class FlowerSecureSum:
         survivors = server.collect_masked(uploads)
         after = set(drop_after_input)
         requests = {
-            n: ({"shared": shared, "survivors": list(survivors), "clients": [u for u in cs if u not in after]}, {})
+            n: (
+                {
+                    "shared": shared,
+                    "survivors": list(survivors),
+                    "clients": [u for u in cs if u not in after],
+                },
+                {},
+            )
             for n, cs in self._by_node(survivors).items()
         }
         replies = self._round("unmask", label, requests)
@@ -237,7 +253,7 @@ class FlowerSecureSum:
         for fields, _ in replies.values():
             for key, shares in fields.items():
                 if key.startswith("shares."):
-                    responses[int(key[7:])] = {int.from_bytes(s[:_ID], "little"): s[_ID:] for s in shares}  # type: ignore[attr-defined]
+                    responses[int(key[7:])] = {int.from_bytes(s[:_ID], "little"): s[_ID:] for s in shares}
         total = server.unmask(responses)
         dropped = tuple(sorted(set(ids) - set(survivors)))
         self.dropped[label] = dropped
