@@ -9,17 +9,9 @@ training round's masked inputs are requested, and secure aggregation recovers.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +24,11 @@ from flwr.app import RecordDict
 
 from fedgraphrec.crypto.secagg import SecAggClient, SecAggServer, secure_sum
 from fedgraphrec.experiments.flower_job import FlowerJob, run_fedgrec_job
+from fedgraphrec.experiments.flower_local import APP_DIR, flwr_run, local_federation
 from fedgraphrec.runtime.flower import FlowerSecureSum, content_bytes, handle_secagg, pack, unpack
 
-ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+LIMIT_S = 420.0  # one aggregation is four rounds of a few seconds each (SuperNodes poll every 3 s)
 JOB = FlowerJob(users=24, items=30, mean_degree=5.0, dim=4, K=1, rounds=1, clients_per_round=8)
 
 
@@ -135,72 +128,17 @@ class TestStagesWithoutProcesses:
 
 
 # ---------------------------------------------------------------------------- real processes
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def _federation(tmp: Path, crash_at: str = "") -> Iterator[dict[str, str]]:
-    """A SuperLink and two SuperNodes on loopback; yields the env for ``flwr run``; kills them all."""
-    env = {**os.environ, "FLWR_HOME": str(tmp / "flwr"), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    env["OMP_NUM_THREADS"] = "1"
-    link = _free_port()
-    (tmp / "flwr").mkdir()
-    (tmp / "flwr" / "config.toml").write_text(
-        f'[superlink]\ndefault = "test"\n\n[superlink.test]\naddress = "127.0.0.1:{link}"\ninsecure = true\n'
-    )
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(name: str, *args: str) -> None:
-        log = (tmp / f"{name}.log").open("wb")
-        procs.append(subprocess.Popen(args, env=env, stdout=log, stderr=log, start_new_session=True))
-
-    try:
-        start("superlink", str(BIN / "flower-superlink"), "--insecure", "--port", str(link),
-              "--database", str(tmp / "state.db"))  # fmt: skip
-        for i in range(2):
-            extra = ["--node-config", f'crash-at="{crash_at}"'] if crash_at and i == 1 else []
-            start(f"supernode{i}", str(BIN / "flower-supernode"), "--insecure", "--superlink",
-                  f"127.0.0.1:{link}", "--port", str(_free_port()), *extra)  # fmt: skip
-        yield env
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)  # the process group this test started
-            p.wait(timeout=30)
-
-
-def _flwr_run(env: dict[str, str], job: FlowerJob, tmp: Path, limit_s: float = 240.0) -> dict[str, object]:
-    out = tmp / "out"
-    overrides = " ".join(
-        f"{k}={json.dumps(v)}" for k, v in {**job.to_config(), "out": str(out), "min-nodes": 2}.items()
-    )
-    subprocess.run(
-        [str(BIN / "flwr"), "run", str(ROOT / "deploy" / "flower"), "test", "--run-config", overrides],
-        env=env, check=True, timeout=60, capture_output=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + limit_s
-    while not (out / "result.json").exists():
-        if time.monotonic() > deadline:
-            logs = {p.name: p.read_text(errors="replace")[-2000:] for p in tmp.glob("*.log")}
-            pytest.fail(f"no result from the Flower run within {limit_s:.0f} s; logs: {logs}")
-        time.sleep(0.5)
-    time.sleep(0.5)
-    return dict(json.loads((out / "result.json").read_text()), **torch.load(out / "embeddings.pt"))
-
-
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("flower-superlink", path=str(BIN)) is None, reason="no flower-superlink")
+@pytest.mark.skipif(not APP_DIR.exists(), reason="deploy/flower is part of a source checkout")
 class TestDeployment:
     def test_fedgrec_on_superlink_and_two_supernodes_equals_in_process(self, tmp_path: Path) -> None:
-        with _federation(tmp_path) as env:
-            got = _flwr_run(env, JOB, tmp_path)
+        with local_federation(tmp_path, 2) as fed:
+            got = flwr_run(fed, replace(JOB, min_nodes=2), limit_s=LIMIT_S)
         ref = run_fedgrec_job(JOB)
         assert _rel(got["user"], ref.user_emb) <= 1e-10  # type: ignore[arg-type]
         assert _rel(got["item"], ref.item_emb) <= 1e-10  # type: ignore[arg-type]
@@ -211,9 +149,9 @@ class TestDeployment:
         assert got["nodes"] == 2 and got["lost_nodes"] == 0
 
     def test_fedgrec_recovers_when_a_supernode_dies_mid_round(self, tmp_path: Path) -> None:
-        job = FlowerJob(**{**JOB.__dict__, "stage_timeout": 60.0})
-        with _federation(tmp_path, crash_at="fedgrec/round/0|mask") as env:
-            got = _flwr_run(env, job, tmp_path)
+        job = replace(JOB, min_nodes=2, stage_timeout=45.0)
+        with local_federation(tmp_path, 2, ["", 'crash-at="fedgrec/round/0|mask"']) as fed:
+            got = flwr_run(fed, job, limit_s=LIMIT_S)
         dropped = {int(r): ids for r, ids in got["dropped"].items()}  # type: ignore[attr-defined]
         assert got["lost_nodes"] == 1 and dropped.get(0)
         ref = run_fedgrec_job(job, forced_drops=dropped)

@@ -129,7 +129,9 @@ class JobResult:
             "dropped": {str(k): v for k, v in self.dropped.items()},
             **self.extra,
         }
-        (folder / "result.json").write_text(json.dumps(body, indent=2) + "\n")
+        tmp = folder / "result.json.tmp"
+        tmp.write_text(json.dumps(body, indent=2) + "\n")
+        tmp.replace(folder / "result.json")  # atomic: a reader never sees half a file
 
 
 class _ForcedDrops(FedGRec):
