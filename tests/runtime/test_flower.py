@@ -69,6 +69,14 @@ class TestNodeState:
         assert content_bytes(content) > 8000  # Flower's serialised size covers the 8,000-byte vector
 
 
+class TestJobConfig:
+    def test_run_config_round_trip_and_unknown_key_named(self) -> None:
+        assert FlowerJob.from_config(JOB.to_config()) == JOB
+        assert FlowerJob.from_config({"clients-per-round": "3"}).clients_per_round == 3
+        with pytest.raises(ValueError, match="'bogus-key'"):
+            FlowerJob.from_config({"bogus-key": 1})
+
+
 @dataclass
 class _Meta:
     dst_node_id: int
