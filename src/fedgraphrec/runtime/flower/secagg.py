@@ -131,6 +131,11 @@ def _query(msg: Message, context: Context) -> Message:
     return Message(pack(out, masked), reply_to=msg)
 
 
+def _request(content: RecordDict, node: int, group: str) -> Message:
+    """A request to SuperNode ``node``; the group id (the session label) names the round in logs."""
+    return Message(content, dst_node_id=node, message_type=MESSAGE_TYPE, group_id=group)
+
+
 class FlowerSecureSum:
     """:data:`~fedgraphrec.protocols.secure_aggregation.SecureSum` over a Flower grid.
 
@@ -159,6 +164,7 @@ class FlowerSecureSum:
         self.dropped: dict[bytes, tuple[int, ...]] = {}
         self.lost_nodes: set[int] = set()
         self.measure = message_bytes
+        self.make_message = _request
 
     def node_of(self, client: int) -> int:
         """The SuperNode hosting ``client``."""
@@ -173,7 +179,7 @@ class FlowerSecureSum:
             if node in self.lost_nodes:
                 continue
             content = pack({"op": op, "label": label, **fields}, vectors)
-            sent.append(self.grid.create_message(content, MESSAGE_TYPE, node, label.decode()))
+            sent.append(self.make_message(content, node, label.decode()))
         start = self.traffic.start()
         got = list(self.grid.send_and_receive(sent, timeout=self.timeout))
         self.traffic.record(op, label.decode(), sent, got, start, self.measure)
