@@ -132,6 +132,30 @@ class TestStagesWithoutProcesses:
         assert [t.total_bytes for t in got.traffic][:2] == [t.total_bytes for t in want.traffic][:2]
         assert summer.traffic.summary()["rounds"] == 4
 
+    def test_prepared_sessions_skip_their_advertise_round(self) -> None:
+        rng = np.random.default_rng(2)
+        inputs = {u: _ring(rng, 6) for u in range(5)}
+        summer = FlowerSecureSum(_LocalGrid([1, 2]), [1, 2])  # type: ignore[arg-type]
+        summer.measure = lambda message: 0
+        summer.make_message = lambda content, node, group: _Msg(content, _Meta(node))  # type: ignore[assignment,return-value]
+        summer.prepare([(b"a", list(inputs), 2, 6), (b"b", [0, 1], 2, 6)])  # b's guess will be wrong
+        got_a = summer(inputs, 2, label=b"a")
+        got_b = summer(inputs, 2, label=b"b")
+        want = sum(inputs.values(), np.zeros(6, dtype=np.uint64))
+        assert np.array_equal(got_a.total, want) and np.array_equal(got_b.total, want)
+        assert [r.op for r in summer.traffic.rounds] == ["advertise", "share", "mask", "unmask", "advertise", "share", "mask", "unmask"]
+
+    def test_fedgrec_job_over_local_nodes_equals_in_process_with_keys_advertised_ahead(self) -> None:
+        summer = FlowerSecureSum(_LocalGrid([5, 6, 7]), [5, 6, 7])  # type: ignore[arg-type]
+        summer.measure = lambda message: 0
+        summer.make_message = lambda content, node, group: _Msg(content, _Meta(node))  # type: ignore[assignment,return-value]
+        job = replace(JOB, rounds=2)
+        got, ref = run_fedgrec_job(job, secure_sum=summer), run_fedgrec_job(job)
+        assert torch.equal(got.user_emb, ref.user_emb) and torch.equal(got.item_emb, ref.item_emb)
+        assert got.ledger == ref.ledger
+        ops = [r.op for r in summer.traffic.rounds]
+        assert ops.count("advertise") == 2 and len(ops) == 2 + 3 * 4  # every guess was right
+
 
 # ---------------------------------------------------------------------------- real processes
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -151,7 +175,7 @@ class TestDeployment:
         assert got["metrics"] == ref.metrics and got["losses"] == ref.losses
         assert got["ledger"] == ref.ledger  # the same bytes counted by the protocol
         traffic = got["flower_traffic"]
-        assert traffic["rounds"] == 4 * 3  # degrees, K=1 propagation, 1 round
+        assert traffic["rounds"] == 2 + 3 * 3  # keys advertised ahead twice, then 3 rounds per aggregation
         assert got["nodes"] == 2 and got["lost_nodes"] == 0
 
     def test_fedgrec_recovers_when_a_supernode_dies_mid_round(self, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from fedgraphrec.data import Interactions
@@ -26,9 +27,12 @@ from fedgraphrec.data.synthetic import synthetic_interactions
 from fedgraphrec.evaluation.ranking import evaluate_embeddings
 from fedgraphrec.protocols.fedgrec import FedGRec, FedGRecSettings
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample
-from fedgraphrec.protocols.secure_aggregation import SecureSum
+from fedgraphrec.protocols.secure_aggregation import SecureSum, threshold_for
 
 __all__ = ["FlowerJob", "JobResult", "run_fedgrec_job"]
+
+_LOOKAHEAD = 64
+"""Training rounds whose secure-aggregation keys are advertised together, ahead of time."""
 
 
 @dataclass(frozen=True)
@@ -167,13 +171,35 @@ def run_fedgrec_job(
     g = torch.Generator().manual_seed(job.seed)
     user0 = torch.randn(data.n_users, job.dim, generator=g, dtype=torch.float64) * 0.1
     item0 = torch.randn(data.n_items, job.dim, generator=g, dtype=torch.float64) * 0.1
+    settings = job.settings()
+    prepare = getattr(secure_sum, "prepare", None)  # a transport that can advertise keys ahead
+    N, d, K = data.n_items, job.dim, settings.K
+    if prepare is not None:  # the warm-up's sessions: every user with an item (FedGRec's labels)
+        users = np.flatnonzero(np.diff(sp.csr_matrix(data.train).indptr) > 0)
+        t = threshold_for(len(users), settings.secagg_threshold)
+        warm = [(f"fedgrec/warmup/{k}".encode(), users, t, N * d) for k in range(1, K + 1)]
+        prepare([(b"fedgrec/warmup/degrees", users, t, N), *warm])
     protocol = _ForcedDrops(
-        data.train, user0, item0, job.settings(), seed=job.seed, crypto="real", secure_sum=secure_sum
+        data.train, user0, item0, settings, seed=job.seed, crypto="real", secure_sum=secure_sum
     )
     protocol.forced = dict(forced_drops or {})
+    length = (K + 1) * N * d + (N if settings.item_agg == "mean_touched" else 0)
     losses: list[float] = []
     dropped: dict[int, list[int]] = {}
     for r in range(job.rounds):
+        if prepare is not None and r % _LOOKAHEAD == 0:
+            ahead = [(r2, protocol.sample(r2).clients) for r2 in range(r, min(r + _LOOKAHEAD, job.rounds))]
+            prepare(
+                [
+                    (
+                        f"fedgrec/round/{r2}".encode(),
+                        c,
+                        threshold_for(len(c), settings.secagg_threshold),
+                        length,
+                    )
+                    for r2, c in ahead
+                ]
+            )
         rec = protocol.train_round(r)
         losses.append(rec.loss)
         if dropped_of is not None:

@@ -77,11 +77,14 @@ def handle_secagg(
         state: the node's persistent state (``context.state``), where the clients' secrets live.
     """
     op, label = str(fields["op"]), bytes(fields["label"])
-    if op == "advertise":
-        t, length = int(fields["threshold"]), int(fields["length"])
-        clients = {int(u): SecAggClient(int(u), t, length, label) for u in fields["clients"]}
-        _save(state, label, clients)
-        return {"adverts": [c.advertise().to_bytes() for c in clients.values()]}, {}
+    if op == "advertise":  # one or more sessions: session i is labels[i], clients.i, threshold.i, length.i
+        reply: dict[str, Any] = {}
+        for i, session in enumerate(fields["labels"]):
+            t, length = int(fields[f"threshold.{i}"]), int(fields[f"length.{i}"])
+            made = {int(u): SecAggClient(int(u), t, length, bytes(session)) for u in fields[f"clients.{i}"]}
+            _save(state, bytes(session), made)
+            reply[f"adverts.{i}"] = [c.advertise().to_bytes() for c in made.values()]
+        return reply, {}
     clients = _load(state, label)
     if op == "share":
         roster = {a.client: a for a in map(AdvertisedKeys.from_bytes, fields["roster"])}
@@ -165,6 +168,7 @@ class FlowerSecureSum:
         self.lost_nodes: set[int] = set()
         self.measure = message_bytes
         self.make_message = _request
+        self._pending: dict[bytes, tuple[tuple[tuple[int, ...], int, int], list[bytes]]] = {}
 
     def node_of(self, client: int) -> int:
         """The SuperNode hosting ``client``."""
@@ -190,6 +194,32 @@ class FlowerSecureSum:
         self.lost_nodes.update(m.metadata.dst_node_id for m in sent if m.metadata.dst_node_id not in replies)
         return replies
 
+    def _advertise(self, sessions: Sequence[tuple[bytes, Sequence[int], int, int]], label: bytes) -> None:
+        """One ``advertise`` round for ``sessions``; their adverts wait in ``_pending``."""
+        requests: dict[int, tuple[dict[str, Any], dict[int, np.ndarray]]] = {}
+        for session, clients, threshold, length in sessions:
+            spec = (tuple(sorted(int(u) for u in clients)), int(threshold), int(length))
+            self._pending[session] = (spec, [])
+            for node, cs in self._by_node(spec[0]).items():
+                fields = requests.setdefault(node, ({"labels": []}, {}))[0]
+                i = len(fields["labels"])
+                fields["labels"].append(session)
+                fields.update({f"clients.{i}": cs, f"threshold.{i}": spec[1], f"length.{i}": spec[2]})
+        replies = self._round("advertise", label, requests)
+        for node, (fields, _) in replies.items():
+            for i, session in enumerate(requests[node][0]["labels"]):
+                self._pending[session][1].extend(fields[f"adverts.{i}"])
+
+    def prepare(self, sessions: Sequence[tuple[bytes, Sequence[int], int, int]]) -> None:
+        """Advertise keys for upcoming sessions ``(label, clients, threshold, length)`` in one round.
+
+        Each such session later starts at the ``share`` stage, saving a round trip; a session whose
+        clients, threshold or length turn out different advertises afresh, so a wrong guess costs
+        time, never correctness. Keys are still fresh per session (the label is bound into them).
+        """
+        if sessions:
+            self._advertise(sessions, b"prepare")
+
     def _by_node(self, clients: Collection[int]) -> dict[int, list[int]]:
         shards: dict[int, list[int]] = {}
         for u in sorted(clients):
@@ -212,11 +242,11 @@ class FlowerSecureSum:
         (length,) = {len(v) for v in inputs.values()}
         ids = sorted(int(u) for u in inputs)
         server = SecAggServer(threshold, length, label)
-        base = {"threshold": threshold, "length": length}
-        replies = self._round(
-            "advertise", label, {n: ({**base, "clients": cs}, {}) for n, cs in self._by_node(ids).items()}
-        )
-        adverts = [AdvertisedKeys.from_bytes(b) for f, _ in replies.values() for b in f["adverts"]]
+        pending = self._pending.pop(label, None)
+        if pending is None or pending[0] != (tuple(ids), threshold, length):
+            self._advertise([(label, ids, threshold, length)], label)
+            pending = self._pending.pop(label)
+        adverts = [AdvertisedKeys.from_bytes(b) for b in pending[1]]
         roster = server.collect_keys(adverts)
         roster_msg = [a.to_bytes() for a in roster.values()]
         replies = self._round(
