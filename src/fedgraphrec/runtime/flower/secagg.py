@@ -1,10 +1,12 @@
 """Secure aggregation across processes: clients' keys on their SuperNodes, the server on the ServerApp.
 
-Each SuperNode hosts a shard of clients. For one aggregation the server drives four
+Each SuperNode hosts a shard of clients. For one aggregation the server drives up to four
 ``grid.send_and_receive`` rounds (one message per node per round, all of the node's clients batched
 in it), mirroring :func:`fedgraphrec.crypto.secagg.secure_sum` stage by stage:
 
-``advertise`` → public keys; ``share`` → encrypted Shamir shares, which the server forwards;
+``advertise`` → public keys (:meth:`FlowerSecureSum.prepare` does this for many upcoming sessions in
+one round, so an aggregation then costs three rounds); ``share`` → encrypted Shamir shares, which the
+server forwards;
 ``mask`` → masked inputs; ``unmask`` → shares revealing self masks of survivors and pairwise seeds of
 clients that dropped. Every :class:`~fedgraphrec.crypto.secagg.SecAggClient` (private keys, shares
 held for others) lives in the node's ``context.state`` between rounds and never leaves the node.
