@@ -143,7 +143,16 @@ class TestStagesWithoutProcesses:
         got_b = summer(inputs, 2, label=b"b")
         want = sum(inputs.values(), np.zeros(6, dtype=np.uint64))
         assert np.array_equal(got_a.total, want) and np.array_equal(got_b.total, want)
-        assert [r.op for r in summer.traffic.rounds] == ["advertise", "share", "mask", "unmask", "advertise", "share", "mask", "unmask"]
+        assert [r.op for r in summer.traffic.rounds] == [
+            "advertise",
+            "share",
+            "mask",
+            "unmask",
+            "advertise",
+            "share",
+            "mask",
+            "unmask",
+        ]
 
     def test_fedgrec_job_over_local_nodes_equals_in_process_with_keys_advertised_ahead(self) -> None:
         summer = FlowerSecureSum(_LocalGrid([5, 6, 7]), [5, 6, 7])  # type: ignore[arg-type]
