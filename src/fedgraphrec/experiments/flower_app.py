@@ -83,7 +83,7 @@ def simulate(job: FlowerJob, supernodes: int, backend: str = "ray") -> JobResult
     sink: list[JobResult] = []
     job = FlowerJob(**{**job.__dict__, "min_nodes": supernodes})
     backend_config = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 2}}
-    run_simulation(make_server_app(job, sink), client_app, supernodes, backend, backend_config)  # type: ignore[arg-type]
+    run_simulation(make_server_app(job, sink), client_app, supernodes, backend, backend_config)  # type: ignore[arg-type, unused-ignore]
     if not sink:
         raise RuntimeError("the Flower simulation ended without a result (see its log above)")
     return sink[0]

@@ -57,7 +57,7 @@ def _load(state: RecordDict, label: bytes) -> dict[int, SecAggClient]:
     record = state.config_records.get(_state_key(label))
     if record is None:
         raise ValueError(f"no secure-aggregation session {label!r} on this node")
-    return {int(u): SecAggClient.restore(bytes(blob)) for u, blob in record.items()}  # type: ignore[arg-type]
+    return {int(u): SecAggClient.restore(bytes(blob)) for u, blob in record.items()}  # type: ignore[arg-type, unused-ignore]
 
 
 def _save(state: RecordDict, label: bytes, clients: Mapping[int, SecAggClient]) -> None:
