@@ -331,7 +331,7 @@ def flower_simulate(
         from fedgraphrec.experiments.flower_app import simulate
         from fedgraphrec.experiments.flower_job import FlowerJob, run_fedgrec_job
     except ImportError as exc:
-        raise _fail(f"the Flower engine needs the extra: pip install 'fedgraphrec\\[flower]' ({exc})") from None
+        raise _fail(f"the Flower engine needs: pip install 'fedgraphrec\\[flower]' ({exc})") from None
     try:
         pairs = dict(kv.split("=", 1) for kv in setting or [])
         job = FlowerJob.from_config(pairs)
