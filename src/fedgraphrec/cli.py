@@ -306,7 +306,7 @@ def demo(
 
 
 flower_app = typer.Typer(
-    help="Run protocols on Flower (needs the extra fedgraphrec[flower]).", no_args_is_help=True
+    help="Run protocols on Flower (needs the Flower extra of fedgraphrec).", no_args_is_help=True
 )
 app.add_typer(flower_app, name="flower")
 
