@@ -36,6 +36,7 @@ level, but the sum is exact, so results are.
 
 from __future__ import annotations
 
+import json
 import secrets as _secrets
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -97,6 +98,18 @@ class AdvertisedKeys:
     def to_bytes(self) -> bytes:
         """Wire form: id (u32 LE) ‖ ``c_pk`` ‖ ``s_pk`` (:data:`ADVERTISE_BYTES`)."""
         return self.client.to_bytes(_ID_BYTES, "little") + self.c_pk.to_bytes() + self.s_pk.to_bytes()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> AdvertisedKeys:
+        """Inverse of :meth:`to_bytes` (raises ``ValueError`` on a wrong length or an invalid key)."""
+        if len(data) != ADVERTISE_BYTES:
+            raise ValueError(f"an advertised-keys message is {ADVERTISE_BYTES} bytes, got {len(data)}")
+        client = int.from_bytes(data[:_ID_BYTES], "little")
+        return cls(
+            client,
+            PublicKey.from_bytes(data[_ID_BYTES : _ID_BYTES + KEY_BYTES]),
+            PublicKey.from_bytes(data[_ID_BYTES + KEY_BYTES :]),
+        )
 
 
 def _check_id(client: int) -> int:
@@ -160,6 +173,57 @@ class SecAggClient:
         self._held: dict[int, _Held] = {}
         self._sent_input = False
         self._revealed: set[int] = set()
+
+    # ---------------------------------------------------------------- persistence
+    def export_state(self) -> bytes:
+        """Everything this client holds (private keys included), for a node's local state store.
+
+        A deployment whose client program restarts between stages (a Flower ``ClientApp`` runs in a
+        fresh process per message) keeps these bytes on the node and resumes with :meth:`restore`;
+        they must never leave the node.
+        """
+        state = {
+            "client": self.client,
+            "threshold": self.threshold,
+            "length": self.length,
+            "label": self.label.hex(),
+            "c": self._c.private_bytes().hex(),
+            "s": self._s.private_bytes().hex(),
+            "b": self._b.hex(),
+            "roster": {str(v): a.to_bytes().hex() for v, a in self._roster.items()},
+            "held": {
+                str(v): share_to_bytes(h.s_share).hex() + share_to_bytes(h.b_share).hex()
+                for v, h in self._held.items()
+            },
+            "sent_input": self._sent_input,
+            "revealed": sorted(self._revealed),
+        }
+        return json.dumps(state).encode()
+
+    @classmethod
+    def restore(cls, data: bytes) -> SecAggClient:
+        """Inverse of :meth:`export_state`."""
+        state = json.loads(data)
+        self = cls.__new__(cls)
+        self.client = _check_id(int(state["client"]))
+        self.threshold = int(state["threshold"])
+        self.length = int(state["length"])
+        self.label = bytes.fromhex(state["label"])
+        self._c = ClientKeyPair.from_private_bytes(bytes.fromhex(state["c"]))
+        self._s = ClientKeyPair.from_private_bytes(bytes.fromhex(state["s"]))
+        self._b = bytes.fromhex(state["b"])
+        self._roster = {
+            int(v): AdvertisedKeys.from_bytes(bytes.fromhex(a)) for v, a in state["roster"].items()
+        }
+        self._held = {}
+        for v, h in state["held"].items():
+            raw = bytes.fromhex(h)
+            self._held[int(v)] = _Held(
+                share_from_bytes(raw[:SHARE_BYTES]), share_from_bytes(raw[SHARE_BYTES:])
+            )
+        self._sent_input = bool(state["sent_input"])
+        self._revealed = {int(v) for v in state["revealed"]}
+        return self
 
     # ---------------------------------------------------------------- stage 0
     def advertise(self) -> AdvertisedKeys:

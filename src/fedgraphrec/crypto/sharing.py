@@ -21,17 +21,20 @@ The layering follows :mod:`fedgraphrec.crypto`'s other modules: the ring-level f
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
-import torch
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from numpy.typing import NDArray
 
 from fedgraphrec.crypto._primitives import KEY_BYTES, as_bytes
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "DEFAULT_FRAC_BITS",
@@ -254,10 +257,11 @@ class FixedPoint:
 
     @staticmethod
     def _as_float64(x: object) -> NDArray[np.float64]:
-        if isinstance(x, torch.Tensor):
+        th = sys.modules.get("torch")  # a tensor exists only once torch is imported; do not import it here
+        if th is not None and isinstance(x, th.Tensor):
             if not x.is_floating_point():
                 raise TypeError(f"encode expects a floating-point tensor, got dtype {x.dtype}")
-            return x.detach().to(device="cpu", dtype=torch.float64).numpy()
+            return np.asarray(x.detach().to(device="cpu", dtype=th.float64).numpy())
         if isinstance(x, np.ndarray):
             if x.dtype not in _FLOAT_DTYPES:
                 raise TypeError(f"encode expects a float16/float32/float64 array, got dtype {x.dtype}")

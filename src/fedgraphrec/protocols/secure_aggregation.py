@@ -17,18 +17,40 @@ threshold are left.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from fedgraphrec.crypto.secagg import SecAggAbortError, StageTraffic, secagg_traffic, secure_sum
+from fedgraphrec.crypto.secagg import (
+    SecAggAbortError,
+    SecAggResult,
+    StageTraffic,
+    secagg_traffic,
+    secure_sum,
+)
 from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.transcript import Received
 
-__all__ = ["AggregateResult", "SparseUpload", "plain_aggregate", "secure_aggregate", "threshold_for"]
+__all__ = [
+    "AggregateResult",
+    "SecureSum",
+    "SparseUpload",
+    "plain_aggregate",
+    "secure_aggregate",
+    "threshold_for",
+]
+
+
+SecureSum = Callable[..., SecAggResult]
+"""Runs the four stages for ``inputs`` (signature of :func:`~fedgraphrec.crypto.secagg.secure_sum`).
+
+The in-process default is :func:`~fedgraphrec.crypto.secagg.secure_sum`; an engine that crosses
+processes (``fedgraphrec.runtime.flower``) passes one that runs each stage on the nodes hosting the
+clients. Its result names who actually took part, which may include clients that really went offline.
+"""
 
 
 def threshold_for(n_clients: int, fraction: float) -> int:
@@ -115,6 +137,7 @@ def secure_aggregate(
     label: bytes,
     drop_before: np.ndarray | None = None,
     drop_after: np.ndarray | None = None,
+    summer: SecureSum | None = None,
 ) -> AggregateResult:
     """Exact fixed-point ``Σ`` of the uploaded vectors of ``upload.clients`` minus ``drop_before``.
 
@@ -127,6 +150,8 @@ def secure_aggregate(
         label: session label (unique per round and purpose).
         drop_before: client ids that go offline before uploading (not summed).
         drop_after: client ids that go offline after uploading, before unmasking (summed).
+        summer: who runs the ``real`` protocol (default: in-process :func:`secure_sum`); clients it
+            reports as dropped or unresponsive are treated as such.
 
     Raises:
         SecAggAbortError: fewer than ``threshold`` clients upload or answer the unmask request.
@@ -143,7 +168,8 @@ def secure_aggregate(
             idx = pos[:, None] * upload.length + _flat(start, values.shape[1]).view(len(start), -1)
             dense.view(-1).index_add_(0, idx.reshape(-1), _encode(values, fp, phase).reshape(-1))
         inputs = {int(u): dense[i].numpy().view(np.uint64).copy() for i, u in enumerate(clients)}
-        result = secure_sum(
+        run: SecureSum = secure_sum if summer is None else summer
+        result = run(
             inputs,
             threshold,
             label=label,
@@ -167,6 +193,9 @@ def secure_aggregate(
             )
         total = torch.from_numpy(result.total.view(np.int64).copy()).to(device)
         traffic = result.traffic
+        included = np.asarray(result.included, dtype=np.int64)
+        before = np.asarray(result.dropped, dtype=np.int64)
+        after = np.asarray(result.unresponsive, dtype=np.int64)
     else:
         survivors = included
         responders = np.setdiff1d(survivors, after)

@@ -47,6 +47,7 @@ from fedgraphrec.protocols.fedgrec.sampling import RoundSample, sample_round
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from fedgraphrec.protocols.secure_aggregation import (
     AggregateResult,
+    SecureSum,
     SparseUpload,
     plain_aggregate,
     secure_aggregate,
@@ -85,6 +86,8 @@ class FedGRec:
         transcripts: keep what the server received (queries) for audits.
         device: where the tables and the round's arithmetic live (``"cuda"`` for the paper-scale
             10^5-round runs); sampling and the ledger stay on the CPU.
+        secure_sum: who runs ``real`` secure aggregation (default in-process; the Flower engine
+            passes one that runs the client stages on the SuperNodes hosting the users).
     """
 
     def __init__(
@@ -98,8 +101,10 @@ class FedGRec:
         crypto: CryptoMode = "accounted",
         transcripts: bool = False,
         device: str | torch.device = "cpu",
+        secure_sum: SecureSum | None = None,
     ) -> None:
         self.device = torch.device(device)
+        self.secure_sum = secure_sum
         csr = sp.csr_matrix(train, dtype=np.float64, copy=True)
         csr.sum_duplicates()
         csr.sort_indices()
@@ -144,6 +149,7 @@ class FedGRec:
             label=label,
             drop_before=drop_before,
             drop_after=drop_after,
+            summer=self.secure_sum,
         )
 
     # ------------------------------------------------------------------ Algorithm 1, lines 2–9

@@ -1,0 +1,41 @@
+r"""The Flower engine: protocols' client roles on SuperNodes, the server role in a ``ServerApp``.
+
+Needs the optional extra ``fedgraphrec[flower]`` (``flwr==1.41.0``). Importing this package without
+it raises ``ImportError`` naming the extra. What crosses processes:
+
+* :mod:`.records` — protocol messages as Flower ``RecordDict``\\s (binary payloads as ``bytes`` in a
+  ``ConfigRecord``, ring vectors as an ``ArrayRecord``) and Flower's own byte count of a message;
+* :mod:`.secagg` — secure aggregation with each client's keys held on the SuperNode hosting it
+  (``context.state``), the server running its side of the four stages over ``grid.send_and_receive``.
+"""
+
+from __future__ import annotations
+
+try:
+    import flwr  # noqa: F401
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "the Flower engine needs the optional extra: pip install 'fedgraphrec[flower]'"
+    ) from err
+
+from fedgraphrec.runtime.flower.records import (
+    StageTiming,
+    Traffic,
+    content_bytes,
+    message_bytes,
+    pack,
+    unpack,
+)
+from fedgraphrec.runtime.flower.secagg import FlowerSecureSum, client_app, handle_secagg
+
+__all__ = [
+    "FlowerSecureSum",
+    "StageTiming",
+    "Traffic",
+    "client_app",
+    "content_bytes",
+    "handle_secagg",
+    "message_bytes",
+    "pack",
+    "unpack",
+]
