@@ -65,8 +65,14 @@ def encode(grad: torch.Tensor, delta: float, beta: float, generator: torch.Gener
         beta: perturbation strength β (smaller = noisier = more private).
         generator: the random stream (CPU) for the Bernoulli draws.
     """
-    p = prob_plus_one(grad.detach().to("cpu", torch.float64), delta, beta)
-    bits = torch.rand(p.shape, generator=generator, dtype=torch.float64) < p
+    _check(delta, beta)
+    x = grad.detach().to("cpu")
+    if not x.is_floating_point():
+        x = x.to(torch.float64)
+    e = math.exp(beta)
+    # P(+1) = 1/2 + (e^β-1)/(2(e^β+1)δ)·clip(g): Eq. 5 simplified, computed in the input's precision
+    p = x.clamp(-delta, delta).mul_((e - 1.0) / (2.0 * (e + 1.0) * delta)).add_(0.5)
+    bits = torch.rand(p.shape, generator=generator, dtype=p.dtype) < p
     return (bits.to(torch.int8) * 2 - 1).to(grad.device)
 
 
