@@ -26,7 +26,7 @@ from fedgraphrec.data.types import ItemGraph, Ratings
 from fedgraphrec.privacy.one_bit import accounting
 from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings, ModelConfig
 
-__all__ = ["VARIANTS", "load_side", "run"]
+__all__ = ["VARIANTS", "load_side", "run", "run_and_save", "settings_for"]
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "dgrec": {},
@@ -37,6 +37,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "non-sharing": {"sharing": "laplace"},
     "local-only": {"sharing": "none"},
     "dmf": {"model": {"kind": "mf"}, "sharing": "plain", "hops": 1},
+    "dlgnn": {"model": {"kind": "lgn"}, "sharing": "plain", "hops": 1},
 }
 
 
@@ -94,8 +95,32 @@ def run(dataset: str, variant: str, seed: int, epochs: int, **overrides: Any) ->
     }
 
 
+def run_and_save(
+    dataset: str,
+    variant: str,
+    seed: int,
+    epochs: int,
+    out: str | Path,
+    centres: int | None = None,
+    public_ratio: float = 1.0,
+    lr: float | None = None,
+) -> dict[str, Any]:
+    """Run one variant and write ``<out>/<dataset>_<variant>_r<ratio>_s<seed>.json``."""
+    torch.set_num_threads(1)
+    over: dict[str, Any] = {"centres_per_epoch": centres, "public_ratio": public_ratio}
+    if lr is not None:
+        over["lr"] = lr
+    res = run(dataset, variant, seed, epochs, **over)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{dataset}_{variant}_r{public_ratio}_s{seed}.json").write_text(
+        json.dumps(res, indent=1, default=str)
+    )
+    return res
+
+
 def main() -> None:
-    """CLI entry point (see module docstring)."""
+    """Command-line entry point (see module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dataset", default="flixster")
     ap.add_argument("--variant", default="dgrec", choices=sorted(VARIANTS))
@@ -106,15 +131,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--out", default="results/dgrec/runs")
     a = ap.parse_args()
-    torch.set_num_threads(1)
-    over: dict[str, Any] = {"centres_per_epoch": a.centres, "public_ratio": a.public_ratio}
-    if a.lr is not None:
-        over["lr"] = a.lr
-    res = run(a.dataset, a.variant, a.seed, a.epochs, **over)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    name = f"{a.dataset}_{a.variant}_r{a.public_ratio}_s{a.seed}.json"
-    (out / name).write_text(json.dumps(res, indent=1, default=str))
+    res = run_and_save(a.dataset, a.variant, a.seed, a.epochs, a.out, a.centres, a.public_ratio, a.lr)
     print(json.dumps({k: res[k] for k in ("variant", "seed", "metrics", "seconds")}))
 
 

@@ -15,7 +15,9 @@ matrix of ``Ē``; interest attention ``P = Ē W3 + rowsum(Ã)⊙(Ē W4) − Ã(�
 without its diagonal; ``e_u = softmax(P)ᵀ Ē``; score ``MLP(e_u ‖ e_i)``. Variants: ``item_graph=False``
 gives ``e_u`` = mean of the node embeddings (no graph, no condensation, no Pearson);
 ``attention=False`` replaces interest attention by attention pooling with a learnable query;
-``kind="mf"`` is the DMF baseline (private user vector, dot-product score).
+``kind="mf"`` is the DMF baseline (private user vector, dot-product score); ``kind="lgn"`` is the
+DLGNN baseline, a one-layer LightGCN-style local model on the user's ego graph (private user vector
+averaged with the mean of the ``Ĥ_u``-propagated node embeddings; dot-product score).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class ModelConfig:
     """Local-model shape and switches.
 
     Attributes:
-        kind: ``"dgrec"`` or ``"mf"`` (DMF baseline).
+        kind: ``"dgrec"``, ``"mf"`` (DMF baseline) or ``"lgn"`` (DLGNN baseline).
         d: item embedding size.
         n_interests: n_i.
         d_interest: d_i.
@@ -58,8 +60,8 @@ class ModelConfig:
     l2: float = 1e-3
 
     def __post_init__(self) -> None:
-        if self.kind not in ("dgrec", "mf"):
-            raise ValueError(f"kind must be 'dgrec' or 'mf', got {self.kind!r}")
+        if self.kind not in ("dgrec", "mf", "lgn"):
+            raise ValueError(f"kind must be 'dgrec', 'mf' or 'lgn', got {self.kind!r}")
         for name in ("d", "n_interests", "d_interest"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -84,7 +86,7 @@ class UserModels:
         d, di, ni = cfg.d, cfg.d_interest, cfg.n_interests
         h1, h2 = cfg.hidden
         init: dict[str, torch.Tensor] = {"E": torch.randn(n_items, d, generator=generator) * 0.1}
-        if cfg.kind == "mf":
+        if cfg.kind in ("mf", "lgn"):
             init["user"] = torch.randn(d, generator=generator) * 0.1
         else:
             init.update(
@@ -101,7 +103,7 @@ class UserModels:
             )
         # identical start for everyone, then independent copies
         self.params = {k: v.unsqueeze(0).expand(n_users, *v.shape).clone() for k, v in init.items()}
-        if cfg.kind == "mf":
+        if cfg.kind in ("mf", "lgn"):
             self.params["user"] = torch.randn(n_users, d, generator=generator) * 0.1
 
     @property
@@ -126,6 +128,9 @@ class UserModels:
         emb = p["E"][b, items] * mask.unsqueeze(-1)  # [B, V, d]
         if self.cfg.kind == "mf":
             return p["user"], emb.new_zeros(items.shape[0])
+        if self.cfg.kind == "lgn":
+            agg = (prop @ emb).sum(1) / mask.sum(1, keepdim=True).clamp_min(1.0)
+            return 0.5 * (p["user"] + agg), emb.new_zeros(items.shape[0])
         if not self.cfg.item_graph:
             e_u = emb.sum(1) / mask.sum(1, keepdim=True).clamp_min(1.0)
             return e_u, emb.new_zeros(items.shape[0])
@@ -159,7 +164,7 @@ class UserModels:
         """Scores ``[B, k]`` of candidate items ``cand: [B, k]`` under each user's own model."""
         b = torch.arange(cand.shape[0]).unsqueeze(1)
         ei = p["E"][b, cand]
-        if self.cfg.kind == "mf":
+        if self.cfg.kind in ("mf", "lgn"):
             return (ei * e_u.unsqueeze(1)).sum(-1)
         z = torch.cat([e_u.unsqueeze(1).expand(-1, cand.shape[1], -1), ei], dim=-1)
         h = F.relu(z @ p["L1"] + p["b1"].unsqueeze(1))
