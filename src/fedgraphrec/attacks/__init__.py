@@ -5,9 +5,19 @@
   the user's private interactions (spec ``fedgrec.md`` §1.4, implementer note).
 * :func:`upload_inference` — the server reads users' item updates: without secure aggregation the
   update's rows give the items away; with it the server holds uniform ring vectors.
+* :func:`private_item_hits` — a DGREC neighbour ranks items by the rows of a received gradient:
+  plain gradients give private items away, one-bit encodings hide them.
 """
 
+from fedgraphrec.attacks.neighbour_gradient import NeighbourInference, private_item_hits
 from fedgraphrec.attacks.query_intersection import IntersectionResult, query_intersection
 from fedgraphrec.attacks.upload_inference import UploadInference, upload_inference
 
-__all__ = ["IntersectionResult", "UploadInference", "query_intersection", "upload_inference"]
+__all__ = [
+    "IntersectionResult",
+    "NeighbourInference",
+    "UploadInference",
+    "private_item_hits",
+    "query_intersection",
+    "upload_inference",
+]

@@ -26,7 +26,7 @@ from fedgraphrec.data.types import ItemGraph, Ratings
 from fedgraphrec.privacy.one_bit import accounting
 from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings, ModelConfig
 
-__all__ = ["VARIANTS", "load_side", "run", "run_and_save", "settings_for"]
+__all__ = ["VARIANTS", "load_side", "run", "run_and_save", "settings_for", "summarize"]
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "dgrec": {},
@@ -119,6 +119,26 @@ def run_and_save(
     return res
 
 
+def summarize(folder: str | Path) -> str:
+    """Markdown table (mean ± std over seeds, ×100) of every run JSON in ``folder``."""
+    groups: dict[tuple[str, str, float], list[dict[str, float]]] = {}
+    for f in sorted(Path(folder).glob("*.json")):
+        r = json.loads(f.read_text())
+        key = (r["dataset"], r["variant"], float(r["settings"]["public_ratio"]))
+        groups.setdefault(key, []).append(r["metrics"])
+    lines = [
+        "| dataset | variant | public ratio | seeds | recall@20 (%) | ndcg@20 (%) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (ds, var, ratio), ms in sorted(groups.items()):
+        cells = []
+        for m in ("recall@20", "ndcg@20"):
+            v = 100 * np.asarray([x[m] for x in ms])
+            cells.append(f"{v.mean():.2f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.2f}")
+        lines.append(f"| {ds} | {var} | {ratio} | {len(ms)} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     """Command-line entry point (see module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -130,7 +150,11 @@ def main() -> None:
     ap.add_argument("--public-ratio", type=float, default=1.0)
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--out", default="results/dgrec/runs")
+    ap.add_argument("--summarize", action="store_true", help="print the table of the runs in --out and exit")
     a = ap.parse_args()
+    if a.summarize:
+        print(summarize(a.out), end="")
+        return
     res = run_and_save(a.dataset, a.variant, a.seed, a.epochs, a.out, a.centres, a.public_ratio, a.lr)
     print(json.dumps({k: res[k] for k in ("variant", "seed", "metrics", "seconds")}))
 

@@ -136,6 +136,18 @@ class DGREC:
         has = torch.from_numpy((self.deg[users] > 0).astype(np.float32))
         return torch.from_numpy(pos), torch.from_numpy(neg), has
 
+    def local_gradients(self, users: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
+        """Each user's raw shared-parameter gradient ``[len(users), n_s]`` (no update, no sharing).
+
+        What a member would hand to the encoder; attacks use it to compare plain and encoded sharing.
+        """
+        idx = torch.from_numpy(np.asarray(users, dtype=np.int64))
+        p = {k: v[idx].clone().requires_grad_(True) for k, v in self.models.params.items()}
+        pos, neg, has = self._batch(np.asarray(users), rng)
+        g = self.graphs
+        self.models.losses(p, g.items[idx], g.mask[idx], g.prop[idx], pos, neg, has).sum().backward()
+        return torch.cat([p[k].grad.reshape(len(idx), -1) for k in self.models.shared_names], dim=1)  # type: ignore[union-attr]
+
     def step(self, centre: int) -> int:
         """One group iteration initiated by ``centre``; returns the group size."""
         s = self.s
