@@ -83,3 +83,19 @@ def test_pearson_of_identical_interests_is_one() -> None:
     assert UserModels._pearson(x).item() == pytest.approx(1.0, abs=1e-4)
     with pytest.raises(ValueError, match="kind"):
         ModelConfig(kind="gnn")
+
+
+def test_bipartite_ablation_graph_and_step() -> None:
+    from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings
+
+    train, social, tags = _data()
+    g = build_hypergraphs(train, train, social, tags, 8, np.random.default_rng(0), bipartite=True)
+    k = int(g.mask[0].sum())
+    nodes = g.items[0, :k].tolist()
+    assert nodes == [0, 1, 2, 3, 5, 6]  # items 0-3, then tags 0 and 1 as ids 5 + t
+    prop = g.prop[0, :k, :k].numpy()
+    assert np.allclose(prop, prop.T) and prop[0, 1] == 0 and prop[0, 4] > 0  # item–tag edges only
+    s = DGRECSettings(model=ModelConfig(d=4, n_interests=2, d_interest=2, hidden=(4, 3)), hypergraph=False)
+    rec = DGREC(train, social, tags, s, seed=0)
+    assert rec.models.params["E"].shape == (3, 5 + 3, 4)
+    assert rec.step(0) >= 1

@@ -32,6 +32,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "dgrec": {},
     "non-item-graph": {"model": {"item_graph": False, "pearson": False}},
     "non-neighbor": {"neighbours": False},
+    "non-hypergraph": {"hypergraph": False},
     "non-attention": {"model": {"attention": False}},
     "non-pearson": {"model": {"pearson": False}},
     "non-sharing": {"sharing": "laplace"},

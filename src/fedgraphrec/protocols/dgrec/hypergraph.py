@@ -67,6 +67,23 @@ def _prop(inc: sp.csr_matrix) -> np.ndarray:
     return (a / dt[None, :]) @ a.T
 
 
+def _bipartite(
+    item_nodes: np.ndarray, tags: sp.csr_matrix, max_nodes: int, n_items: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    inc = tags[item_nodes]
+    used = np.flatnonzero(np.asarray(inc.sum(0)).ravel() > 0)
+    room = max_nodes - len(item_nodes)
+    if len(used) > room:
+        used = np.sort(rng.choice(used, size=room, replace=False))
+    a = inc[:, used].toarray()
+    k_i, k_t = a.shape
+    b = np.eye(k_i + k_t)
+    b[:k_i, k_i:] = a
+    b[k_i:, :k_i] = a.T
+    dinv = 1.0 / np.sqrt(b.sum(1))
+    return np.concatenate([item_nodes, n_items + used]), b * dinv[:, None] * dinv[None, :]
+
+
 def build_hypergraphs(
     train: sp.csr_matrix,
     public: sp.csr_matrix,
@@ -76,6 +93,7 @@ def build_hypergraphs(
     rng: np.random.Generator,
     *,
     use_neighbours: bool = True,
+    bipartite: bool = False,
 ) -> UserHypergraphs:
     """Build every user's padded hypergraph.
 
@@ -87,6 +105,9 @@ def build_hypergraphs(
         max_items: node cap per user.
         rng: stream for choosing neighbours' public items beyond the cap.
         use_neighbours: ``False`` is the w/non-neighbor ablation (own items only).
+        bipartite: the w/non-item-hypergraph ablation: nodes are up to ``max_items // 2`` items plus
+            their tags (tag ``t`` gets node id ``n_items + t``, so the model needs ``n_tags`` extra
+            embedding rows), joined by item–tag edges, propagation ``D^{-1/2}(B + I)D^{-1/2}``.
     """
     if max_items < 1:
         raise ValueError(f"max_items must be >= 1, got {max_items}")
@@ -95,24 +116,31 @@ def build_hypergraphs(
     mask = np.zeros((n_users, max_items), np.float32)
     prop = np.zeros((n_users, max_items, max_items), np.float32)
     tags = tags.tocsr()
+    cap = max_items // 2 if bipartite else max_items
+    if cap < 1:
+        raise ValueError(f"max_items must be >= 2 with bipartite=True, got {max_items}")
     for u in range(n_users):
         own = train.indices[train.indptr[u] : train.indptr[u + 1]]
-        if len(own) > max_items:
-            own = rng.choice(own, size=max_items, replace=False)
+        if len(own) > cap:
+            own = rng.choice(own, size=cap, replace=False)
         nodes = list(own)
-        if use_neighbours and len(nodes) < max_items:
+        if use_neighbours and len(nodes) < cap:
             nb = social.indices[social.indptr[u] : social.indptr[u + 1]]
             pub = np.unique(public[nb].indices) if len(nb) else np.zeros(0, np.int64)
             pub = np.setdiff1d(pub, own)
-            room = max_items - len(nodes)
+            room = cap - len(nodes)
             if len(pub) > room:
                 pub = rng.choice(pub, size=room, replace=False)
             nodes.extend(pub.tolist())
-        k = len(nodes)
-        if k == 0:
+        if not nodes:
             continue
         arr = np.asarray(nodes, np.int64)
+        if bipartite:
+            arr, block = _bipartite(arr, tags, max_items, n_items=train.shape[1], rng=rng)
+        else:
+            block = _prop(tags[arr])
+        k = len(arr)
         items[u, :k] = arr
         mask[u, :k] = 1.0
-        prop[u, :k, :k] = _prop(tags[arr])
+        prop[u, :k, :k] = block
     return UserHypergraphs(torch.from_numpy(items), torch.from_numpy(mask), torch.from_numpy(prop))

@@ -80,12 +80,15 @@ def _xavier(shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
 class UserModels:
     """Every user's local model as batched tensors (see module docstring)."""
 
-    def __init__(self, n_users: int, n_items: int, cfg: ModelConfig, generator: torch.Generator) -> None:
+    def __init__(
+        self, n_users: int, n_items: int, cfg: ModelConfig, generator: torch.Generator, n_extra: int = 0
+    ) -> None:
+        """``n_extra`` adds embedding rows after the items (tag nodes of the w/non-item-hypergraph ablation)."""
         self.cfg = cfg
         self.n_users, self.n_items = n_users, n_items
         d, di, ni = cfg.d, cfg.d_interest, cfg.n_interests
         h1, h2 = cfg.hidden
-        init: dict[str, torch.Tensor] = {"E": torch.randn(n_items, d, generator=generator) * 0.1}
+        init: dict[str, torch.Tensor] = {"E": torch.randn(n_items + n_extra, d, generator=generator) * 0.1}
         if cfg.kind in ("mf", "lgn"):
             init["user"] = torch.randn(d, generator=generator) * 0.1
         else:

@@ -10,6 +10,10 @@ each), updates its stored loss and count, and shares its gradient of the shared 
 * ``"plain"`` (DMF/DLGNN-style baselines): raw gradients averaged over the group;
 * ``"none"``: no sharing; each user applies its own gradient.
 
+Ablation switches: ``neighbours=False`` (w/non-neighbor), ``hypergraph=False`` (w/non-item-hypergraph:
+item–tag bipartite graph with trainable tag embeddings), ``sharing="laplace"`` (w/non-sharing), and
+the model's ``item_graph`` / ``attention`` / ``pearson`` flags.
+
 Every member then applies SGD with the aggregate (private parameters — DMF's user vector — with its own
 gradient). One epoch = ``centres_per_epoch`` centres drawn without replacement from users with
 training items (all of them by default). Evaluation is full ranking with each user's own model.
@@ -51,6 +55,7 @@ class DGRECSettings:
     max_items: int = 128
     public_ratio: float = 1.0
     neighbours: bool = True
+    hypergraph: bool = True
     sharing: str = "one_bit"
     centres_per_epoch: int | None = None
 
@@ -100,8 +105,10 @@ class DGREC:
             settings.max_items,
             numpy_rng(seed, "graph"),
             use_neighbours=settings.neighbours,
+            bipartite=not settings.hypergraph,
         )
-        self.models = UserModels(n_users, n_items, settings.model, torch_generator(seed, "init"))
+        extra = 0 if settings.hypergraph else tags.shape[1]
+        self.models = UserModels(n_users, n_items, settings.model, torch_generator(seed, "init"), extra)
         self.deg = np.diff(self.train.indptr)
         self.loss = np.ones(n_users)
         self.count = np.zeros(n_users)
