@@ -83,7 +83,7 @@ class UserModels:
     def __init__(
         self, n_users: int, n_items: int, cfg: ModelConfig, generator: torch.Generator, n_extra: int = 0
     ) -> None:
-        """``n_extra`` adds embedding rows after the items (tag nodes of the w/non-item-hypergraph ablation)."""
+        """``n_extra`` adds embedding rows after the items (tag nodes, w/non-item-hypergraph ablation)."""
         self.cfg = cfg
         self.n_users, self.n_items = n_users, n_items
         d, di, ni = cfg.d, cfg.d_interest, cfg.n_interests
