@@ -142,3 +142,11 @@ def test_memory_is_linear_in_users_and_items() -> None:
     # Flixster: 3,000 users × 3,000 items at d = 16 stays far below 8 GB
     est = 3000 * (3000 * 16 * 4 + (per_user - 50 * 8 * 4))
     assert est < 8e9
+
+
+def test_communication_formula_ratio_is_dr_over_2h() -> None:
+    from fedgraphrec.protocols.dgrec.trainer import comm_bits_formula
+
+    ours, floats = comm_bits_formula(1000, 4, 3)
+    assert ours == 2 * 4 * 1000 * 40 and floats == 64 * 1000 * 40
+    assert floats / ours == 8
