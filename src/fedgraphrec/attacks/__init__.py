@@ -9,20 +9,25 @@
   tokens and opens the colluders' verification answers.
 * :func:`gnn4fr_neighbour` — a GNN4FR neighbour (who holds S) reads the sender's items off the
   layer-1 user embedding it receives.
+* :func:`private_item_hits` — a DGREC neighbour ranks items by the rows of a received gradient:
+  plain gradients give private items away, one-bit encodings hide them.
 """
 
 from fedgraphrec.attacks.gnn4fr_neighbour import NeighbourInference, gnn4fr_neighbour
 from fedgraphrec.attacks.lpgcn_collusion import CollusionResult, lpgcn_collusion
+from fedgraphrec.attacks.neighbour_gradient import GradientInference, private_item_hits
 from fedgraphrec.attacks.query_intersection import IntersectionResult, query_intersection
 from fedgraphrec.attacks.upload_inference import UploadInference, upload_inference
 
 __all__ = [
     "CollusionResult",
+    "GradientInference",
     "IntersectionResult",
     "NeighbourInference",
     "UploadInference",
     "gnn4fr_neighbour",
     "lpgcn_collusion",
+    "private_item_hits",
     "query_intersection",
     "upload_inference",
 ]
