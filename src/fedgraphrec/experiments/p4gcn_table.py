@@ -7,7 +7,9 @@ plaintext and S3Rec's row equals it), ``p4gcn`` (DP on, plain HE backend), ``p4g
 ``p4gcn-pmf``/``p4gcn-gcn`` (+DP) with ``*`` variants for Table 2.
 
 Model selection: the epoch with the best validation RMSE (P4GCN evaluates with the social rows it
-last decrypted, free post-processing; the accountant already counts one extra release). Datasets
+last decrypted, free post-processing; the accountant already counts one extra release), with early
+stopping after ``--patience`` epochs without improvement; P4GCN's ``K`` and noise are calibrated to
+the full planned schedule of ``--epochs``, so stopping early only spends less budget. Datasets
 without a validation split (Douban) hold out a seeded 10 % of train.
 
 Run: ``python -m fedgraphrec.experiments.p4gcn_table --dataset filmtrust --seeds 0 1 2 --out DIR``.
@@ -158,7 +160,7 @@ def _p4(
     )  # fmt: skip
     adj = data.social.adjacency(symmetric=True)
     proto = P4GCN(tr, data.n_users, data.n_items, adj, cfg, PlainBackend(2048), data.rating_range, seed=seed)
-    out = _fit(args.epochs, proto.run_epoch, proto.predict, val, te, data.rating_range, args.epochs)
+    out = _fit(args.epochs, proto.run_epoch, proto.predict, val, te, data.rating_range, args.patience)
     out["releases_K"] = proto.releases
     out["epsilon_spent"] = proto.p2.accountant.epsilon(cfg.delta) if cfg.noise else 0.0
     out["eps_target"] = cfg.eps
