@@ -8,7 +8,8 @@ what both parties do per iteration around the two sandwiches: the social party's
 CKKS is timed on the whole batch. Paillier (2048-bit by default) is timed per output row on
 ``--paillier-rows`` rows of each sandwich and per element for encryption/decryption, then scaled
 linearly to the batch (every row and element costs the same kind of work; stated in the output).
-Both run in this one process, and the ratio is printed.
+Both run in this one process, alternating ``--repeats`` times (minimum of each kept, so that load from
+other jobs on a shared machine hits both alike), and the ratio is printed.
 
     FEDGRAPHREC_DATA=../shared/datasets PYTHONPATH=src python benchmarks/p4gcn_sandwich.py
 """
@@ -33,6 +34,7 @@ def main() -> None:
     p.add_argument("--key-bits", type=int, default=2048)
     p.add_argument("--paillier-rows", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=2)
     args = p.parse_args()
     data = load_dataset("filmtrust")
     assert isinstance(data, Ratings) and data.social is not None
@@ -49,9 +51,23 @@ def main() -> None:
     fwd_left, bwd_left = lt[batch], lt[batch][:, batch]
     print(f"FilmTrust N={n}, batch={args.batch}, d={d}, mean row nnz of B·L̃={np.mean(deg[batch]):.2f}")
 
-    # --- packed CKKS: the whole step -------------------------------------------------------------
     ck = CKKSBackend()
     enc_x = ck.encrypt(x)  # set-up, not timed
+    pa = PaillierBackend(key_bits=args.key_bits)
+    t_ckks, t_pai = float("inf"), float("inf")
+    for rep in range(args.repeats):
+        c, q = (
+            _ckks_step(ck, enc_x, fwd_left, bwd_left, x, w1, g, noise),
+            _paillier_step(pa, args, fwd_left, bwd_left, x, w1, g, noise),
+        )
+        print(f"repeat {rep}: CKKS {c:.1f} s, Paillier {q:.1f} s")
+        t_ckks, t_pai = min(t_ckks, c), min(t_pai, q)
+    print(f"min over repeats: CKKS step {t_ckks:.1f} s, Paillier step {t_pai:.1f} s")
+    print(f"speed-up packed CKKS over per-element Paillier: {t_pai / t_ckks:.1f}x")
+
+
+def _ckks_step(ck, enc_x, fwd_left, bwd_left, x, w1, g, noise) -> float:  # type: ignore[no-untyped-def]
+    """One packed step on the whole batch; prints its error; returns seconds."""
     t0 = time.perf_counter()
     y = ck.decrypt(ck.sandwich(fwd_left, enc_x, w1, noise))
     enc_g = ck.encrypt(g)
@@ -62,9 +78,12 @@ def main() -> None:
         np.abs(delta - (np.asarray(bwd_left @ g) @ w1.T + noise)).max(),
     )
     print(f"CKKS step: {t_ckks:.2f} s (max abs error vs float64 {err:.2e})")
+    return t_ckks
 
-    # --- per-element Paillier: measured on a subset, scaled to the batch -------------------------
-    pa = PaillierBackend(key_bits=args.key_bits)
+
+def _paillier_step(pa, args, fwd_left, bwd_left, x, w1, g, noise) -> float:  # type: ignore[no-untyped-def]
+    """Per-element Paillier measured on ``--paillier-rows`` rows, scaled to the batch; seconds."""
+    d = x.shape[1]
     r = args.paillier_rows
     rows = np.arange(r)
     need = np.unique(fwd_left[rows].indices)
@@ -95,7 +114,7 @@ def main() -> None:
         f"per element: enc {t_enc_el * 1e3:.2f} ms, dec {t_dec_el * 1e3:.2f} ms (max abs error {err_p:.2e})"
     )
     print(f"Paillier step (scaled from {r} rows to {b}): {t_pai:.1f} s")
-    print(f"speed-up packed CKKS over per-element Paillier: {t_pai / t_ckks:.1f}x")
+    return t_pai
 
 
 if __name__ == "__main__":

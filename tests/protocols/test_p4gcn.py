@@ -107,3 +107,15 @@ def test_noise_free_run_is_deterministic_and_learns() -> None:
     q.run_epoch(0)
     np.testing.assert_array_equal(p.p1.x_soc, q.p1.x_soc)
     assert np.isfinite(losses).all()
+
+
+@pytest.mark.parametrize("name", ["ckks", "paillier"])
+def test_real_he_training_matches_plain(name: str) -> None:
+    plain, real = _proto("plain", eps=5.0), _proto(name, eps=5.0)
+    for idx in plain.schedule[:2]:
+        plain.train_batch(idx)
+        real.train_batch(idx)
+    tol = 1e-4 if name == "ckks" else 1e-8
+    np.testing.assert_allclose(real.p1.x_soc, plain.p1.x_soc, atol=tol)
+    users, items = plain.users, plain.items
+    np.testing.assert_allclose(real.predict(users, items), plain.predict(users, items), atol=10 * tol)
