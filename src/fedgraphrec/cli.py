@@ -457,6 +457,17 @@ def flower_simulate(
     out.print_json(json.dumps(report, default=str))
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def p4gcn(ctx: typer.Context) -> None:
+    """P4GCN rating table (Table 1/2): ``fedgraphrec p4gcn --dataset filmtrust --seeds 0 --out DIR``.
+
+    Options are those of ``python -m fedgraphrec.experiments.p4gcn_table --help``.
+    """
+    from fedgraphrec.experiments.p4gcn_table import main as p4gcn_main
+
+    p4gcn_main(list(ctx.args))
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

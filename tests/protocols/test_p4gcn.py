@@ -1,0 +1,121 @@
+"""P4GCN protocol: sandwich correctness per backend, in-batch-only updates, transcript, ledger."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from fedgraphrec.crypto.he import HEBackend, make_backend
+from fedgraphrec.protocols.p4gcn import P4GCN, P4GCNConfig
+from fedgraphrec.protocols.p4gcn.roles import CIPHER_PHASES, PH_IDS, SOCIAL
+from fedgraphrec.runtime.network import Network
+
+N_USERS, N_ITEMS, DIM = 12, 10, 4
+
+
+def _data(seed: int = 0) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], sp.csr_matrix]:
+    rng = np.random.default_rng(seed)
+    users = np.repeat(np.arange(N_USERS), 4)
+    items = rng.integers(0, N_ITEMS, size=len(users))
+    ratings = rng.integers(1, 6, size=len(users)).astype(float)
+    a = np.triu(rng.random((N_USERS, N_USERS)) < 0.3, 1)
+    return (users, items, ratings), sp.csr_matrix((a | a.T).astype(float))
+
+
+def _backend(name: str) -> HEBackend:
+    if name == "paillier":
+        pytest.importorskip("phe")
+        pytest.importorskip("gmpy2")
+        return make_backend(name, key_bits=512)
+    if name == "ckks":
+        pytest.importorskip("tenseal")
+    return make_backend(name)
+
+
+def _proto(name: str, net: Network | None = None, **kw: object) -> P4GCN:
+    train, adj = _data()
+    cfg = P4GCNConfig(dim=DIM, batch_size=8, epochs=1, **kw)  # type: ignore[arg-type]
+    return P4GCN(train, N_USERS, N_ITEMS, adj, cfg, _backend(name), (1.0, 5.0), seed=3, network=net)
+
+
+@pytest.mark.parametrize("name", ["plain", "paillier", "ckks"])
+def test_sandwich_forward_equals_lxw_without_noise(name: str) -> None:
+    p = _proto(name, noise=False)
+    users = np.array([1, 4, 7])
+    got = p.p1.social_rows(p.p2.forward(users))
+    want = np.asarray(p.p2.lt[users] @ p.p1.x_soc) @ p.p2.w1 * N_USERS
+    tol = 1e-8 if name != "ckks" else 1e-4
+    np.testing.assert_allclose(got, want, atol=tol)
+
+
+@pytest.mark.parametrize("name", ["plain", "paillier"])
+def test_one_backward_step_changes_only_in_batch_rows(name: str) -> None:
+    p = _proto(name, noise=True, eps=5.0)
+    before = p.p1.x_soc.copy()
+    idx = np.arange(8)  # records of users 0 and 1
+    p.train_batch(idx)
+    changed = np.flatnonzero(np.abs(p.p1.x_soc - before).sum(1) > 0)
+    assert set(changed.tolist()) <= {0, 1} and len(changed) > 0
+
+
+def test_social_transcript_holds_only_ciphertexts() -> None:
+    pytest.importorskip("phe")
+    net = Network(n_clients=0, crypto="real", transcripts=True)
+    p = _proto("paillier", net=net, noise=True)
+    p.train_batch(np.arange(8))
+    got = net.transcript.of(SOCIAL)
+    assert got
+    for entry in got:
+        if entry.phase == PH_IDS:
+            assert not entry.protected and entry.kind == "batch_user_ids"
+            continue
+        assert entry.protected
+        for msg in entry.payloads:
+            assert all(isinstance(b, bytes) and len(b) == p.backend.ct_bytes for b in msg)  # type: ignore[attr-defined]
+
+
+def test_ledger_equals_ciphertext_formula() -> None:
+    p = _proto("plain")
+    for e in range(1):
+        p.run_epoch(e)
+    ct = p.backend.ct_bytes  # type: ignore[attr-defined]
+    sum_b = sum(len(np.unique(p.users[i])) for i in p.schedule)
+    cipher = sum(p.net.ledger.total_bytes(ph) for ph in CIPHER_PHASES)
+    assert cipher == ct * (N_USERS * DIM + 4 * sum_b * DIM)
+
+
+def test_dp_budget_is_met_and_backends_draw_identical_noise() -> None:
+    p = _proto("plain", eps=3.0)
+    p.run_epoch(0)
+    p.final_release()
+    assert 0 < p.p2.accountant.epsilon(1e-4) <= 3.0 + 1e-9
+    users = np.array([0, 5])
+    plain, real = _proto("plain", eps=3.0), _proto("paillier", eps=3.0)
+    a = plain.p1.social_rows(plain.p2.forward(users))
+    b = real.p1.social_rows(real.p2.forward(users))
+    np.testing.assert_allclose(a, b, atol=1e-8)
+
+
+def test_noise_free_run_is_deterministic_and_learns() -> None:
+    p, q = _proto("plain", noise=False), _proto("plain", noise=False)
+    cfg = dataclasses.replace(p.cfg)
+    assert cfg.noise is False
+    losses = [p.run_epoch(0)]
+    q.run_epoch(0)
+    np.testing.assert_array_equal(p.p1.x_soc, q.p1.x_soc)
+    assert np.isfinite(losses).all()
+
+
+@pytest.mark.parametrize("name", ["ckks", "paillier"])
+def test_real_he_training_matches_plain(name: str) -> None:
+    plain, real = _proto("plain", eps=5.0), _proto(name, eps=5.0)
+    for idx in plain.schedule[:2]:
+        plain.train_batch(idx)
+        real.train_batch(idx)
+    tol = 1e-4 if name == "ckks" else 1e-8
+    np.testing.assert_allclose(real.p1.x_soc, plain.p1.x_soc, atol=tol)
+    users, items = plain.users, plain.items
+    np.testing.assert_allclose(real.predict(users, items), plain.predict(users, items), atol=10 * tol)
