@@ -253,29 +253,42 @@ def reproduce(
         Path | None, typer.Option("--out", help="Output folder (default runs/reproduce/TABLE).")
     ] = None,
     list_tables: Annotated[bool, typer.Option("--list", help="List the tables and exit.")] = False,
+    reuse: Annotated[
+        list[Path] | None,
+        typer.Option(help="P4GCN/DGREC tables: folders of run files to report, not train (repeatable)."),
+    ] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
 ) -> None:
     """Reproduce a paper table: our numbers beside the paper's, with a verdict per cell."""
     from fedgraphrec.crypto import CryptoError
     from fedgraphrec.data import DataError
     from fedgraphrec.experiments import ConfigError
-    from fedgraphrec.experiments.reproduce import TABLES
+    from fedgraphrec.experiments.reproduce import TABLES, PaperTable
     from fedgraphrec.experiments.reproduce import reproduce as run_reproduce
+    from fedgraphrec.experiments.reproduce_runs import RUN_TABLES, RunTable, reproduce_runs
 
     if table is None or list_tables:
-        for t in TABLES.values():
+        listed: list[PaperTable | RunTable] = [*TABLES.values(), *RUN_TABLES.values()]
+        for t in listed:
             out.print(
                 f"[bold]{t.name}[/bold]  {t.title}  ({len(t.rows)} rows; budgets {', '.join(t.budgets)})"
             )
         return
     target = out_dir or Path("runs/reproduce") / table
     try:
-        run_reproduce(
-            table, target, budget=budget, rows=rows or (), overrides=overrides or (), progress=progress
-        )
+        if table in RUN_TABLES:
+            if overrides:
+                raise _fail(f"--set does not apply to {table}: its rows are runner commands, not configs")
+            reproduce_runs(table, target, budget=budget, rows=rows or (), reuse=reuse or ())
+        elif reuse:
+            raise _fail(f"--reuse applies to the P4GCN/DGREC tables, not to {table}")
+        else:
+            run_reproduce(
+                table, target, budget=budget, rows=rows or (), overrides=overrides or (), progress=progress
+            )
     except KeyError as exc:
         raise _fail(str(exc.args[0])) from None
-    except (ConfigError, DataError, ValueError, CryptoError) as exc:
+    except (ConfigError, DataError, ValueError, CryptoError, FileNotFoundError) as exc:
         raise _fail(str(exc)) from None
     out.print((target / "reproduce.md").read_text())
     err.print(f"→ {target}/reproduce.md, reproduce.json, reproduce.png")

@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt
 
 from fedgraphrec.experiments.compare import MethodSpec, compare, parse_method
 
-__all__ = ["TABLES", "Budget", "PaperRow", "PaperTable", "reproduce", "verdict"]
+__all__ = ["TABLES", "Budget", "PaperRow", "PaperTable", "reproduce", "verdict", "write_report"]
 
 
 @dataclass(frozen=True)
@@ -372,22 +372,31 @@ def reproduce(
         "overrides": list(overrides),
         "rows": report_rows,
     }
+    write_report(report, out)
+    return report
+
+
+def write_report(report: dict[str, Any], out: Path) -> None:
+    """``reproduce.json``, ``reproduce.md`` and ``reproduce.png`` of ``report`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
     (out / "reproduce.json").write_text(json.dumps(report, indent=2) + "\n")
     _markdown(report, out / "reproduce.md")
     _plot(report, out / "reproduce.png")
-    return report
 
 
 def _markdown(report: dict[str, Any], path: Path) -> None:
     metrics = list(dict.fromkeys(m for r in report["rows"] for m in r["cells"]))
+    has_bytes = all("bytes_per_client_per_epoch" in r for r in report["rows"])
     lines = [
         f"# {report['title']}",
         "",
         f"Paper numbers: {report['source']}. Data: {report['data']}.",
         f"Budget `{report['budget']}`: {report['budget_note']}. Seeds: {report['seeds']}.",
         "",
-        "| row | " + " | ".join(f"{m} ours | paper | verdict" for m in metrics) + " | bytes/client/epoch |",
-        "|---|" + "---|---|---|" * len(metrics) + "---|",
+        "| row | "
+        + " | ".join(f"{m} ours | paper | verdict" for m in metrics)
+        + (" | bytes/client/epoch |" if has_bytes else " |"),
+        "|---|" + "---|---|---|" * len(metrics) + ("---|" if has_bytes else ""),
     ]
     for r in report["rows"]:
         cells = []
@@ -400,7 +409,8 @@ def _markdown(report: dict[str, Any], path: Path) -> None:
             cells.append(
                 f"{c['ours']:.4f} ± {c['ours_std']:.4f} | {paper} | {c['verdict']} ({c['diff']:+.4f})"
             )
-        lines.append(f"| {r['row']} | " + " | ".join(cells) + f" | {r['bytes_per_client_per_epoch']:,.0f} |")
+        tail = f" | {r['bytes_per_client_per_epoch']:,.0f} |" if has_bytes else " |"
+        lines.append(f"| {r['row']} | " + " | ".join(cells) + tail)
     path.write_text("\n".join(lines) + "\n")
 
 
