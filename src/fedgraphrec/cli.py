@@ -309,7 +309,8 @@ def frontier(
         bool, typer.Option(help="Measure the server's inference (short real-crypto runs).")
     ] = True,
     reuse: Annotated[
-        Path | None, typer.Option(help="A `compare` folder (same config, seeds) whose methods are not rerun.")
+        list[Path] | None,
+        typer.Option(help="`compare` folders (same config) whose methods are not rerun (repeatable)."),
     ] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("runs/frontier"),
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
@@ -327,7 +328,7 @@ def frontier(
     try:
         run_frontier(
             dataset, out_dir, methods=methods, seeds=seeds or [1], config=config, overrides=overrides or (),
-            attack=attack, reuse=reuse, progress=progress,
+            attack=attack, reuse=reuse or (), progress=progress,
         )  # fmt: skip
     except (ConfigError, DataError, ValueError, CryptoError) as exc:
         raise _fail(str(exc)) from None

@@ -49,3 +49,26 @@ def test_frontier_reuses_a_compare_folder(tmp_path) -> None:
     )
     assert table[0]["recall@20"] == rows[0]["recall@20_mean"]
     assert not (tmp_path / "fr" / "runs").exists()
+
+
+def test_frontier_reuses_several_folders_and_shows_other_seeds(tmp_path) -> None:
+    from fedgraphrec.experiments.compare import compare, parse_method
+
+    fedmf = next(m for m in HORIZONTAL if m.label == "FedMF")
+    central = next(m for m in HORIZONTAL if m.label == "LightGCN (centralized)")
+    over = ["dataset=synthetic", *TINY]
+    compare([parse_method(fedmf.method)], [1, 2], tmp_path / "a", overrides=over)
+    compare([parse_method(central.method)], [1], tmp_path / "b", overrides=over)
+    table = frontier(
+        "synthetic",
+        tmp_path / "fr",
+        methods=[fedmf, central],
+        seeds=[1, 2],
+        overrides=TINY,
+        reuse=[tmp_path / "a", tmp_path / "b"],
+        attack=False,
+    )
+    assert [r["seeds"] for r in table] == [[1, 2], [1]]
+    md = (tmp_path / "fr" / "frontier.md").read_text()
+    assert "| LightGCN (centralized) (seeds [1]) |" in md and "| FedMF |" in md
+    assert not (tmp_path / "fr" / "runs").exists()

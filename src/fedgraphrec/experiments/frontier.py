@@ -107,23 +107,23 @@ def frontier(
     config: str | Path | None = None,
     overrides: Sequence[str] = (),
     attack: bool = True,
-    reuse: str | Path | None = None,
+    reuse: str | Path | Sequence[str | Path] = (),
     progress: bool = False,
 ) -> list[dict[str, Any]]:
     """Run ``methods`` on ``dataset``; write ``frontier.md`` / ``.json`` / ``.csv`` and ``frontier.png``.
 
-    ``reuse``: a :func:`~fedgraphrec.experiments.compare.compare` folder run with the same config and
-    seeds; a method whose spec (``"pgcn:model=lightgcn+"``) labels a row there is not run again.
+    ``reuse``: :func:`~fedgraphrec.experiments.compare.compare` folders run with the same config; a
+    method whose spec (``"pgcn:model=lightgcn+"``) or label names a row there is not run again (the
+    first folder that has it wins). A reused row keeps its folder's seeds, and the table shows them
+    where they differ from ``seeds``: a method too slow for every seed can come from a shorter run.
     """
     base = [f"dataset={dataset}", *overrides]
     done: dict[str, dict[str, Any]] = {}
-    if reuse is not None:
-        saved = json.loads((Path(reuse) / "compare.json").read_text())
-        if sorted(saved["seeds"]) != sorted(seeds):
-            raise ValueError(
-                f"{reuse}: compare ran seeds {saved['seeds']}, the frontier asks for {list(seeds)}"
-            )
-        done = {r["method"]: r for r in saved["rows"]}
+    for folder in [reuse] if isinstance(reuse, str | Path) else list(reuse):
+        saved = json.loads((Path(folder) / "compare.json").read_text())
+        for r in saved["rows"]:
+            done.setdefault(r["method"], {**r, "seeds": sorted(saved["seeds"])})
+    done.update({m.method: done[m.label] for m in methods if m.label in done and m.method not in done})
     specs = []
     for m in methods:
         spec = parse_method(m.method)
@@ -131,7 +131,7 @@ def frontier(
     out = Path(out_dir)
     todo = [s for s, m in zip(specs, methods, strict=True) if m.method not in done]
     ran = compare(todo, seeds, out / "runs", config=config, overrides=base, progress=progress) if todo else []
-    rows = {r["method"]: r for r in ran}
+    rows = {r["method"]: {**r, "seeds": sorted(seeds)} for r in ran}
     rows.update({m.label: done[m.method] for m in methods if m.method in done})
     table = []
     for m, spec in zip(methods, specs, strict=True):
@@ -150,6 +150,7 @@ def frontier(
                 "mechanism": m.mechanism,
                 "epsilon": _epsilon(cfg),
                 "server_inference_auc": auc,
+                "seeds": r["seeds"],
             }
         )
     _write(out, dataset, list(seeds), table)
@@ -160,6 +161,11 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
     if x is None:
         return "–"
     return "∞" if math.isinf(x) else format(x, spec)
+
+
+def _seed_note(row_seeds: list[int], seeds: list[int]) -> str:
+    """`` (seeds [1])`` where a reused row ran other seeds than the table's."""
+    return "" if sorted(row_seeds) == sorted(seeds) else f" (seeds {row_seeds})"
 
 
 def _write(out: Path, dataset: str, seeds: list[int], table: list[dict[str, Any]]) -> None:
@@ -183,7 +189,8 @@ def _write(out: Path, dataset: str, seeds: list[int], table: list[dict[str, Any]
     ]
     for r in table:
         md.append(
-            f"| {r['method']} | {_fmt(r['recall@20'], '.4f')} | {_fmt(r['ndcg@20'], '.4f')} | "
+            f"| {r['method']}{_seed_note(r['seeds'], seeds)} | {_fmt(r['recall@20'], '.4f')} | "
+            f"{_fmt(r['ndcg@20'], '.4f')} | "
             f"{r['bytes_per_client_per_epoch']:,.0f} | {r['mechanism']} | {_fmt(r['epsilon'], '.1f')} | "
             f"{_fmt(r['server_inference_auc'])} |"
         )
