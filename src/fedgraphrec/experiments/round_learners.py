@@ -69,7 +69,20 @@ class FedGRecLearner(RoundLearner):
         return self.protocol.final_embeddings()
 
 
-class FedNCFLearner(RoundLearner):
+class _LossRoundLearner(RoundLearner):
+    """A learner whose protocol's round returns ``(loss, clients)`` and loses no client."""
+
+    protocol: FedNCF | FedPerGNN
+    last_round: dict[str, int]
+
+    def train_round(self, round_index: int) -> BatchStats:
+        """One protocol round; the loss is all data term (these protocols report no separate L2)."""
+        loss, n = self.protocol.train_round(round_index)
+        self.last_round = {"clients": n, "clients_lost": 0, "clients_recovered": 0}
+        return BatchStats(loss, loss, 0.0)
+
+
+class FedNCFLearner(_LossRoundLearner):
     """FedNCF by rounds (one epoch = one round), evaluated through the NeuMF scorer."""
 
     def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
@@ -95,20 +108,16 @@ class FedNCFLearner(RoundLearner):
         )
         self.last_round: dict[str, int] = {}
 
-    def train_round(self, round_index: int) -> BatchStats:
-        """One FedNCF round."""
-        loss, n = self.protocol.train_round(round_index)
-        self.last_round = {"clients": n, "clients_lost": 0, "clients_recovered": 0}
-        return BatchStats(loss, loss, 0.0)
-
     @torch.no_grad()
     def score_users(self, users: torch.Tensor) -> torch.Tensor:
         """NeuMF scores with the users' own rows and the server's items and weights."""
         return self.model.score_users(users).float()
 
 
-class FedPerGNNLearner(RoundLearner):
+class FedPerGNNLearner(_LossRoundLearner):
     """FedPerGNN by rounds (one epoch = one round); users score with their local GNN's ``h_u``."""
+
+    protocol: FedPerGNN
 
     def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
         if cfg.model not in ("lightgcn", "mf"):
@@ -135,12 +144,6 @@ class FedPerGNNLearner(RoundLearner):
             **network_options(cfg),
         )
         self.last_round: dict[str, int] = {}
-
-    def train_round(self, round_index: int) -> BatchStats:
-        """One FedPerGNN round."""
-        loss, n = self.protocol.train_round(round_index)
-        self.last_round = {"clients": n, "clients_lost": 0, "clients_recovered": 0}
-        return BatchStats(loss, loss, 0.0)
 
     def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Users' local-GNN representations and the server's item table."""
