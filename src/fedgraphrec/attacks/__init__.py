@@ -11,11 +11,14 @@
   layer-1 user embedding it receives.
 * :func:`private_item_hits` — a DGREC neighbour ranks items by the rows of a received gradient:
   plain gradients give private items away, one-bit encodings hide them.
+* :func:`p4gcn_link` — P4GCN's recommender, who decrypts every sandwich, infers the social party's
+  links: exact without DP noise, a random guess with it.
 """
 
 from fedgraphrec.attacks.gnn4fr_neighbour import NeighbourInference, gnn4fr_neighbour
 from fedgraphrec.attacks.lpgcn_collusion import CollusionResult, lpgcn_collusion
 from fedgraphrec.attacks.neighbour_gradient import GradientInference, private_item_hits
+from fedgraphrec.attacks.p4gcn_link import LinkInference, p4gcn_link
 from fedgraphrec.attacks.query_intersection import IntersectionResult, query_intersection
 from fedgraphrec.attacks.upload_inference import UploadInference, upload_inference
 
@@ -23,10 +26,12 @@ __all__ = [
     "CollusionResult",
     "GradientInference",
     "IntersectionResult",
+    "LinkInference",
     "NeighbourInference",
     "UploadInference",
     "gnn4fr_neighbour",
     "lpgcn_collusion",
+    "p4gcn_link",
     "private_item_hits",
     "query_intersection",
     "upload_inference",
