@@ -204,11 +204,8 @@ def p4gcn_link(
     rel = list(_releases(transcript, decrypt, source, n))
     if not rel:
         raise ValueError(f"transcript: no {source} sandwiches received by the recommender")
-    if oracle_w1 is None:
-        w = _fit_w(rel)
-    else:
-        w = oracle_w1 if source == "forward" else oracle_w1.T
-    s = _scores(rel, w, n)
+    oracle = None if oracle_w1 is None else (oracle_w1 if source == "forward" else oracle_w1.T)
+    s = _scores(rel, _fit_w(rel) if oracle is None else oracle, n)
     seen = s.any(axis=1)
     mu = s.mean(1, keepdims=True)
     sd = np.maximum(s.std(1, keepdims=True), 1e-300)
