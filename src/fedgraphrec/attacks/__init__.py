@@ -17,7 +17,12 @@
 
 from fedgraphrec.attacks.gnn4fr_neighbour import NeighbourInference, gnn4fr_neighbour
 from fedgraphrec.attacks.lpgcn_collusion import CollusionResult, lpgcn_collusion
-from fedgraphrec.attacks.neighbour_gradient import GradientInference, private_item_hits
+from fedgraphrec.attacks.neighbour_gradient import (
+    GradientInference,
+    GradientRanking,
+    private_item_hits,
+    private_item_ranking,
+)
 from fedgraphrec.attacks.p4gcn_link import LinkInference, p4gcn_link
 from fedgraphrec.attacks.query_intersection import IntersectionResult, query_intersection
 from fedgraphrec.attacks.upload_inference import UploadInference, upload_inference
@@ -25,6 +30,7 @@ from fedgraphrec.attacks.upload_inference import UploadInference, upload_inferen
 __all__ = [
     "CollusionResult",
     "GradientInference",
+    "GradientRanking",
     "IntersectionResult",
     "LinkInference",
     "NeighbourInference",
@@ -33,6 +39,7 @@ __all__ = [
     "lpgcn_collusion",
     "p4gcn_link",
     "private_item_hits",
+    "private_item_ranking",
     "query_intersection",
     "upload_inference",
 ]
