@@ -20,6 +20,7 @@ from fedgraphrec.attacks.lpgcn_collusion import CollusionResult, lpgcn_collusion
 from fedgraphrec.attacks.neighbour_gradient import (
     GradientInference,
     GradientRanking,
+    first_round_gradients,
     private_item_hits,
     private_item_ranking,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "LinkInference",
     "NeighbourInference",
     "UploadInference",
+    "first_round_gradients",
     "gnn4fr_neighbour",
     "lpgcn_collusion",
     "p4gcn_link",

@@ -44,6 +44,22 @@ def _spent(proto: P4GCN, delta: float) -> float | None:
         return None
 
 
+def _signal(proto: P4GCN) -> dict[str, float]:
+    """Context for the noise (analysis side, not the attacker's): row and single-link term norms.
+
+    ``mean_signal_row_norm``: mean ``‖l_i X W1‖`` of the final release without noise;
+    ``mean_link_term_norm``: mean ``‖L̃_ij x_j W1‖`` over links (what one link adds to a row).
+    """
+    xw = (proto.p1.x_soc / proto.p1.s_x) @ proto.p2.w1
+    lt = proto.p2.lt.tocoo()
+    off = lt.row != lt.col
+    link = np.abs(lt.data[off]) * np.linalg.norm(xw[lt.col[off]], axis=1)
+    return {
+        "mean_signal_row_norm": float(np.linalg.norm(proto.p2.lt @ xw, axis=1).mean()),
+        "mean_link_term_norm": float(link.mean()) if len(link) else 0.0,
+    }
+
+
 def _arm(data: Ratings, eps: float | None, epochs: int, seed: int, dim: int) -> dict[str, Any]:
     """Train one arm (``eps=None``: no noise) and attack its transcript three ways."""
     assert data.social is not None
@@ -66,6 +82,7 @@ def _arm(data: Ratings, eps: float | None, epochs: int, seed: int, dim: int) -> 
         "releases_K": proto.releases,
         "epsilon_spent": _spent(proto, cfg.delta) if cfg.noise else None,
         "mean_noise_row_norm": float(np.mean(proto.p2.sigma) * np.sqrt(dim)),
+        **_signal(proto),
         "train_seconds": time.perf_counter() - t0,
     }
     attacks = {
@@ -124,6 +141,13 @@ def _markdown(report: dict[str, Any], path: Path) -> None:
         "| ε | K | source | AUC | prec. | random prec. | global prec. | random global |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    tail = [
+        "",
+        "Noise per release vs signal (decrypted units; mean over users / links):",
+        "",
+        "| ε | ε spent | noise row norm σ√d | signal row norm ‖l_i X W1‖ | one link's term ‖L̃_ij x_j W1‖ |",
+        "|---|---|---|---|---|",
+    ]
     names = {"forward": "forward", "forward_oracle_w1": "forward, oracle W1", "backward": "backward"}
     for arm in report["arms"]:
         eps = "off" if arm["eps"] is None else f"{arm['eps']:g}"
@@ -134,7 +158,12 @@ def _markdown(report: dict[str, Any], path: Path) -> None:
                 f"{s['mean_precision']:.3f} | {s['mean_random_precision']:.4f} | "
                 f"{s['global_precision']:.3f} | {s['global_random_precision']:.4f} |"
             )
-    path.write_text("\n".join(lines) + "\n")
+        spent = "-" if arm["epsilon_spent"] is None else f"{arm['epsilon_spent']:.2f}"
+        tail.append(
+            f"| {eps} | {spent} | {arm['mean_noise_row_norm']:.2e} | {arm['mean_signal_row_norm']:.2e} | "
+            f"{arm['mean_link_term_norm']:.2e} |"
+        )
+    path.write_text("\n".join(lines + tail) + "\n")
 
 
 def _plot(report: dict[str, Any], path: Path) -> None:
