@@ -202,10 +202,10 @@ def _refine_w(
 
 def _standardise(s: np.ndarray) -> np.ndarray:
     """Per-user z-scores of the rows with evidence, symmetrised (a link shows in both rows)."""
-    seen = s.any(axis=1)
+    seen = np.asarray(s.any(axis=1), dtype=bool).reshape(-1, 1)
     mu = s.mean(1, keepdims=True)
     sd = np.maximum(s.std(1, keepdims=True), 1e-300)
-    z = np.where(seen[:, None], (s - mu) / sd, 0.0)
+    z = np.where(seen, (s - mu) / sd, 0.0)
     z = z + z.T
     np.fill_diagonal(z, -np.inf)
     return z
