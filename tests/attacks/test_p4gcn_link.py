@@ -60,3 +60,26 @@ def test_unknown_source_and_missing_transcript_are_rejected() -> None:
         p4gcn_link(net.transcript, adj, be.decrypt, source="sideways")
     with pytest.raises(ValueError, match="set-up"):
         p4gcn_link(Network(0, transcripts=True).transcript, adj, be.decrypt)
+
+
+def test_the_attack_reads_real_paillier_ciphertexts_with_p1s_key() -> None:
+    pytest.importorskip("phe")
+    pytest.importorskip("gmpy2")
+    from fedgraphrec.crypto.he import make_backend
+
+    rng = np.random.default_rng(2)
+    n, d = 14, 4
+    users = np.repeat(np.arange(n), 3)
+    train = (users, rng.integers(0, 6, size=len(users)), rng.integers(1, 6, size=len(users)).astype(float))
+    a = np.triu(rng.random((n, n)) < 0.2, 1)
+    adj = sp.csr_matrix((a | a.T).astype(float))
+    out = {}
+    for name in ("plain", "paillier"):
+        be = make_backend(name, key_bits=512) if name == "paillier" else make_backend(name)
+        net = Network(0, transcripts=True)
+        cfg = P4GCNConfig(dim=d, batch_size=16, epochs=1, noise=False)
+        p = P4GCN(train, n, 6, adj, cfg, be, (1.0, 5.0), seed=3, network=net)
+        p.run_epoch(0)
+        out[name] = p4gcn_link(net.transcript, adj, be.decrypt, source="backward").summary()
+    assert out["paillier"]["victims"] > 5
+    assert out["paillier"]["mean_auc"] == pytest.approx(out["plain"]["mean_auc"], abs=0.02)
