@@ -338,24 +338,40 @@ def frontier(
 
 @app.command()
 def audit(
-    protocol: Annotated[str, typer.Argument(help="fedgrec, federank, fcf, lpgcn or gnn4fr.")],
+    protocol: Annotated[str, typer.Argument(help="fedgrec, federank, fcf, lpgcn, gnn4fr, p4gcn or dgrec.")],
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML configuration file.")] = None,
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="Override a config key (repeatable).")
     ] = None,
-    rounds: Annotated[int, typer.Option(help="Rounds to run (twice: secure aggregation on and off).")] = 20,
+    rounds: Annotated[
+        int, typer.Option(help="Rounds to run (twice: secure aggregation on and off); dgrec: group steps.")
+    ] = 20,
+    epochs: Annotated[int, typer.Option(help="p4gcn: training epochs per arm.")] = 1,
+    seed: Annotated[int, typer.Option(help="p4gcn, dgrec: run seed.")] = 0,
     out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("runs/audit"),
 ) -> None:
-    """Attack what the server received, with and without secure aggregation; write a report."""
+    """Attack what each party received, with the protocol's protection on and off; write a report."""
     from fedgraphrec.crypto import CryptoError
     from fedgraphrec.data import DataError
     from fedgraphrec.experiments import ConfigError, load_config
     from fedgraphrec.experiments.audit import audit as run_audit
 
     try:
-        cfg = load_config(config, overrides, protocol=protocol, dataset=dataset)
-        run_audit(cfg, rounds, out_dir)
+        if protocol in ("p4gcn", "dgrec"):  # rating/side-information datasets, own settings
+            if dataset is None:
+                raise ValueError(f"audit {protocol}: --dataset is required")
+            if protocol == "p4gcn":
+                from fedgraphrec.experiments.audit_p4gcn import audit_p4gcn
+
+                audit_p4gcn(dataset, out_dir, epochs=epochs, seed=seed)
+            else:
+                from fedgraphrec.experiments.audit_dgrec import audit_dgrec
+
+                audit_dgrec(dataset, out_dir, steps=rounds, seed=seed)
+        else:
+            cfg = load_config(config, overrides, protocol=protocol, dataset=dataset)
+            run_audit(cfg, rounds, out_dir)
     except (ConfigError, DataError, ValueError, CryptoError) as exc:
         raise _fail(str(exc)) from None
     out.print((out_dir / "audit.md").read_text())

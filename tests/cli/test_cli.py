@@ -372,3 +372,40 @@ def test_audit_gnn4fr_reports_what_a_neighbour_learns(tmp_path):
     arms = json.loads((out / "audit.json").read_text())["attack"]
     assert arms["neighbour (holds S)"]["mean_auc"] > 0.7
     assert arms["server (no S)"]["mean_auc"] == 0.5
+
+
+def _social_folder(root: Path) -> Path:
+    """A tiny rating dataset with a social graph and an item graph (FilmTrust/Flixster layout)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    folder = root / "tiny-social"
+    folder.mkdir()
+    rows = [f"{u}\t{i}\t{rng.integers(1, 6)}" for u in range(50) for i in rng.choice(40, 8, replace=False)]
+    (folder / "ratings.tsv").write_text("\n".join(rows) + "\n")
+    links = {tuple(sorted(p)) for p in rng.integers(0, 50, (90, 2)).tolist() if p[0] != p[1]}
+    (folder / "social.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in sorted(links)))
+    (folder / "item_graph.tsv").write_text("".join(f"{i}\t{(i + 1) % 40}\n" for i in range(40)))
+    return folder
+
+
+def test_audit_p4gcn_and_dgrec_write_reports(tmp_path):
+    data = _social_folder(tmp_path)
+    out = tmp_path / "p4"
+    res = runner.invoke(app, ["audit", "p4gcn", "--dataset", str(data), "--epochs", "2", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    arms = {a["eps"]: a["attacks"] for a in json.loads((out / "audit.json").read_text())["arms"]}
+    assert arms[None]["backward"]["mean_auc"] > 0.8  # no noise: the links show
+    assert abs(arms[1.0]["forward"]["mean_auc"] - 0.5) < 0.15
+    assert (out / "p4gcn_link.png").exists() and "oracle W1" in (out / "audit.md").read_text()
+    out = tmp_path / "dg"
+    res = runner.invoke(app, ["audit", "dgrec", "--dataset", str(data), "--rounds", "3", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    arms = json.loads((out / "audit.json").read_text())["arms"]
+    assert arms["plain"]["mean_auc"] > arms["one_bit"]["mean_auc"]
+    assert (out / "dgrec_neighbour.png").exists()
+
+
+def test_audit_p4gcn_needs_a_dataset(tmp_path):
+    res = runner.invoke(app, ["audit", "p4gcn", "--out", str(tmp_path / "a")])
+    assert res.exit_code == 2 and "--dataset is required" in res.output

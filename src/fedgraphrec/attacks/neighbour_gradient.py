@@ -5,7 +5,10 @@ hypergraph nodes (own items, neighbours' public items) and the step's positives 
 neighbour that receives the **plain** gradient ranks items by the L2 norm of their rows; one that
 receives the **one-bit encoding** can only rank by ``|Σ bits|`` of a row (every row of ``±1`` has the
 same norm), the best it can do per row. Success is measured on the member's *private* items (those it
-did not publicise): hit rate of the top-``k`` guesses against the random-guess rate ``k·|P|/|I|``.
+did not publicise): hit rate of the top-``k`` guesses against the random-guess rate ``k·|P|/|I|``
+(:func:`private_item_hits`), and, with the member's public items set aside (the neighbour received
+them at set-up), the ROC AUC of private items against the items the member does not hold and the
+precision of the top-``|P|`` guesses (:func:`private_item_ranking`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,18 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["GradientInference", "private_item_hits"]
+from fedgraphrec.attacks.upload_inference import _auc
+from fedgraphrec.runtime import Transcript
+
+__all__ = [
+    "GradientInference",
+    "GradientRanking",
+    "first_round_gradients",
+    "private_item_hits",
+    "private_item_ranking",
+]
+
+FIRST_ROUND = "dgrec/flood/round=0"
 
 
 @dataclass(frozen=True)
@@ -67,3 +81,80 @@ def private_item_hits(
         total += len(priv)
         chance += k * len(priv) / n_items
     return GradientInference(hits, total, chance, hits / max(total, 1))
+
+
+@dataclass(frozen=True)
+class GradientRanking:
+    """Per target: AUC of private vs not-held items, top-``|P|`` precision, its random baseline."""
+
+    auc: np.ndarray
+    precision: np.ndarray
+    random_precision: np.ndarray
+
+    def summary(self) -> dict[str, float]:
+        """Means over targets."""
+        return {
+            "targets": float(len(self.auc)),
+            "mean_auc": float(np.nanmean(self.auc)),
+            "mean_precision": float(np.mean(self.precision)),
+            "mean_random_precision": float(np.mean(self.random_precision)),
+        }
+
+
+def private_item_ranking(
+    received: torch.Tensor, private: list[np.ndarray], known: list[np.ndarray], n_items: int, d: int
+) -> GradientRanking:
+    """Rank the items a neighbour does not already know a target holds, by the received rows.
+
+    Args:
+        received: ``[n_targets, n_s]`` vectors as received (plain float or one-bit int8).
+        private: each target's private item ids (the positives).
+        known: each target's public item ids (sent to its neighbours at set-up; set aside).
+        n_items: item count.
+        d: embedding size.
+
+    Raises:
+        ValueError: the lists do not match the received rows.
+    """
+    if not received.shape[0] == len(private) == len(known):
+        raise ValueError(
+            f"received has {received.shape[0]} rows, private {len(private)} and known {len(known)} targets"
+        )
+    aucs, precs, rands = [], [], []
+    for vec, priv, pub in zip(received, private, known, strict=True):
+        cand = np.setdiff1d(np.arange(n_items), pub)
+        truth = np.isin(cand, priv)
+        score = _row_scores(vec, n_items, d).numpy()[cand]
+        k = int(truth.sum())
+        aucs.append(_auc(score, truth))
+        precs.append(float(truth[np.argsort(-score, kind="stable")[:k]].mean()) if k else 0.0)
+        rands.append(k / max(len(cand), 1))
+    return GradientRanking(np.array(aucs), np.array(precs), np.array(rands))
+
+
+def first_round_gradients(
+    transcript: Transcript, phase: str = FIRST_ROUND
+) -> tuple[np.ndarray, torch.Tensor]:
+    """The encoded gradients neighbours received straight from their originators.
+
+    In flooding round 0 every member sends only its own message to its sampled neighbours, so the
+    receiver knows whose gradient it holds (later rounds relay messages under random ids). Returns
+    the distinct originators (first message of each, in order received) and their vectors.
+
+    Raises:
+        ValueError: no such round in the users' transcript (run DGREC with transcripts on).
+    """
+    senders: list[int] = []
+    vectors: list[torch.Tensor] = []
+    seen: set[int] = set()
+    for entry in transcript.of("user"):
+        if entry.phase != phase or entry.senders is None:
+            continue
+        for sender, vec in zip(entry.senders, entry.payloads, strict=True):
+            if int(sender) not in seen:
+                seen.add(int(sender))
+                senders.append(int(sender))
+                vectors.append(vec)
+    if not vectors:
+        raise ValueError(f"transcript: no {phase!r} messages received by users; run with transcripts on")
+    return np.array(senders, dtype=np.int64), torch.stack(vectors)

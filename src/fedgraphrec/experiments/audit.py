@@ -1,6 +1,7 @@
 """Privacy audit: run a protocol with transcripts on and attack what each party received.
 
-So far the FedGRec family (``fedgrec``, ``federank``, ``fcf``) has attacks: the server's query
+The FedGRec family (``fedgrec``, ``federank``, ``fcf``) is attacked here (LP-GCN and GNN4FR in
+:mod:`.audit_graph`, P4GCN in :mod:`.audit_p4gcn`, DGREC in :mod:`.audit_dgrec`): the server's query
 intersection across rounds and its inference from users' item updates, the latter once with secure
 aggregation (``real`` crypto, so the server's transcript holds the actual masked vectors) and once
 with uploads in the clear (protection off, the baseline the protection is measured against). The
@@ -52,7 +53,8 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
         return audit_gnn4fr(cfg, out_dir)
     if cfg.protocol not in ROUND_PROTOCOLS:
         raise ValueError(
-            f"audit: attacks exist for {', '.join(ROUND_PROTOCOLS)} so far, not for {cfg.protocol!r}"
+            f"audit: attacks exist for {', '.join(ROUND_PROTOCOLS)}, lpgcn, gnn4fr, p4gcn and dgrec, "
+            f"not for {cfg.protocol!r}"
         )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
