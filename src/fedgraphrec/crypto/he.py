@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = [
+    "BACKENDS",
     "CKKSBackend",
     "EncMatrix",
     "HEBackend",
@@ -360,12 +361,26 @@ class CKKSBackend(HEBackend):
         return [bytes(v.serialize()) for cols in c.data for v in cols]
 
 
+BACKENDS = ("plain", "paillier", "ckks", "ckks-packed")
+
+
 def make_backend(name: str, **kwargs: Any) -> HEBackend:
-    """Build a backend by name: ``plain``, ``paillier`` or ``ckks``."""
+    """Build a backend by name: ``plain``, ``paillier``, ``ckks`` or ``ckks-packed``.
+
+    ``ckks-packed`` is :class:`~fedgraphrec.crypto.he_packed.PackedCKKSBackend` (imported lazily: that
+    module builds on this one).
+
+    Raises:
+        ValueError: for an unknown name (the message lists the valid ones).
+    """
     if name == "plain":
         return PlainBackend(**kwargs)
     if name == "paillier":
         return PaillierBackend(**kwargs)
     if name == "ckks":
         return CKKSBackend(**kwargs)
-    raise ValueError(f"backend must be 'plain', 'paillier' or 'ckks', got {name!r}")
+    if name == "ckks-packed":
+        from fedgraphrec.crypto.he_packed import PackedCKKSBackend
+
+        return PackedCKKSBackend(**kwargs)
+    raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {name!r}")
