@@ -12,7 +12,7 @@ Layout (``D`` = ``d`` rounded up to a power of two, ``R = slots / D``, ``S = R·
   ``m_j[a]`` for every ``r < R`` (one ciphertext per row, at the top level, scale ``Δ``).
 * For a block of ``R`` output rows ``i_0..i_{R-1}`` the side owner forms
   ``[T] = Σ_j [m_j] ⊙ μ_j`` with ``μ_j[a·R + r] = left[i_r, j]``; then slot ``a·R + r`` of ``T`` is
-  ``(left·M)[i_r, a]``. One rescale.
+  ``(left·M)[i_r, a]``.
 * ``Y = T·right`` by the diagonal method over the ``D`` column groups (a rotation by ``k·R`` slots
   moves column group ``a`` to ``a - k`` cyclically because ``D·R = S``):
 
@@ -22,21 +22,26 @@ Layout (``D`` = ``d`` rounded up to a power of two, ``R = slots / D``, ``S = R·
       \delta_k[b R + r] = \mathrm{right}[(b+k) \bmod D,\ b],
 
   evaluated as ``Σ_g rot(Σ_i rot(δ_{g n1 + i}, -g n1 R) ⊙ rot([T], iR), g n1 R)`` (``n1`` baby
-  steps, ``D/n1`` giant steps). One rescale. Slot ``b·R + r`` of ``Y`` is ``(left·M·right)[i_r, b]``.
+  steps, ``D/n1`` giant steps). Slot ``b·R + r`` of ``Y`` is ``(left·M·right)[i_r, b]``.
 * ``Enc_pk(E)`` of the block's noise in the same layout is added (re-randomisation, Algorithm 1).
 
-The result is one ciphertext per block of ``R`` rows at the last level (the cheapest to send and to
-decrypt). Multiplicative depth 2: the default chain ``[60, 40, 40, 60]`` at ``N = 8192`` (128-bit
-security) allows exactly the two rescalings.
+Depth and scales (default chain ``[60, 40, 40, 60]`` at ``N = 8192``, 128-bit security): the mask
+products take ``[T]`` to scale ``Δ·s_μ ≈ 2^90`` at the top level; the baby-step rotations run there,
+so their key-switching noise is negligible against the scale; one rescale (by the last 40-bit prime)
+leaves ``mid_scale = 2^50``; the diagonal products reach ``out_scale = 2^90`` at the level of
+``q0·q1 ≈ 2^100``, where the giant-step rotations run and the result stays *without* a second
+rescale: a rescale's rounding (``≈ 10^4 / scale`` per slot) would otherwise be the dominant error.
+The result is one ciphertext per block of ``R`` rows (two 60/40-bit primes, ~0.26 MB).
 
 Security model: the side owner works only with :class:`PackedCKKSPublic` (parameters, public key,
 rotation keys); the secret key stays in :class:`PackedCKKSBackend`, which the key owner holds. CKKS is
-approximate: decryptions carry an error of about ``2^-40`` relative to the scale, and CKKS results are
-not circuit-private (the decryptor's error term depends on the side matrices); the DP noise ``E``
-added inside the ciphertext is many orders of magnitude larger than that error in P4GCN.
+approximate: decryptions carry a small error, and CKKS results are not circuit-private (the
+decryptor's error term depends on the side matrices); the DP noise ``E`` added inside the ciphertext
+is many orders of magnitude larger than that error in P4GCN.
 
-Precision contract: with the defaults, results must satisfy ``|y| < 2^9`` (``2^(q0 - 1 - out)``
-with ``q0 = 60`` and ``out = out_scale_bits = 50``); the absolute error is about ``1e-11``.
+Precision contract: results must satisfy ``|y| < 2^(q0 + q1 - 1 - out_scale_bits)`` (``2^9`` with the
+defaults); the absolute error is then about ``1e-13`` for middle entries below ``0.1`` and
+``‖right‖_F ≤ 0.1`` (the P4GCN clip bounds), about ``1e-9`` for ``O(1)`` entries.
 """
 
 from __future__ import annotations
@@ -79,8 +84,8 @@ class PackedCKKSPublic:
         dim_pad: ``D``, the padded row length (a power of two).
         rows_per_block: ``R = slots / D``.
         baby: ``n1``, baby steps of the diagonal method.
-        mid_scale: scale of ``[T]`` after the first rescale.
-        out_scale: scale of the result after the second rescale.
+        mid_scale: scale of ``[T]`` after its rescale.
+        out_scale: scale of the result (not rescaled again, see the module docstring).
     """
 
     context: Any
@@ -143,7 +148,7 @@ def _diagonals(pub: PackedCKKSPublic, right: np.ndarray) -> list[list[np.ndarray
 
 
 def _block_lm(pub: PackedCKKSPublic, blk: sp.csc_matrix, rows: list[Any]) -> Any | None:
-    """``[T] = Σ_j [m_j] ⊙ μ_j`` for one block (rescaled once); ``None`` if the block is all zero."""
+    """``[T] = Σ_j [m_j] ⊙ μ_j`` for one block (not yet rescaled); ``None`` if the block is all zero."""
     ev, D, R = pub.evaluator, pub.dim_pad, pub.rows_per_block
     acc = None
     mask_scale = 0.0
@@ -161,22 +166,26 @@ def _block_lm(pub: PackedCKKSPublic, blk: sp.csc_matrix, rows: list[Any]) -> Any
             acc = term
         else:
             ev.add_inplace(acc, term)
-    if acc is not None:
-        ev.rescale_to_next_inplace(acc)
     return acc
 
 
 def _block_times_right(pub: PackedCKKSPublic, t: Any, diags: list[list[np.ndarray | None]]) -> Any:
-    """``[T·right]`` by the baby-step/giant-step diagonal method (rescaled once)."""
+    """``[T·right]`` by the baby-step/giant-step diagonal method (one rescale, of ``[T]``).
+
+    The baby-step rotations act on ``[T]`` *before* its rescale and the giant-step rotations on the
+    ``out_scale`` partial sums, so key-switching noise always meets a scale of about ``2^90``.
+    """
     seal = _seal()
     ev, gk, R, n1 = pub.evaluator, pub.galois_keys, pub.rows_per_block, pub.baby
-    pid = t.parms_id()
-    w_scale = pub.out_scale * pub.last_prime(pid) / t.scale
     baby: list[Any] = [t]
     for i in range(1, n1):
         r = seal.Ciphertext()
         ev.rotate_vector(t, i * R, gk, r)
         baby.append(r)
+    for r in baby:
+        ev.rescale_to_next_inplace(r)
+    pid = baby[0].parms_id()
+    w_scale = pub.out_scale / baby[0].scale
     out = None
     for g, row in enumerate(diags):
         inner = None
@@ -199,7 +208,6 @@ def _block_times_right(pub: PackedCKKSPublic, t: Any, diags: list[list[np.ndarra
             ev.add_inplace(out, inner)
     if out is None:
         raise ValueError("right is the zero matrix")
-    ev.rescale_to_next_inplace(out)
     return out
 
 
@@ -250,7 +258,7 @@ def packed_sandwich(
         t = _block_lm(pub, sp.csc_matrix(left[lo:hi]), c.data)
         z = _noise_slots(pub, noise, lo, hi, d_out)
         if t is None:  # all-zero block: the result is the noise alone
-            blocks.append(pub.encrypt_slots(z, pub.parms_below(first, 2), pub.out_scale))
+            blocks.append(pub.encrypt_slots(z, pub.parms_below(first, 1), pub.out_scale))
             continue
         y = _block_times_right(pub, t, diags)
         pub.evaluator.add_inplace(y, pub.encrypt_slots(z, y.parms_id(), y.scale))
@@ -271,8 +279,9 @@ class PackedCKKSBackend(HEBackend):
         coeff_mod_bit_sizes: modulus chain; at least three data primes and the special prime
             (default ``(60, 40, 40, 60)``, 218 bits: 128-bit security at ``N = 8192``).
         scale_bits: scale ``Δ = 2^scale_bits`` of fresh encryptions (default 40).
-        out_scale_bits: scale of sandwich results (default 50; bounds results by
-            ``2^(q0 - 1 - out_scale_bits)``).
+        mid_scale_bits: scale of ``[T] = left·[M]`` after its rescale (default 50).
+        out_scale_bits: scale of sandwich results (default 90; bounds results by
+            ``2^(q0 + q1 - 1 - out_scale_bits)``).
 
     Raises:
         ValueError: if ``dim`` does not fit the slots or the chain is too short.
@@ -286,7 +295,8 @@ class PackedCKKSBackend(HEBackend):
         poly_modulus_degree: int = 8192,
         coeff_mod_bit_sizes: tuple[int, ...] = (60, 40, 40, 60),
         scale_bits: int = 40,
-        out_scale_bits: int = 50,
+        mid_scale_bits: int = 50,
+        out_scale_bits: int = 90,
     ) -> None:
         seal = _seal()
         slots = poly_modulus_degree // 2
@@ -295,8 +305,11 @@ class PackedCKKSBackend(HEBackend):
             raise ValueError(f"dim must be in [1, {slots}] for N = {poly_modulus_degree}, got {dim}")
         if len(coeff_mod_bit_sizes) < 4:
             raise ValueError("the chain needs three data primes and the special prime (two rescalings)")
-        if out_scale_bits >= coeff_mod_bit_sizes[0] - 1:
-            raise ValueError(f"out_scale_bits must be < {coeff_mod_bit_sizes[0] - 1}, got {out_scale_bits}")
+        room = coeff_mod_bit_sizes[0] + coeff_mod_bit_sizes[1] - 1
+        if not mid_scale_bits < out_scale_bits < room:
+            raise ValueError(
+                f"need mid_scale_bits < out_scale_bits < {room}; got {mid_scale_bits} and {out_scale_bits}"
+            )
         parms = seal.EncryptionParameters(seal.SCHEME_TYPE.CKKS)
         parms.set_poly_modulus_degree(poly_modulus_degree)
         parms.set_coeff_modulus(seal.CoeffModulus.Create(poly_modulus_degree, list(coeff_mod_bit_sizes)))
@@ -324,7 +337,7 @@ class PackedCKKSBackend(HEBackend):
             dim_pad=D,
             rows_per_block=R,
             baby=n1,
-            mid_scale=2.0**out_scale_bits,
+            mid_scale=2.0**mid_scale_bits,
             out_scale=2.0**out_scale_bits,
         )
         self._encryptor = seal.Encryptor(ctx, sk)
