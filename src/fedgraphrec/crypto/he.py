@@ -11,6 +11,10 @@ owner) calls :meth:`HEBackend.encrypt` and :meth:`HEBackend.decrypt`; the side-m
 * :class:`CKKSBackend` — TenSEAL CKKS with rows packed into slots (optional extra ``[he]``): blocks of
   ``slots // d`` rows share one ciphertext per output column, so the right-side product costs ``d``
   encrypted matrix–vector products per block instead of one vector–matrix product per row.
+* :class:`~fedgraphrec.crypto.he_packed.PackedCKKSBackend` (``ckks-packed``) — SEAL CKKS with
+  interleaved replicated rows and a baby-step/giant-step diagonal product: one ciphertext per block of
+  ``slots // d`` result rows, hundreds of times faster than per-element Paillier (the backend to use
+  for real-HE training).
 * :class:`PlainBackend` — no encryption: the identical arithmetic in float64, with byte counts as if
   every element were a Paillier ciphertext, for experiments too large for real HE.
 
