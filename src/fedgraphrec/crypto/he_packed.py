@@ -31,7 +31,7 @@ so their key-switching noise is negligible against the scale; one rescale (by th
 leaves ``mid_scale = 2^50``; the diagonal products reach ``out_scale = 2^90`` at the level of
 ``q0·q1 ≈ 2^100``, where the giant-step rotations run and the result stays *without* a second
 rescale: a rescale's rounding (``≈ 10^4 / scale`` per slot) would otherwise be the dominant error.
-The result is one ciphertext per block of ``R`` rows (two 60/40-bit primes, ~0.26 MB).
+The result is one ciphertext per block of ``R`` rows (two 60/40-bit primes, ~0.24 MB serialised).
 
 Security model: the side owner works only with :class:`PackedCKKSPublic` (parameters, public key,
 rotation keys); the secret key stays in :class:`PackedCKKSBackend`, which the key owner holds. CKKS is
