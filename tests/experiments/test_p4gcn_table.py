@@ -46,6 +46,20 @@ def test_every_method_runs(method: str) -> None:
         assert 0 < res["epsilon_spent"] <= 5.0 + 1e-9
 
 
+def test_packed_ckks_backend_matches_plain() -> None:
+    pytest.importorskip("tenseal")
+    res = {}
+    for backend in ("plain", "ckks-packed"):
+        args = argparse.Namespace(
+            dim=8, layers=2, lr=1e-2, batch=16, epochs=1, patience=2, beta=1.0, social_lr=1.0,
+            social_reg=1e-2, clip=0.1, eps=5.0, backend=backend,
+        )  # fmt: skip
+        res[backend] = p4gcn_table.run_method("p4gcn", _ratings(), 0, args)
+    assert res["ckks-packed"]["backend"] == "ckks-packed"
+    for key in ("val_rmse", "test_rmse", "test_mae"):
+        assert res["ckks-packed"][key] == pytest.approx(res["plain"][key], abs=1e-6)
+
+
 def test_summary_table(tmp_path: Path) -> None:
     for seed, v in [(0, 0.8), (1, 0.9)]:
         rec = {"dataset": "filmtrust", "method": "p4gcn", "test_rmse": v, "test_mae": v / 2, "epoch": 3}

@@ -11,6 +11,10 @@ owner) calls :meth:`HEBackend.encrypt` and :meth:`HEBackend.decrypt`; the side-m
 * :class:`CKKSBackend` — TenSEAL CKKS with rows packed into slots (optional extra ``[he]``): blocks of
   ``slots // d`` rows share one ciphertext per output column, so the right-side product costs ``d``
   encrypted matrix–vector products per block instead of one vector–matrix product per row.
+* :class:`~fedgraphrec.crypto.he_packed.PackedCKKSBackend` (``ckks-packed``) — SEAL CKKS with
+  interleaved replicated rows and a baby-step/giant-step diagonal product: one ciphertext per block of
+  ``slots // d`` result rows, hundreds of times faster than per-element Paillier (the backend to use
+  for real-HE training).
 * :class:`PlainBackend` — no encryption: the identical arithmetic in float64, with byte counts as if
   every element were a Paillier ciphertext, for experiments too large for real HE.
 
@@ -29,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = [
+    "BACKENDS",
     "CKKSBackend",
     "EncMatrix",
     "HEBackend",
@@ -360,12 +365,26 @@ class CKKSBackend(HEBackend):
         return [bytes(v.serialize()) for cols in c.data for v in cols]
 
 
+BACKENDS = ("plain", "paillier", "ckks", "ckks-packed")
+
+
 def make_backend(name: str, **kwargs: Any) -> HEBackend:
-    """Build a backend by name: ``plain``, ``paillier`` or ``ckks``."""
+    """Build a backend by name: ``plain``, ``paillier``, ``ckks`` or ``ckks-packed``.
+
+    ``ckks-packed`` is :class:`~fedgraphrec.crypto.he_packed.PackedCKKSBackend` (imported lazily: that
+    module builds on this one).
+
+    Raises:
+        ValueError: for an unknown name (the message lists the valid ones).
+    """
     if name == "plain":
         return PlainBackend(**kwargs)
     if name == "paillier":
         return PaillierBackend(**kwargs)
     if name == "ckks":
         return CKKSBackend(**kwargs)
-    raise ValueError(f"backend must be 'plain', 'paillier' or 'ckks', got {name!r}")
+    if name == "ckks-packed":
+        from fedgraphrec.crypto.he_packed import PackedCKKSBackend
+
+        return PackedCKKSBackend(**kwargs)
+    raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {name!r}")
