@@ -98,8 +98,8 @@ def test_side_owner_touches_only_ciphertexts_and_public_keys(be: PackedCKKSBacke
     secret = (be._encryptor, be._decryptor)
     be._encryptor, be._decryptor = _Forbidden(), _Forbidden()  # type: ignore[assignment]
     try:
-        out = packed_sandwich(be.public, left, enc, rng.normal(size=(D, D)), rng.normal(size=(5, D)))
-        out2 = be.sandwich(left, enc, rng.normal(size=(D, D)))
+        out = packed_sandwich(be.public, left, enc, 0.1 * rng.normal(size=(D, D)), rng.normal(size=(5, D)))
+        out2 = be.sandwich(left, enc, 0.1 * rng.normal(size=(D, D)))
     finally:
         be._encryptor, be._decryptor = secret
     held = [getattr(be.public, f) for f in be.public.__dataclass_fields__]
@@ -125,3 +125,20 @@ def test_bad_inputs_and_registry(be: PackedCKKSBackend) -> None:
         be.sandwich(sp.csr_matrix(np.ones((1, 1))), EncMatrix((1, D), res.data, res.scale_bits), np.eye(D))
     with pytest.raises(ValueError, match="dim"):
         PackedCKKSBackend(dim=8192)
+
+
+def test_out_of_range_inputs_are_refused_not_decrypted_wrong() -> None:
+    import scipy.sparse as sp
+
+    from fedgraphrec.crypto.he_packed import PackedCKKSBackend, packed_sandwich
+
+    be = PackedCKKSBackend(dim=4, middle_bound=1.0)
+    with pytest.raises(ValueError, match="middle_bound"):
+        be.encrypt(np.full((2, 4), 1.5))
+    c = be.encrypt(np.full((2, 4), 0.5))
+    limit = be.public.result_limit
+    big_left = sp.csr_matrix(np.full((1, 2), limit))  # 2·limit·0.5·1 ≥ limit
+    with pytest.raises(ValueError, match="beyond"):
+        packed_sandwich(be.public, big_left, c, np.eye(4))
+    ok = be.decrypt(packed_sandwich(be.public, sp.csr_matrix(np.ones((1, 2))), c, np.eye(4)))
+    np.testing.assert_allclose(ok, np.ones((1, 4)), atol=1e-3)

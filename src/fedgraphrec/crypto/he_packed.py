@@ -40,7 +40,9 @@ decryptor's error term depends on the side matrices); the DP noise ``E`` added i
 is many orders of magnitude larger than that error in P4GCN.
 
 Precision contract: results must satisfy ``|y| < 2^(q0 + q1 - 1 - out_scale_bits)`` (``2^9`` with the
-defaults); the absolute error is then about ``1e-13`` for middle entries below ``0.1`` and
+defaults). This is checked, not assumed: the key owner's ``encrypt`` refuses entries above the public
+``middle_bound`` and each sandwich refuses sides whose worst case could reach the limit. The
+absolute error is then about ``1e-13`` for middle entries below ``0.1`` and
 ``‖right‖_F ≤ 0.1`` (the P4GCN clip bounds), about ``1e-9`` for ``O(1)`` entries.
 """
 
@@ -86,6 +88,10 @@ class PackedCKKSPublic:
         baby: ``n1``, baby steps of the diagonal method.
         mid_scale: scale of ``[T]`` after its rescale.
         out_scale: scale of the result (not rescaled again, see the module docstring).
+        middle_bound: public bound on ``|M|`` entries; :meth:`PackedCKKSBackend.encrypt` refuses
+            larger ones, so the side owner can bound the result without seeing ``M``.
+        result_limit: ``|y|`` must stay below this (``2^(q0 + q1 - 1 - out_scale_bits)``), or the
+            result would wrap around the modulus and decrypt to garbage.
     """
 
     context: Any
@@ -98,6 +104,8 @@ class PackedCKKSPublic:
     baby: int
     mid_scale: float
     out_scale: float
+    middle_bound: float = 8.0
+    result_limit: float = 2.0**9
 
     @property
     def slots(self) -> int:
@@ -250,6 +258,7 @@ def packed_sandwich(
     d_in, d_out = right.shape
     if d_in > D or d_out > D:
         raise ValueError(f"right is {d_in}×{d_out} but this key set packs rows of at most {D} values")
+    _check_result_bound(pub, left, np.asarray(right, dtype=np.float64), noise)
     diags = _diagonals(pub, np.asarray(right, dtype=np.float64))
     first = pub.context.first_parms_id()
     blocks = []
@@ -264,6 +273,26 @@ def packed_sandwich(
         pub.evaluator.add_inplace(y, pub.encrypt_slots(z, y.parms_id(), y.scale))
         blocks.append(y)
     return EncMatrix((left.shape[0], d_out), blocks, R)
+
+
+def _check_result_bound(
+    pub: PackedCKKSPublic, left: sp.csr_matrix, right: np.ndarray, noise: np.ndarray | None
+) -> None:
+    """Refuse a sandwich whose result could exceed ``result_limit`` (it would decrypt silently wrong).
+
+    ``|y_ij| ≤ (Σ_k |left_ik|) · middle_bound · (Σ_l |right_lj|) + |noise_ij|``, all known to the side
+    owner.
+    """
+    rows = np.asarray(abs(left).sum(axis=1)).ravel()
+    cols = np.abs(right).sum(axis=0)
+    bound = (rows.max(initial=0.0)) * pub.middle_bound * cols.max(initial=0.0)
+    if noise is not None and noise.size:
+        bound += float(np.abs(noise).max())
+    if bound >= pub.result_limit:
+        raise ValueError(
+            f"sandwich results could reach {bound:.3g}, beyond the {pub.result_limit:.3g} this CKKS key set "
+            "decrypts correctly; scale the side matrices down or use a longer modulus chain"
+        )
 
 
 class PackedCKKSBackend(HEBackend):
@@ -282,6 +311,8 @@ class PackedCKKSBackend(HEBackend):
         mid_scale_bits: scale of ``[T] = left·[M]`` after its rescale (default 50).
         out_scale_bits: scale of sandwich results (default 90; bounds results by
             ``2^(q0 + q1 - 1 - out_scale_bits)``).
+        middle_bound: largest ``|M|`` entry :meth:`encrypt` accepts (public; P4GCN's rows are
+            clipped to ``C = 0.1``), so sandwiches can check their result range.
 
     Raises:
         ValueError: if ``dim`` does not fit the slots or the chain is too short.
@@ -297,6 +328,7 @@ class PackedCKKSBackend(HEBackend):
         scale_bits: int = 40,
         mid_scale_bits: int = 50,
         out_scale_bits: int = 90,
+        middle_bound: float = 8.0,
     ) -> None:
         seal = _seal()
         slots = poly_modulus_degree // 2
@@ -339,6 +371,8 @@ class PackedCKKSBackend(HEBackend):
             baby=n1,
             mid_scale=2.0**mid_scale_bits,
             out_scale=2.0**out_scale_bits,
+            middle_bound=middle_bound,
+            result_limit=2.0 ** (room - out_scale_bits),
         )
         self._encryptor = seal.Encryptor(ctx, sk)
         self._decryptor = seal.Decryptor(ctx, sk)
@@ -358,6 +392,11 @@ class PackedCKKSBackend(HEBackend):
         p = self.public
         if m.shape[1] > p.dim_pad:
             raise ValueError(f"rows of {m.shape[1]} values do not fit this key set (D = {p.dim_pad})")
+        if m.size and float(np.abs(m).max()) > p.middle_bound:
+            raise ValueError(
+                f"entries up to {float(np.abs(m).max()):.3g} exceed the public bound middle_bound = "
+                f"{p.middle_bound} that sandwiches rely on to stay in range"
+            )
         first = p.context.first_parms_id()
         padded = np.zeros(p.dim_pad)
         cts = []
