@@ -66,3 +66,16 @@ def test_summary_table(tmp_path: Path) -> None:
         (tmp_path / f"filmtrust_p4gcn_s{seed}.json").write_text(json.dumps(rec))
     md = summarize(tmp_path)
     assert "| filmtrust | p4gcn | 2 | 0.8500 ± 0.0500 |" in md and "0.7929" in md
+
+
+def test_shuffled_social_keeps_the_graph_shape_but_not_who_is_linked() -> None:
+    from fedgraphrec.data.synthetic import synthetic_ratings
+    from fedgraphrec.experiments.p4gcn_table import shuffled_social
+
+    data = synthetic_ratings(n_users=60, n_items=40, seed=0)
+    assert data.social is not None
+    ctrl = shuffled_social(data, seed=1)
+    assert ctrl.social is not None and ctrl.social.n_links == data.social.n_links
+    a, b = data.social.adjacency(), ctrl.social.adjacency()
+    assert sorted(np.diff(a.indptr)) == sorted(np.diff(b.indptr))  # same degree sequence
+    assert (a != b).nnz > 0  # different people
