@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     for method in args.methods:
         for seed in args.seeds:
             res = run_method(method, data, seed, args)
-            res.update(method=method, seed=seed, dataset=args.dataset)
+            res.update(method=method, seed=seed, dataset=args.dataset, batch=args.batch, lr=args.lr)
             name = method.replace("*", "_ideal")
             (args.out / f"{args.dataset}_{name}_s{seed}.json").write_text(json.dumps(res, indent=1))
             print(
