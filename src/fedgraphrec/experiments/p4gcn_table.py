@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     for method in args.methods:
         for seed in args.seeds:
             res = run_method(method, data, seed, args)
-            res.update(method=method, seed=seed, dataset=args.dataset)
+            res.update(method=method, seed=seed, dataset=args.dataset, batch=args.batch, lr=args.lr)
             name = method.replace("*", "_ideal") + ("_shuffled" if args.social == "shuffled" else "")
             res["social"] = args.social
             (args.out / f"{args.dataset}_{name}_s{seed}.json").write_text(json.dumps(res, indent=1))
