@@ -265,7 +265,13 @@ def reproduce(
     from fedgraphrec.experiments import ConfigError
     from fedgraphrec.experiments.reproduce import TABLES, PaperTable
     from fedgraphrec.experiments.reproduce import reproduce as run_reproduce
-    from fedgraphrec.experiments.reproduce_runs import RUN_TABLES, RunTable, reproduce_runs
+    from fedgraphrec.experiments.reproduce_runs import (
+        COMM_TABLES,
+        RUN_TABLES,
+        RunTable,
+        reproduce_comm,
+        reproduce_runs,
+    )
 
     if table is None or list_tables:
         listed: list[PaperTable | RunTable] = [*TABLES.values(), *RUN_TABLES.values()]
@@ -273,9 +279,14 @@ def reproduce(
             out.print(
                 f"[bold]{t.name}[/bold]  {t.title}  ({len(t.rows)} rows; budgets {', '.join(t.budgets)})"
             )
+        for name, title in COMM_TABLES.items():
+            out.print(f"[bold]{name}[/bold]  {title}  (byte formulas; no training)")
         return
     target = out_dir or Path("runs/reproduce") / table
     try:
+        if table in COMM_TABLES:
+            reproduce_comm(table, target, reuse=reuse or ())
+            return
         if table in RUN_TABLES:
             if overrides:
                 raise _fail(f"--set does not apply to {table}: its rows are runner commands, not configs")

@@ -79,3 +79,11 @@ def test_missing_runs_are_trained_with_the_budget_and_row_arguments(
     assert epochs[-1] == "20"  # the row's own argument comes after the budget's 12
     assert report["rows"][0]["seeds"] == 3
     assert report["rows"][0]["cells"]["rmse"]["ours"] == pytest.approx((0.74 + 0.75 + 0.75) / 3)
+
+
+def test_comm_table_names_are_checked(tmp_path: Path) -> None:
+    from fedgraphrec.experiments.reproduce_runs import COMM_TABLES, reproduce_comm
+
+    assert "p4gcn-t3" in COMM_TABLES
+    with pytest.raises(KeyError, match="unknown table"):
+        reproduce_comm("p4gcn-t9", tmp_path)

@@ -22,7 +22,7 @@ import numpy as np
 
 from fedgraphrec.experiments.reproduce import Budget, PaperRow, verdict, write_report
 
-__all__ = ["RUN_TABLES", "RunTable", "reproduce_runs"]
+__all__ = ["COMM_TABLES", "RUN_TABLES", "RunTable", "reproduce_comm", "reproduce_runs"]
 
 
 @dataclass(frozen=True)
@@ -306,3 +306,23 @@ def reproduce_runs(
     }
     write_report(report, out)
     return report
+
+
+COMM_TABLES = {
+    "p4gcn-t3": "P4GCN Table 3: communication GB at E = 5, B ∈ {64, 1024, 4096}, P4GCN vs S3Rec (model)",
+}
+
+
+def reproduce_comm(name: str, out_dir: str | Path, *, reuse: Sequence[str | Path] = ()) -> None:
+    """P4GCN Table 3 (:mod:`~fedgraphrec.experiments.p4gcn_comm`): byte formulas, no training.
+
+    ``reuse``: a folder of Table 1 run files for the "Prac." rows (optional).
+    """
+    if name not in COMM_TABLES:
+        raise KeyError(f"unknown table {name!r}; available: {', '.join(COMM_TABLES)}")
+    from fedgraphrec.experiments import p4gcn_comm
+
+    argv = ["--out", str(Path(out_dir) / "reproduce")]
+    if reuse:
+        argv += ["--table1", str(reuse[0])]
+    p4gcn_comm.main(argv)
