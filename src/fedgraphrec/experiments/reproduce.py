@@ -32,7 +32,16 @@ import matplotlib.pyplot as plt
 
 from fedgraphrec.experiments.compare import MethodSpec, compare, parse_method
 
-__all__ = ["TABLES", "Budget", "PaperRow", "PaperTable", "reproduce", "verdict", "write_report"]
+__all__ = [
+    "TABLES",
+    "Budget",
+    "PaperRow",
+    "PaperTable",
+    "paper_cells",
+    "reproduce",
+    "verdict",
+    "write_report",
+]
 
 
 @dataclass(frozen=True)
@@ -341,17 +350,9 @@ def reproduce(
     report_rows = []
     for r in chosen:
         ours = by_label[r.label]
-        cells = {}
-        for metric, paper in r.paper.items():
-            mean, std = ours.get(f"{metric}_mean", math.nan), ours.get(f"{metric}_std", math.nan)
-            cells[metric] = {
-                "ours": mean,
-                "ours_std": std,
-                "paper": paper,
-                "paper_std": r.paper_std.get(metric, 0.0),
-                "diff": mean - paper,
-                "verdict": verdict(mean, std, paper, r.paper_std.get(metric, 0.0)),
-            }
+        cells = paper_cells(
+            r, {m: (ours.get(f"{m}_mean", math.nan), ours.get(f"{m}_std", math.nan)) for m in r.paper}
+        )
         report_rows.append(
             {
                 "row": r.label,
@@ -374,6 +375,23 @@ def reproduce(
     }
     write_report(report, out)
     return report
+
+
+def paper_cells(row: PaperRow, ours: Mapping[str, tuple[float, float]]) -> dict[str, dict[str, Any]]:
+    """One report cell per metric of ``row``: ours (mean, std) beside the paper's, and the verdict."""
+    cells = {}
+    for metric, paper in row.paper.items():
+        mean, std = ours[metric]
+        paper_std = row.paper_std.get(metric, 0.0)
+        cells[metric] = {
+            "ours": mean,
+            "ours_std": std,
+            "paper": paper,
+            "paper_std": paper_std,
+            "diff": mean - paper,
+            "verdict": verdict(mean, std, paper, paper_std),
+        }
+    return cells
 
 
 def write_report(report: dict[str, Any], out: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from fedgraphrec.experiments.reproduce import Budget, PaperRow, verdict, write_report
+from fedgraphrec.experiments.reproduce import Budget, PaperRow, paper_cells, write_report
 
 __all__ = ["COMM_TABLES", "RUN_TABLES", "RunTable", "reproduce_comm", "reproduce_runs"]
 
@@ -278,20 +278,11 @@ def reproduce_runs(
                 extra = table.row_args.get(budget, {}).get(r.label, ())
                 _train(table, r.method, seed, (*plan.overrides, *extra), folders[0])
             per_seed.append(_metrics(table, json.loads(path.read_text())))
-        cells = {}
-        for metric, paper in r.paper.items():
+        ours = {}
+        for metric in r.paper:
             values = np.array([m.get(metric, math.nan) for m in per_seed])
-            mean = float(values.mean())
-            std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-            paper_std = r.paper_std.get(metric, 0.0)
-            cells[metric] = {
-                "ours": mean,
-                "ours_std": std,
-                "paper": paper,
-                "paper_std": paper_std,
-                "diff": mean - paper,
-                "verdict": verdict(mean, std, paper, paper_std),
-            }
+            ours[metric] = (float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else 0.0)
+        cells = paper_cells(r, ours)
         report_rows.append({"row": r.label, "method": r.method, "cells": cells, "seeds": len(per_seed)})
     report = {
         "table": table.name,
