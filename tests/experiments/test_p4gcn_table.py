@@ -34,7 +34,7 @@ def _ratings() -> Ratings:
     )
 
 
-@pytest.mark.parametrize("method", ["neumf", "sesorec", "p4gcn", "p4gcn-gcn*"])
+@pytest.mark.parametrize("method", ["neumf", "sesorec", "fesog-", "p4gcn", "p4gcn-gcn*"])
 def test_every_method_runs(method: str) -> None:
     args = argparse.Namespace(
         dim=8, layers=2, lr=1e-2, batch=16, epochs=2, patience=2, beta=1.0, social_lr=1.0,

@@ -1,12 +1,13 @@
 """Table 1/2 of P4GCN: rating methods on one dataset, several seeds, RMSE/MAE on the test split.
 
 Methods (spec §7.5, all with the shared decoder ``σ`` over the dataset's rating range, A5):
-``pmf``, ``neumf``, ``gcn``, ``lightgcn`` (local, ratings only), ``sesorec`` (social-regularised MF;
-the secret-shared products of SeSoRec/S3Rec compute the same numbers, so accuracy is simulated in
-plaintext and S3Rec's row equals it), ``p4gcn`` (DP on, plain HE backend), ``p4gcn*`` (no noise), and
-``p4gcn-pmf``/``p4gcn-gcn`` (+DP) with ``*`` variants for Table 2. ``--backend ckks-packed`` runs the
-P4GCN methods on real packed CKKS instead of the float64 simulation (``paillier``/``ckks`` also exist
-but are far too slow for whole epochs).
+``pmf``, ``neumf``, ``gcn``, ``lightgcn``, ``fesog-`` (FeSoG without its social module; all local,
+ratings only), ``sesorec`` (social-regularised MF; the secret-shared products of SeSoRec/S3Rec
+compute the same numbers, so accuracy is simulated in plaintext and S3Rec's row equals it),
+``p4gcn`` (DP on, plain HE backend), ``p4gcn*`` (no noise), and ``p4gcn-pmf``/``p4gcn-gcn`` (+DP)
+with ``*`` variants for Table 2. ``--backend ckks-packed`` runs the P4GCN methods on real packed
+CKKS instead of the float64 simulation (``paillier``/``ckks`` also exist but are far too slow for
+whole epochs).
 
 Model selection: the epoch with the best validation RMSE (P4GCN evaluates with the social rows it
 last decrypted, free post-processing; the accountant already counts one extra release), with early
@@ -36,12 +37,12 @@ from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.types import Ratings, SocialGraph
 from fedgraphrec.evaluation.rating import mae, rmse
 from fedgraphrec.models.propagation import NormalizedBipartite
-from fedgraphrec.models.rating import Backbone, NeuMF, decode
+from fedgraphrec.models.rating import Backbone, FeSoGItem, NeuMF, decode
 from fedgraphrec.protocols.p4gcn import P4GCN, P4GCNConfig
 
 __all__ = ["METHODS", "main", "run_method", "shuffled_social"]
 
-LOCAL = ("pmf", "neumf", "gcn", "lightgcn", "sesorec")
+LOCAL = ("pmf", "neumf", "gcn", "lightgcn", "sesorec", "fesog-")
 P4 = ("p4gcn", "p4gcn*", "p4gcn-pmf", "p4gcn-pmf*", "p4gcn-gcn", "p4gcn-gcn*")
 METHODS = LOCAL + P4
 EPS = {"filmtrust": 15.0, "ciao": 10.0, "douban": 10.0, "epinions": 3.0}
@@ -109,6 +110,8 @@ def _local(
     model: torch.nn.Module
     if method == "neumf":
         model = NeuMF(data.n_users, data.n_items, args.dim, gen)
+    elif method == "fesog-":
+        model = FeSoGItem(data.n_users, data.n_items, tr[0], tr[1], args.dim, gen)
     else:
         kind = {"pmf": "pmf", "sesorec": "pmf", "gcn": "gcn", "lightgcn": "lightgcn"}[method]
         model = Backbone(kind, _graph(tr, data.n_users, data.n_items), args.dim, args.layers, gen)

@@ -7,16 +7,19 @@
   (weighted layers with ReLU over the same normalised graph).
 * :class:`Fusion` — the position-wise softmax fusion of local and social user embeddings (A4).
 * :class:`NeuMF` — GMF + MLP with a scalar output through the same ``σ``.
+* :class:`FeSoGItem` — FeSoG's user model without its social module ("FeSog-" of Table 1): a user is
+  its own embedding plus an attention-weighted sum of its rated items' embeddings.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
 from fedgraphrec.models.propagation import NormalizedBipartite, propagate, spmm
 
-__all__ = ["BACKBONES", "Backbone", "Fusion", "NeuMF", "decode"]
+__all__ = ["BACKBONES", "Backbone", "FeSoGItem", "Fusion", "NeuMF", "decode"]
 
 BACKBONES = ("pmf", "lightgcn", "gcn")
 
@@ -134,3 +137,51 @@ class NeuMF(nn.Module):
         g = self.gu[users] * self.gi[items]
         m = self.mlp(torch.cat([self.mu[users], self.mi[items]], dim=-1))
         return (hi - lo) * torch.sigmoid(self.out(torch.cat([g, m], dim=-1)).squeeze(-1)) + lo
+
+
+class FeSoGItem(nn.Module):
+    """FeSoG's item aggregation, the model behind P4GCN's "FeSog-" baseline (Liu et al. 2022).
+
+    ``h_u = e_u + Σ_{i ∈ I_u} α_ui e_i`` with ``α_u· = softmax_i LeakyReLU(aᵀ[e_u ‖ e_i])`` over the
+    user's training items, and ``h_i = e_i``; ratings go through the shared :func:`decode`. FeSog-
+    is FeSoG with the social-aggregation module removed (spec ``p4gcn.md`` §7.5); per A12 the
+    table's "Local" group is trained as local models, so FeSoG's federated training (FedAvg of item
+    gradients, pseudo items, LDP) is not run here and the accuracy is that of its model.
+
+    Args:
+        n_users, n_items: table sizes.
+        users, items: the training edges (one per rating).
+        dim: embedding size.
+        generator: seeded generator for the initialisation (std 0.1 normal, like :class:`Backbone`).
+    """
+
+    def __init__(
+        self,
+        n_users: int,
+        n_items: int,
+        users: np.ndarray,
+        items: np.ndarray,
+        dim: int,
+        generator: torch.Generator,
+    ) -> None:
+        super().__init__()
+        self.n_users = n_users
+        self.user = nn.Parameter(0.1 * torch.randn(n_users, dim, generator=generator))
+        self.item = nn.Parameter(0.1 * torch.randn(n_items, dim, generator=generator))
+        self.att = nn.Parameter(0.1 * torch.randn(2 * dim, generator=generator))
+        self.eu = torch.as_tensor(np.asarray(users), dtype=torch.long)  # fixed training edges
+        self.ei = torch.as_tensor(np.asarray(items), dtype=torch.long)
+
+    def forward(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(h_user, h_item)`` for every user and item."""
+        u_idx, i_idx = self.eu, self.ei
+        d = self.user.shape[1]
+        logits = nn.functional.leaky_relu(
+            self.user[u_idx] @ self.att[:d] + self.item[i_idx] @ self.att[d:], 0.2
+        )
+        top = torch.full((self.n_users,), -torch.inf).scatter_reduce(0, u_idx, logits, "amax")
+        w = torch.exp(logits - top[u_idx])  # softmax per user, stabilised by the user's own max
+        total = torch.zeros(self.n_users).index_add(0, u_idx, w)
+        alpha = w / total[u_idx]
+        agg = torch.zeros_like(self.user).index_add(0, u_idx, alpha[:, None] * self.item[i_idx])
+        return self.user + agg, self.item
