@@ -36,9 +36,22 @@ from fedgraphrec.protocols.dgrec.sampling import sample_group, sampling_weights
 from fedgraphrec.runtime.network import Network
 from fedgraphrec.seeding import numpy_rng, torch_generator
 
-__all__ = ["DGREC", "DGRECSettings", "comm_bits_formula"]
+__all__ = ["DGREC", "DGRECSettings", "comm_bits_formula", "laplace_from_uniform"]
 
 SHARING = ("one_bit", "laplace", "plain", "none")
+
+
+def laplace_from_uniform(r: torch.Tensor, scale: float) -> torch.Tensor:
+    """Laplace(0, ``scale``) samples from uniforms ``r`` in [0, 1) by the inverse CDF.
+
+    ``r = 0`` (which ``torch.rand`` does return, about once per 2^24 float32 draws, i.e. hundreds
+    of times in one DGREC run) would give an infinite sample; ``r`` is kept inside the open
+    interval, so the largest magnitude is ``scale · ln 2^24`` in float32.
+    """
+    u = r.double() - 0.5
+    tiny = float(torch.finfo(r.dtype).eps) / 4
+    u = u.clamp(-0.5 + tiny, 0.5 - tiny)
+    return -scale * torch.sign(u) * torch.log1p(-2 * u.abs())
 
 
 @dataclass(frozen=True)
@@ -196,8 +209,7 @@ class DGREC:
             return flat.mean(0, keepdim=True)
         if s.sharing == "laplace":
             b = 2 * s.delta / s.beta
-            u = torch.rand(flat.shape, generator=self._enc) - 0.5
-            noise = -b * torch.sign(u) * torch.log1p(-2 * u.abs())
+            noise = laplace_from_uniform(torch.rand(flat.shape, generator=self._enc), b).to(flat.dtype)
             self._account(links, 8 * flat.shape[1], "laplace_gradient")
             return (flat.clamp(-s.delta, s.delta) + noise).mean(0, keepdim=True)
         enc = encode(flat, s.delta, s.beta, self._enc)
