@@ -267,9 +267,11 @@ def reproduce(
     from fedgraphrec.experiments.reproduce import reproduce as run_reproduce
     from fedgraphrec.experiments.reproduce_runs import (
         COMM_TABLES,
+        FIG13,
         RUN_TABLES,
         RunTable,
         reproduce_comm,
+        reproduce_fig13,
         reproduce_runs,
     )
 
@@ -281,18 +283,24 @@ def reproduce(
             )
         for name, title in COMM_TABLES.items():
             out.print(f"[bold]{name}[/bold]  {title}  (byte formulas; no training)")
+        for name, (ds, *_, graph) in FIG13.items():
+            out.print(
+                f"[bold]{name}[/bold]  LP-GCN Fig. 13 on {ds} ({graph} graph): range of k, trends of C, R"
+            )
         return
     target = out_dir or Path("runs/reproduce") / table
     try:
         if table in COMM_TABLES:
             reproduce_comm(table, target, reuse=reuse or ())
             return
-        if table in RUN_TABLES:
+        if table in FIG13:
+            reproduce_fig13(table, target, reuse=reuse or ())
+        elif table in RUN_TABLES:
             if overrides:
                 raise _fail(f"--set does not apply to {table}: its rows are runner commands, not configs")
             reproduce_runs(table, target, budget=budget, rows=rows or (), reuse=reuse or ())
         elif reuse:
-            raise _fail(f"--reuse applies to the P4GCN/DGREC tables, not to {table}")
+            raise _fail(f"--reuse applies to the P4GCN, DGREC and Fig. 13 tables, not to {table}")
         else:
             run_reproduce(
                 table, target, budget=budget, rows=rows or (), overrides=overrides or (), progress=progress

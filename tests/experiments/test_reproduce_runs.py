@@ -87,3 +87,22 @@ def test_comm_table_names_are_checked(tmp_path: Path) -> None:
     assert "p4gcn-t3" in COMM_TABLES
     with pytest.raises(KeyError, match="unknown table"):
         reproduce_comm("p4gcn-t9", tmp_path)
+
+
+def test_fig13_reads_a_sweep_and_judges_range_and_trends(tmp_path: Path) -> None:
+    from fedgraphrec.experiments.reproduce_runs import reproduce_fig13
+
+    rows = [(0.0757, 100.0, 0.3), (0.3, 120.0, 0.2), (0.5930, 130.0, 0.25)]  # R rises on the last step
+    lines = ["convolution_fraction,cost_bytes,R"] + [f"{k},{c},{r}" for k, c, r in rows]
+    (tmp_path / "fig13_gowalla.csv").write_text("\n".join(lines) + "\n")
+    report = reproduce_fig13("lpgcn-f13-gowalla", tmp_path / "out", reuse=[tmp_path])
+    cells = {r["row"]: r["cells"]["value"] for r in report["rows"]}
+    assert cells["k minimum (% of users)"]["verdict"] == "matches"
+    assert cells["k maximum (% of users)"]["ours"] == pytest.approx(59.30)
+    assert cells["C rises with k (share of steps)"]["ours"] == 1.0
+    assert cells["R falls with k (share of steps)"]["ours"] == 0.5
+    assert cells["R falls with k (share of steps)"]["verdict"] == "deviates"
+    with pytest.raises(FileNotFoundError, match="fig13_yelp2018"):
+        reproduce_fig13("lpgcn-f13-yelp2018", tmp_path / "out", reuse=[tmp_path])
+    with pytest.raises(ValueError, match="--graph resplit90"):
+        reproduce_fig13("lpgcn-f13-gowalla-resplit90", tmp_path / "out")
