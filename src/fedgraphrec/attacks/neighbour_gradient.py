@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedgraphrec.attacks.upload_inference import _auc
+from fedgraphrec.attacks.upload_inference import _rank_membership
 from fedgraphrec.runtime import Transcript
 
 __all__ = [
@@ -124,11 +124,10 @@ def private_item_ranking(
     for vec, priv, pub in zip(received, private, known, strict=True):
         cand = np.setdiff1d(np.arange(n_items), pub)
         truth = np.isin(cand, priv)
-        score = _row_scores(vec, n_items, d).numpy()[cand]
-        k = int(truth.sum())
-        aucs.append(_auc(score, truth))
-        precs.append(float(truth[np.argsort(-score, kind="stable")[:k]].mean()) if k else 0.0)
-        rands.append(k / max(len(cand), 1))
+        auc, prec, rand = _rank_membership(_row_scores(vec, n_items, d).numpy()[cand], truth)
+        aucs.append(auc)
+        precs.append(prec)
+        rands.append(rand)
     return GradientRanking(np.array(aucs), np.array(precs), np.array(rands))
 
 

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.attacks.upload_inference import _auc
+from fedgraphrec.attacks.upload_inference import _rank_membership
 from fedgraphrec.crypto.he import EncMatrix
 from fedgraphrec.protocols.p4gcn.roles import (
     PH_BWD,
@@ -272,12 +272,12 @@ def p4gcn_link(
     for i in victims:
         truth = np.zeros(n, dtype=bool)
         truth[a.indices[a.indptr[i] : a.indptr[i + 1]]] = True
-        others[i] = False
-        aucs.append(_auc(z[i][others], truth[others]))
+        others[i] = False  # a user is not its own candidate
+        auc, prec, rand = _rank_membership(z[i][others], truth[others])
         others[i] = True
-        k = int(deg[i])
-        precs.append(float(truth[np.argsort(-z[i], kind="stable")[:k]].mean()))
-        rands.append(k / (n - 1))
+        aucs.append(auc)
+        precs.append(prec)
+        rands.append(rand)
     iu, ju = np.triu_indices(n, 1)
     n_links = a.nnz // 2
     top = np.argsort(-z[iu, ju], kind="stable")[:n_links]

@@ -52,6 +52,17 @@ def _auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
+def _rank_membership(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float, float]:
+    """``(AUC, precision of the top-|positives|, random-guess precision)`` of one target's scores.
+
+    Ties in the top-k are broken by position (stable sort); no positives gives precision 0.
+    """
+    k = int(labels.sum())
+    top = np.argsort(-scores, kind="stable")[:k]
+    precision = float(labels[top].mean()) if k else 0.0
+    return _auc(scores, labels), precision, k / max(len(labels), 1)
+
+
 def upload_inference(
     transcript: Transcript,
     train: sp.csr_matrix,
