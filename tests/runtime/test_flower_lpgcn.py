@@ -83,14 +83,14 @@ class _Grid:
             self.seen.append((str(fields["op"]), b"".join(a.tobytes() for a in arrays.values())))
             if self.dead_at == (node, fields["op"]):
                 continue
-            out_f, out_a = handle_lpgcn(fields, arrays, self.states[node], self.job)
+            out_f, out_a = handle_lpgcn(fields, arrays, self.states[node])
             self.seen.append((str(fields["op"]), b"".join(a.tobytes() for a in out_a.values())))
             replies.append(_Reply(pack_arrays(out_f, out_a), _Meta(0, node)))
         return replies
 
 
 def _transport(grid: _Grid) -> FlowerTransport:
-    t = FlowerTransport(grid, timeout=30.0, n_items=JOB.items)  # type: ignore[arg-type]
+    t = FlowerTransport(grid, timeout=30.0, job=grid.job, n_items=grid.job.items)  # type: ignore[arg-type]
     t.measure = lambda message: content_bytes(message.content)
     t.make_message = lambda content, node, group: _Reply(content, _Meta(node))  # type: ignore[assignment,return-value]
     return t

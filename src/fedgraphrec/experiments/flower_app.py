@@ -81,7 +81,7 @@ def _run_lpgcn(grid: Grid, job: FlowerJob) -> JobResult:
     nodes = _wait_for_nodes(grid, job.min_nodes)
     data, _, _ = job_data(cfg)
     traffic = Traffic()
-    transport = FlowerTransport(grid, job.stage_timeout or LPGCN_ROUND_TIMEOUT_S, data.n_items, traffic)
+    transport = FlowerTransport(grid, job.stage_timeout or LPGCN_ROUND_TIMEOUT_S, job, data.n_items, traffic)
     result = run_lpgcn_job(job, transport, nodes)
     flower_summary(result, traffic, cfg.n_layers, len(nodes))
     if job.out:

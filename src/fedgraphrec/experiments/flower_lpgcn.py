@@ -116,20 +116,27 @@ def shard_settings(cfg: TrainConfig, n_items: int) -> ShardSettings:
     )
 
 
-def handle_lpgcn(
-    fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray], state: RecordDict, job: FlowerJob
-) -> Msg:
-    """The SuperNode's side of one round: load the shard from ``state``, answer, store it back."""
+def handle_lpgcn(fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray], state: RecordDict) -> Msg:
+    """The SuperNode's side of one round: load the shard from ``state``, answer, store it back.
+
+    The ``keys`` round (the first) carries the job (a :class:`FlowerJob` as JSON) and the number of
+    items; the node keeps both with the shard, so every later round runs under the same settings
+    whatever the node's own run config says (Flower's simulation runtime passes none).
+    """
     op = str(fields["op"])
-    cfg = job.lpgcn_config()
     shard: dict[str, np.ndarray] = {}
     if _STATE in state.array_records:
         shard = {k: a.numpy() for k, a in state.array_records[_STATE].items()}
-    n_items = int(fields["n_items"]) if op == "keys" else int(shard.get("n_items", np.asarray(-1)))
-    if n_items < 1:
-        raise RuntimeError(f"LP-GCN round {op!r} reached a SuperNode that never ran set-up")
+    if op == "keys":
+        job_json, n_items = str(fields["job"]), int(fields["n_items"])
+    elif "job" in shard:
+        job_json, n_items = shard["job"].tobytes().decode(), int(shard["n_items"])
+    else:
+        raise RuntimeError(f"LP-GCN round {op!r} reached a SuperNode that never ran set-up ('keys')")
+    cfg = FlowerJob.from_config(json.loads(job_json)).lpgcn_config()
     client = ShardClient(shard_settings(cfg, n_items), shard, JobSource(cfg))
     reply = client.handle(op, fields, arrays)
+    shard["job"] = np.frombuffer(job_json.encode(), dtype=np.uint8).copy()
     shard["n_items"] = np.asarray(n_items)
     state[_STATE] = ArrayRecord({k: Array(np.array(v, order="C")) for k, v in shard.items()})
     return reply
@@ -145,8 +152,7 @@ def lpgcn_query(msg: Message, context: Context) -> Message:
     crash = str(context.node_config.get("crash-at", ""))
     if crash and crash == f"lpgcn|{fields['op']}":
         os.killpg(os.getpgrp(), signal.SIGKILL)
-    job = FlowerJob.from_config(dict(context.run_config))
-    out_fields, out_arrays = handle_lpgcn(fields, arrays, context.state, job)
+    out_fields, out_arrays = handle_lpgcn(fields, arrays, context.state)
     return Message(pack_arrays(out_fields, out_arrays), reply_to=msg)
 
 
@@ -162,16 +168,20 @@ class FlowerTransport:
         grid: the ServerApp's grid.
         timeout: seconds to wait for the replies of one round; a SuperNode that has not answered
             by then is reported lost (:class:`LostNodeError`), never waited for forever.
-        traffic: where to record each round's latency and Flower's byte counts.
+        job: the run, sent to the SuperNodes with the first round (``keys``).
         n_items: sent with the first round (the SuperNodes' settings need it).
+        traffic: where to record each round's latency and Flower's byte counts.
     """
 
-    def __init__(self, grid: Grid, timeout: float, n_items: int, traffic: Traffic | None = None) -> None:
+    def __init__(
+        self, grid: Grid, timeout: float, job: FlowerJob, n_items: int, traffic: Traffic | None = None
+    ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive (LP-GCN rounds are bounded), got {timeout}")
         self.grid = grid
         self.timeout = timeout
         self.n_items = n_items
+        self.job_json = json.dumps(job.to_config())
         self.traffic = traffic if traffic is not None else Traffic()
         self.measure: Callable[[Message], int] = message_bytes
         self.make_message: Callable[[RecordDict, int, str], Message] = _request
@@ -180,7 +190,8 @@ class FlowerTransport:
         """Send each node its request, wait for all replies (or the timeout)."""
         sent = []
         for node, (fields, arrays) in requests.items():
-            content = pack_arrays({"op": op, "n_items": self.n_items, **fields}, arrays)
+            first = {"job": self.job_json, "n_items": self.n_items} if op == "keys" else {}
+            content = pack_arrays({"op": op, **first, **fields}, arrays)
             sent.append(self.make_message(content, node, f"lpgcn/{op}"))
         start = self.traffic.start()
         got = list(self.grid.send_and_receive(sent, timeout=self.timeout))
