@@ -119,7 +119,7 @@ class TestJobConfig:
 
 class TestShardsOverStandInGrid:
     def test_float64_equals_in_process_and_server_sees_no_key_or_user_row(self) -> None:
-        nodes = [11, 12, 13]
+        nodes = [11, 2**63 + 12, 2**64 - 1]  # Flower's node ids are unsigned 64-bit
         grid = _Grid(JOB, nodes)
         transport = _transport(grid)
         got = run_lpgcn_job(JOB, transport, nodes)

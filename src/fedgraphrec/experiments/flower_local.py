@@ -65,6 +65,9 @@ def local_federation(
     home.mkdir(parents=True, exist_ok=True)
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "FLWR_HOME": str(home), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if env.get("PYTHONPATH"):  # Flower starts apps in other folders: relative entries would miss
+        entries = env["PYTHONPATH"].split(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in entries)
     env.setdefault("OMP_NUM_THREADS", "1")
     link = _free_port()
     fed = LocalFederation(env, folder)

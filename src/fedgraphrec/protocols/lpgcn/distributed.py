@@ -697,11 +697,14 @@ class RelayServer:
         self.s = settings
         self.n_users = n_users
         all_nodes = [int(x) for x in nodes]
-        self.node_of = np.asarray([all_nodes[u % len(all_nodes)] for u in range(n_users)], dtype=np.int64)
+        # node *indices* in arrays (Flower's node ids are unsigned 64-bit); ids only at the transport
+        self.node_ids = all_nodes
+        self._index = {nd: j for j, nd in enumerate(all_nodes)}
+        self.node_of = np.arange(n_users, dtype=np.int64) % len(all_nodes)
         self.plan = {
-            n: _NodePlan(np.flatnonzero(self.node_of == n).astype(np.int64))
-            for n in all_nodes
-            if (self.node_of == n).any()
+            nd: _NodePlan(np.flatnonzero(self.node_of == j).astype(np.int64))
+            for j, nd in enumerate(all_nodes)
+            if (self.node_of == j).any()
         }
         self.steps = 0
         self.rounds = 0
@@ -726,7 +729,7 @@ class RelayServer:
         for nd, p in self.plan.items():
             pub[p.users] = replies[nd][1]["pub"]
         key_client = int(numpy_rng(self.s.seed, "lpgcn", "setup").integers(0, n))
-        kc_node = int(self.node_of[key_client])
+        kc_node = self.node_ids[int(self.node_of[key_client])]
         wrapped = self._round("wrap", {kc_node: ({"key_client": key_client}, {"roster": pub})})[kc_node][1][
             "wrapped"
         ]
@@ -771,12 +774,13 @@ class RelayServer:
         asked: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         ask = conv_user[h_col] != h_user
         for nd, p in self.plan.items():
-            p.conv_cols = np.flatnonzero(self.conv_node == nd)
-            held = np.unique(h_col[self.node_of[h_user] == nd])
+            j = self._index[nd]
+            p.conv_cols = np.flatnonzero(self.conv_node == j)
+            held = np.unique(h_col[self.node_of[h_user] == j])
             p.sync_cols = np.setdiff1d(held, p.conv_cols)
             holders = h_user[np.isin(h_col, p.conv_cols)]
-            p.nb_users = np.unique(holders[self.node_of[holders] != nd])
-            q = np.flatnonzero(ask & (self.node_of[h_user] == nd))
+            p.nb_users = np.unique(holders[self.node_of[holders] != j])
+            q = np.flatnonzero(ask & (self.node_of[h_user] == j))
             asked[nd] = (h_user[q], h_col[q])
             verify[nd] = (
                 {},
@@ -794,7 +798,7 @@ class RelayServer:
             holder, col = asked[nd]
             answers = replies[nd][1]["ans"]
             for dest in self.plan:
-                sel = self.conv_node[col] == dest
+                sel = self.conv_node[col] == self._index[dest]
                 if sel.any():
                     pos = np.searchsorted(self.plan[dest].conv_cols, col[sel])
                     routed[dest].append((pos, holder[sel], answers[sel]))
@@ -846,7 +850,7 @@ class RelayServer:
                     arrays["deg"] = self.item_deg[p.sync_cols]
                 if k == 1 and triples is not None:
                     users, pos, neg = triples
-                    mine = self.node_of[users] == nd
+                    mine = self.node_of[users] == self._index[nd]
                     fields["B"] = len(users)
                     arrays.update(b_user=users[mine], b_pos=pos[mine], b_neg=neg[mine])
                 requests[nd] = (fields, arrays)
@@ -892,7 +896,7 @@ class RelayServer:
             width = arr["g_ct"].shape[1]
             dest = self.conv_node[[self.col_of[tok] for tok in _rows(arr["g_tok"])]]
             for nd in self.plan:
-                sel = dest == nd
+                sel = dest == self._index[nd]
                 if sel.any():
                     mail[nd].append((arr["g_user"][sel], arr["g_tok"][sel], arr["g_ct"][sel]))
         agg_req = {
