@@ -1,4 +1,4 @@
-"""LP-GCN on Flower (simulation or loopback deployment) next to the in-process engine.
+r"""LP-GCN on Flower (simulation or loopback deployment) next to the in-process engine.
 
 Runs a :class:`~fedgraphrec.experiments.flower_job.FlowerJob` with ``protocol = "lpgcn"`` either in
 Flower's simulation runtime (``--engine simulate``: Ray backend, ``--supernodes`` virtual SuperNodes)
@@ -8,9 +8,9 @@ agree, the rounds (set-up, per minibatch, prediction), the mean latency per roun
 in-process ledger counts next to the bytes Flower serialised (requests and replies, every object of
 each message), per phase. Example (ML-100K, the reference configuration, 4 virtual SuperNodes)::
 
-    PYTHONPATH=$PWD/src OMP_NUM_THREADS=1 FEDGRAPHREC_DATA=../shared/datasets \\
-        .venv/bin/python benchmarks/flower_lpgcn.py --engine simulate --supernodes 4 \\
-        --config configs/ml100k-lightgcn.toml --set "alpha=5" --batches 4 \\
+    PYTHONPATH=$PWD/src OMP_NUM_THREADS=1 FEDGRAPHREC_DATA=../shared/datasets \
+        .venv/bin/python benchmarks/flower_lpgcn.py --engine simulate --supernodes 4 \
+        --config configs/ml100k-lightgcn.toml --set "alpha=5" --batches 4 \
         --out results/flower/lpgcn-ml100k-simulate.json
 """
 
@@ -61,7 +61,13 @@ def main() -> None:
     got: dict[str, Any]
     if args.engine == "simulate":
         res = simulate(job, args.supernodes)
-        got = {**res.extra, "metrics": res.metrics, "losses": res.losses, "user": res.user_emb, "item": res.item_emb}
+        got = {
+            **res.extra,
+            "metrics": res.metrics,
+            "losses": res.losses,
+            "user": res.user_emb,
+            "item": res.item_emb,
+        }
     else:
         with tempfile.TemporaryDirectory() as tmp, local_federation(tmp, args.supernodes) as fed:
             got = flwr_run(fed, job, limit_s=3600.0)
@@ -79,8 +85,7 @@ def main() -> None:
     for row in bytes_cmp.values():
         row["flower_over_ledger"] = row["flower_bytes"] / max(row["ledger_bytes"], 1)
     report = {
-        "command": "PYTHONPATH=$PWD/src OMP_NUM_THREADS=1 FEDGRAPHREC_DATA=../shared/datasets .venv/bin/python "
-        + " ".join(shlex.quote(a) for a in sys.argv),
+        "command": _PREFIX + " ".join(shlex.quote(a) for a in sys.argv),
         "engine": args.engine,
         "supernodes": args.supernodes,
         "job": job.to_config(),
@@ -105,9 +110,11 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: report[k] for k in ("max_rel_diff", "identical_metrics", "rounds", "latency_seconds", "bytes")}, indent=2))
+    print(json.dumps({k: report[k] for k in _SUMMARY}, indent=2))
 
 
+_PREFIX = "PYTHONPATH=$PWD/src OMP_NUM_THREADS=1 FEDGRAPHREC_DATA=../shared/datasets .venv/bin/python "
+_SUMMARY = ("max_rel_diff", "identical_metrics", "rounds", "latency_seconds", "bytes")
 _SHOWN = (
     "dataset",
     "dataset_options",

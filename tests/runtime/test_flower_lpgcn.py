@@ -173,3 +173,14 @@ class TestDeployment:
         assert np.allclose(got["losses"], ref.losses, rtol=1e-12, atol=0)
         assert got["nodes"] == 2 and got["rounds"] == 5 + 2 * rounds_per_minibatch(2) + 2
         assert got["flower_traffic"]["rounds"] == got["rounds"]
+
+    def test_lost_supernode_stops_lpgcn_naming_it(self, tmp_path: Path) -> None:
+        job = replace(
+            JOB, batches=1, min_nodes=2, stage_timeout=20.0, train_set="n_layers=1;alpha=2;batch_size=16"
+        )
+        lost = r"LostNodeError.*did not answer.*no dropout recovery"
+        with (
+            local_federation(tmp_path, 2, ["", 'crash-at="lpgcn|loss"']) as fed,
+            pytest.raises(RuntimeError, match=lost),
+        ):
+            flwr_run(fed, job, limit_s=LIMIT_S)

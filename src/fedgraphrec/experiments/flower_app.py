@@ -13,7 +13,9 @@ Components for ``flwr run`` (see ``deploy/flower/pyproject.toml``) and for
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
@@ -104,7 +106,16 @@ def make_server_app(job: FlowerJob | None = None, sink: list[JobResult] | None =
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        result = _run(grid, job if job is not None else FlowerJob.from_config(dict(context.run_config)))
+        the_job = job if job is not None else FlowerJob.from_config(dict(context.run_config))
+        try:
+            result = _run(grid, the_job)
+        except Exception as exc:  # leave the reason where the submitter looks for the result
+            if the_job.out:
+                Path(the_job.out).mkdir(parents=True, exist_ok=True)
+                (Path(the_job.out) / "error.json").write_text(
+                    json.dumps({"error": type(exc).__name__, "message": str(exc)}) + "\n"
+                )
+            raise
         if sink is not None:
             sink.append(result)
 

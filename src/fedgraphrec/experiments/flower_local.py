@@ -116,6 +116,7 @@ def flwr_run(fed: LocalFederation, job: FlowerJob, *, limit_s: float = 300.0) ->
 
     Raises:
         TimeoutError: no result within ``limit_s`` seconds (the message carries the logs' tails).
+        RuntimeError: the ServerApp failed; the message is the reason it left in ``error.json``.
     """
     out = fed.folder / "out"
     job = replace(job, out=str(out))
@@ -129,6 +130,9 @@ def flwr_run(fed: LocalFederation, job: FlowerJob, *, limit_s: float = 300.0) ->
     )
     deadline = time.monotonic() + limit_s
     while not (out / "result.json").exists():  # written last, atomically
+        if (out / "error.json").exists():  # the ServerApp failed and said why
+            reason = json.loads((out / "error.json").read_text())
+            raise RuntimeError(f"the Flower run failed: {reason['error']}: {reason['message']}")
         if time.monotonic() > deadline:
             logs = {p.name: p.read_text(errors="replace")[-1500:] for p in fed.folder.glob("*.log")}
             raise TimeoutError(f"no result from the Flower run within {limit_s:.0f} s; logs: {logs}")
