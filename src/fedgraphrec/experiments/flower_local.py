@@ -65,6 +65,9 @@ def local_federation(
     home.mkdir(parents=True, exist_ok=True)
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "FLWR_HOME": str(home), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if env.get("PYTHONPATH"):  # Flower starts apps in other folders: relative entries would miss
+        entries = env["PYTHONPATH"].split(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in entries)
     env.setdefault("OMP_NUM_THREADS", "1")
     link = _free_port()
     fed = LocalFederation(env, folder)
@@ -113,6 +116,7 @@ def flwr_run(fed: LocalFederation, job: FlowerJob, *, limit_s: float = 300.0) ->
 
     Raises:
         TimeoutError: no result within ``limit_s`` seconds (the message carries the logs' tails).
+        RuntimeError: the ServerApp failed; the message is the reason it left in ``error.json``.
     """
     out = fed.folder / "out"
     job = replace(job, out=str(out))
@@ -126,6 +130,9 @@ def flwr_run(fed: LocalFederation, job: FlowerJob, *, limit_s: float = 300.0) ->
     )
     deadline = time.monotonic() + limit_s
     while not (out / "result.json").exists():  # written last, atomically
+        if (out / "error.json").exists():  # the ServerApp failed and said why
+            reason = json.loads((out / "error.json").read_text())
+            raise RuntimeError(f"the Flower run failed: {reason['error']}: {reason['message']}")
         if time.monotonic() > deadline:
             logs = {p.name: p.read_text(errors="replace")[-1500:] for p in fed.folder.glob("*.log")}
             raise TimeoutError(f"no result from the Flower run within {limit_s:.0f} s; logs: {logs}")

@@ -35,7 +35,15 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-__all__ = ["NormalizedBipartite", "propagate", "propagate_layers", "spmm", "sym_norm_values", "torch_csr"]
+__all__ = [
+    "NormalizedBipartite",
+    "pair_weights",
+    "propagate",
+    "propagate_layers",
+    "spmm",
+    "sym_norm_values",
+    "torch_csr",
+]
 
 
 def sym_norm_values(train: sp.csr_matrix) -> np.ndarray:
@@ -43,7 +51,18 @@ def sym_norm_values(train: sp.csr_matrix) -> np.ndarray:
     du = np.diff(train.indptr).astype(np.float64)
     di = np.bincount(train.indices, minlength=train.shape[1]).astype(np.float64)
     rows = np.repeat(np.arange(train.shape[0]), np.diff(train.indptr))
-    return 1.0 / np.sqrt(du[rows] * di[train.indices])
+    return pair_weights(du[rows], di[train.indices])
+
+
+def pair_weights(user_degree: np.ndarray, item_degree: np.ndarray) -> np.ndarray:
+    r""":math:`c_{ui} = 1/\sqrt{|I_u||U_i|}` from the two degrees of each pair (float64).
+
+    Shared by the centralized graph and by parties that know only their own pairs' degrees (an
+    LP-GCN shard), so both compute the same weights.
+    """
+    return 1.0 / np.sqrt(
+        np.asarray(user_degree, dtype=np.float64) * np.asarray(item_degree, dtype=np.float64)
+    )
 
 
 def torch_csr(m: sp.csr_matrix, dtype: torch.dtype) -> torch.Tensor:

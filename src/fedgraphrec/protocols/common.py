@@ -194,12 +194,19 @@ def local_bpr(
     pos: torch.Tensor,
     neg: torch.Tensor,
     reg_weight: float,
+    batch_size: int | None = None,
 ) -> LocalBPR:
-    """The clients' local losses (each triple is computed by its user) and direct gradients."""
-    B = int(users.shape[0])
+    """The clients' local losses (each triple is computed by its user) and direct gradients.
+
+    ``batch_size`` is the whole minibatch's size when these triples are only a shard of it (a
+    Flower SuperNode computes its own users' triples): every mean and every gradient is over the
+    whole minibatch, so shard results simply add up. ``None``: the triples are the whole minibatch.
+    """
+    B = int(users.shape[0]) if batch_size is None else int(batch_size)
     u_rows, p_rows, n_rows = U[users], V[pos], V[neg]
     x = (u_rows * n_rows).sum(-1) - (u_rows * p_rows).sum(-1)
-    bpr = torch.nn.functional.softplus(x).mean()
+    loss = torch.nn.functional.softplus(x)
+    bpr = loss.mean() if batch_size is None else loss.sum() / B
     reg = (U0[users].pow(2).sum() + V0[pos].pow(2).sum() + V0[neg].pow(2).sum()) / (2.0 * B)
     s = torch.sigmoid(x).unsqueeze(1) / B
     dU = torch.zeros_like(U).index_add_(0, users, s * (n_rows - p_rows))

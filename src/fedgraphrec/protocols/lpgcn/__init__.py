@@ -8,7 +8,9 @@ Where each algorithm lives:
 - Algorithm 2 (initialization) with verification, Algorithm 3 (server preprocessing):
   :func:`~fedgraphrec.protocols.lpgcn.setup.initialization`;
 - greedy minimum set cover and convolution-item assignment: :mod:`~fedgraphrec.protocols.lpgcn.cover`;
-- communication cost and utilisation (Eqs. 30-32, Fig. 13): :mod:`~fedgraphrec.protocols.lpgcn.communication`.
+- communication cost and utilisation (Eqs. 30-32, Fig. 13): :mod:`~fedgraphrec.protocols.lpgcn.communication`;
+- the same algorithms as separate party programs (client shards on nodes, the relay server, rounds
+  over a transport such as Flower): :mod:`~fedgraphrec.protocols.lpgcn.distributed`.
 """
 
 from fedgraphrec.protocols.common import StepRecord

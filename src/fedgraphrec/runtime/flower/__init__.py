@@ -24,7 +24,9 @@ from fedgraphrec.runtime.flower.records import (
     content_bytes,
     message_bytes,
     pack,
+    pack_arrays,
     unpack,
+    unpack_arrays,
 )
 from fedgraphrec.runtime.flower.secagg import FlowerSecureSum, client_app, handle_secagg
 
@@ -37,5 +39,7 @@ __all__ = [
     "handle_secagg",
     "message_bytes",
     "pack",
+    "pack_arrays",
     "unpack",
+    "unpack_arrays",
 ]

@@ -6,6 +6,9 @@ payloads such as ciphertexts, lists of those) and an optional ``ArrayRecord`` ``
 arrays). :func:`message_bytes` counts what Flower itself serialises: the deflated bytes of every
 object in the message's object tree (message, records, arrays, chunks), the unit Flower pushes to and
 pulls from the SuperLink.
+
+:func:`pack_arrays` / :func:`unpack_arrays` carry a message of scalar fields and *named* NumPy arrays
+of any dtype (binary payloads of equal length as ``uint8`` matrices), the form LP-GCN's rounds use.
 """
 
 from __future__ import annotations
@@ -19,7 +22,16 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
 
-__all__ = ["StageTiming", "Traffic", "content_bytes", "message_bytes", "pack", "unpack"]
+__all__ = [
+    "StageTiming",
+    "Traffic",
+    "content_bytes",
+    "message_bytes",
+    "pack",
+    "pack_arrays",
+    "unpack",
+    "unpack_arrays",
+]
 
 Fields = dict[str, Any]
 
@@ -43,6 +55,22 @@ def unpack(content: RecordDict) -> tuple[Fields, dict[int, np.ndarray]]:
         for key, arr in content.array_records["vectors"].items():
             vectors[int(key)] = arr.numpy().view(np.uint64)
     return fields, vectors
+
+
+def pack_arrays(fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> RecordDict:
+    """Scalar ``fields`` and named ``arrays`` as one ``RecordDict`` (``"fields"``, ``"arrays"``)."""
+    content = RecordDict({"fields": ConfigRecord(dict(fields))})
+    content["arrays"] = ArrayRecord({k: Array(np.array(v, order="C")) for k, v in arrays.items()})
+    return content
+
+
+def unpack_arrays(content: RecordDict) -> tuple[Fields, dict[str, np.ndarray]]:
+    """Inverse of :func:`pack_arrays`."""
+    fields: Fields = dict(content.config_records["fields"]) if "fields" in content.config_records else {}
+    arrays: dict[str, np.ndarray] = {}
+    if "arrays" in content.array_records:
+        arrays = {k: a.numpy() for k, a in content.array_records["arrays"].items()}
+    return fields, arrays
 
 
 def message_bytes(message: Message) -> int:

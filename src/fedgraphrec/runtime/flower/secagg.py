@@ -43,7 +43,7 @@ from fedgraphrec.crypto.secagg import (
 )
 from fedgraphrec.runtime.flower.records import Traffic, message_bytes, pack, unpack
 
-__all__ = ["MESSAGE_TYPE", "FlowerSecureSum", "client_app", "handle_secagg"]
+__all__ = ["MESSAGE_TYPE", "FlowerSecureSum", "client_app", "handle_secagg", "secagg_query"]
 
 MESSAGE_TYPE = "query.secagg"
 _ID = 4
@@ -134,6 +134,10 @@ def _query(msg: Message, context: Context) -> Message:
         os.killpg(os.getpgrp(), signal.SIGKILL)  # the SuperNode's process group (start it in its own)
     out, masked = handle_secagg(fields, vectors, context.state)
     return Message(pack(out, masked), reply_to=msg)
+
+
+secagg_query = _query
+"""The ``query.secagg`` handler, for ClientApps that serve more than secure aggregation."""
 
 
 def _request(content: RecordDict, node: int, group: str) -> Message:

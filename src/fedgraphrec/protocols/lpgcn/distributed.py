@@ -1,0 +1,978 @@
+r"""LP-GCN as separate party programs: client shards on nodes, the relay server, rounds between them.
+
+:class:`~fedgraphrec.protocols.lpgcn.protocol.LPGCN` runs every party in one process on whole
+tables. Here the same algorithm (spec ``lpgcn.md`` Algorithms 1–6 and 9, LightGCN backbone) is cut
+along party lines for an engine that runs parties in different processes (Flower, see
+``fedgraphrec.experiments.flower_lpgcn``):
+
+* :class:`ShardClient` is the client-side program for a *shard* of users hosted by one node: their
+  user rows and Adam state, their real and virtual items and weights :math:`c_{ui}`, the
+  convolution-items assigned to them (rows, Adam state, verified real holders) and the shared key
+  :math:`S`. Its persistent state is a ``dict`` of NumPy arrays (the engine stores it between
+  messages); every request is one :meth:`ShardClient.handle` call.
+* :class:`RelayServer` is the server role: it routes :math:`S`-encrypted user rows to
+  convolution-clients, synchronises item rows to holders, keeps the token graph, assigns
+  convolution-items (Algorithm 3) and feeds the minibatches' triples. It never holds :math:`S`,
+  a user embedding or a user gradient in the clear.
+* A :class:`Transport` carries one *round*: a request to each node and its reply. All of a node's
+  users are batched in one message per round.
+
+Rounds. Set-up takes five (``keys``: key pairs and virtual items; ``wrap``: the key-client draws
+:math:`S` and wraps it for every public key; ``tokens``: users unwrap :math:`S` and upload item
+tokens and :math:`S`-encrypted degrees; ``verify``: assignment and verification answers sealed to
+the asking convolution-client; ``init``: convolution-clients learn their real neighbours and publish
+layer-0 rows). A minibatch then takes :math:`2L+2` rounds, the least this dependency chain allows
+(every arrow crosses nodes): ``forward`` :math:`k=1..L` (a node receives layer-:math:`(k-1)` rows of
+the items its users hold and ciphertexts of the neighbours of its convolution-items, and returns
+layer :math:`k` of both), ``loss`` (layer-:math:`L` item rows and the negatives' rows of every
+layer in; loss parts and :math:`S`-encrypted direct item gradients out), ``aggregate``
+(convolution-items' direct gradients in; :math:`G^{(L)}` out), ``backward`` :math:`k=L-1..0`
+(:math:`G^{(k+1)}` in, :math:`G^{(k)}` out; at :math:`k=0` every owner runs Adam on all its rows,
+as PyTorch's dense Adam does, and publishes the new layer-0 rows for the next minibatch).
+Prediction is :math:`L` forward rounds, the last of which returns the final embeddings.
+
+Deliberate differences from the in-process engine (none changes a number beyond summation order):
+
+* Virtual items are drawn per user from the stream ``("lpgcn", "virtual", u)`` (the in-process
+  engine draws all users from one stream), and the upload order from ``("lpgcn", "upload-order",
+  u)``, so a node needs nothing but its own users. The token graph, hence the assignment and the
+  routing, differ from the in-process run's; the arithmetic does not depend on them.
+* A node is trusted with all the users it hosts: rows of users on the same node are used locally,
+  not routed through the server; ciphertexts the node needs are sent once per node.
+* Every item must be held (really or virtually) by some client: the server cannot own an item it
+  has no token for. :meth:`RelayServer.setup` raises a clear error otherwise.
+* The triples are fed by the caller (the server replays the in-process sampler, spec §11.7: for
+  equivalence runs both systems see the same triples), so the server knows them; negatives are
+  still requested by token.
+* LP-GCN has no dropout recovery: a node that does not answer stops the run
+  (:class:`LostNodeError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from fedgraphrec.crypto import (
+    ClientKeyPair,
+    ItemTokenizer,
+    PayloadCipher,
+    PublicKey,
+    SharedKey,
+    open_sealed,
+    seal,
+    unwrap_key,
+    wrap_key,
+)
+from fedgraphrec.models.propagation import pair_weights
+from fedgraphrec.protocols.common import TOKEN_BYTES, layer_mean, local_bpr
+from fedgraphrec.protocols.lpgcn.cover import plan_convolution
+from fedgraphrec.protocols.lpgcn.setup import TOKEN_AAD
+from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
+from fedgraphrec.runtime.rows import decode_rows, encode_rows
+from fedgraphrec.seeding import numpy_rng
+
+__all__ = [
+    "LocalTransport",
+    "LostNodeError",
+    "Msg",
+    "Prediction",
+    "RelayServer",
+    "ShardClient",
+    "ShardSettings",
+    "ShardSource",
+    "Transport",
+    "rounds_per_minibatch",
+]
+
+Msg = tuple[dict[str, Any], dict[str, np.ndarray]]
+"""A message: scalar fields and named NumPy arrays (binary payloads as ``uint8`` matrices)."""
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_DEGREE_AAD = b"lpgcn/degree|"
+
+
+def rounds_per_minibatch(n_layers: int) -> int:
+    """Rounds of one minibatch: ``L`` forward, loss, aggregate, ``L`` backward (the last updates)."""
+    return 2 * n_layers + 2
+
+
+class LostNodeError(RuntimeError):
+    """A node did not answer a round; LP-GCN cannot continue without its users (no dropout recovery)."""
+
+
+class Transport(Protocol):
+    """One round: ``requests`` to nodes, their replies by node id (raises :class:`LostNodeError`)."""
+
+    def round(self, op: str, requests: Mapping[int, Msg]) -> dict[int, Msg]:
+        """Send every request, return every reply."""
+        ...
+
+
+@dataclass(frozen=True)
+class ShardSettings:
+    """What every party knows about the run (public hyper-parameters).
+
+    Raises:
+        ValueError: naming the parameter, if one is out of range.
+    """
+
+    n_layers: int
+    dim: int
+    dtype: str
+    lr: float
+    reg: float
+    alpha: int
+    seed: int
+    n_items: int
+
+    def __post_init__(self) -> None:
+        if self.n_layers < 1:
+            raise ValueError(
+                f"n_layers: LP-GCN on separate nodes needs at least one layer, got {self.n_layers}"
+            )
+        if self.dim < 1:
+            raise ValueError(f"dim must be positive, got {self.dim}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.alpha < 0:
+            raise ValueError(f"alpha (virtual items per client) must be >= 0, got {self.alpha}")
+        if self.lr <= 0 or self.reg < 0:
+            raise ValueError(f"lr must be > 0 and reg >= 0, got lr={self.lr}, reg={self.reg}")
+        if self.n_items < 1:
+            raise ValueError(f"n_items must be positive, got {self.n_items}")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        """The embeddings' torch dtype."""
+        return DTYPES[self.dtype]
+
+
+class ShardSource(Protocol):
+    """What a node knows from outside the protocol: its users' data and their initial rows."""
+
+    def real_items(self, users: np.ndarray) -> sp.csr_matrix:
+        """Binary rows (training items) of ``users``, shape ``(len(users), n_items)``."""
+        ...
+
+    def initial_rows(self, users: np.ndarray, items: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer-0 rows of ``users`` and of ``items`` (the run's initial tables, drawn once)."""
+        ...
+
+
+def _stack(blobs: Sequence[bytes], width: int) -> np.ndarray:
+    """Equal-length byte strings as a ``(k, width)`` ``uint8`` matrix."""
+    if not blobs:
+        return np.zeros((0, width), dtype=np.uint8)
+    return np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), -1).copy()
+
+
+def _rows(blob: np.ndarray) -> list[bytes]:
+    return [bytes(r) for r in np.asarray(blob, dtype=np.uint8)]
+
+
+def _spmm(
+    row: np.ndarray, col: np.ndarray, val: torch.Tensor, n_rows: int, dense: torch.Tensor
+) -> torch.Tensor:
+    r""":math:`A\,X` for a COO matrix ``A`` (rows ``row``, columns ``col``, values ``val``)."""
+    out = torch.zeros((n_rows, dense.shape[1]), dtype=dense.dtype)
+    if len(row):
+        out.index_add_(0, torch.from_numpy(row), val.unsqueeze(1) * dense[torch.from_numpy(col)])
+    return out
+
+
+class ShardClient:
+    """The client program of one node: every user it hosts, as one shard (module docstring).
+
+    Args:
+        settings: the run's public hyper-parameters.
+        state: the node's persistent state (read and updated in place).
+        source: the users' data and initial rows (needed by ``keys`` and ``init`` only).
+    """
+
+    def __init__(
+        self, settings: ShardSettings, state: dict[str, np.ndarray], source: ShardSource | None
+    ) -> None:
+        self.s = settings
+        self.st = state
+        self.source = source
+        self.dtype = settings.torch_dtype
+
+    # ------------------------------------------------------------------ helpers
+    def handle(self, op: str, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
+        """Answer one request of round ``op``."""
+        method: Callable[[Mapping[str, Any], Mapping[str, np.ndarray]], Msg] | None = getattr(
+            self, f"_op_{op}", None
+        )
+        if method is None:
+            raise ValueError(f"op: unknown LP-GCN round {op!r}")
+        return method(fields, arrays)
+
+    def _t(self, name: str) -> torch.Tensor:
+        return torch.from_numpy(np.array(self.st[name], copy=True))
+
+    def _put(self, name: str, value: torch.Tensor | np.ndarray) -> None:
+        self.st[name] = (
+            value.detach().numpy().copy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        )
+
+    @property
+    def users(self) -> np.ndarray:
+        """The global ids of the users this node hosts (sorted)."""
+        return self.st["users"]
+
+    def _key(self) -> SharedKey:
+        if "S" not in self.st:
+            raise RuntimeError("this node has no shared key yet (the 'tokens' round has not run)")
+        return SharedKey.from_bytes(bytes(self.st["S"]))
+
+    def _cipher(self) -> PayloadCipher:
+        return PayloadCipher(self._key())
+
+    def _held(self, k: int) -> np.ndarray:
+        st = self.st
+        real = st["real_idx"][st["real_ptr"][k] : st["real_ptr"][k + 1]]
+        virt = st["virt_idx"][st["virt_ptr"][k] : st["virt_ptr"][k + 1]]
+        return np.union1d(real, virt)
+
+    @staticmethod
+    def _aads(kind: str, t: int, layer: int, ids: np.ndarray) -> list[bytes]:
+        prefix = f"lpgcn/{kind}/{t}/{layer}|".encode()
+        return [prefix + str(int(u)).encode() for u in ids]
+
+    def _seal_rows(self, rows: torch.Tensor, kind: str, t: int, layer: int, ids: np.ndarray) -> np.ndarray:
+        plain = encode_rows(rows)
+        sealed = self._cipher().encrypt_many(plain, self._aads(kind, t, layer, ids))
+        width = len(sealed[0]) if sealed else 0
+        return _stack(sealed, width)
+
+    def _open_rows(self, blob: np.ndarray, kind: str, t: int, layer: int, ids: np.ndarray) -> torch.Tensor:
+        if not len(ids):
+            return torch.zeros((0, self.s.dim), dtype=self.dtype)
+        plain = self._cipher().decrypt_many(_rows(blob), self._aads(kind, t, layer, ids))
+        return decode_rows(plain, self.s.dim, self.dtype).clone()
+
+    # ------------------------------------------------------------------ set-up (Algorithm 2, verification)
+    def _op_keys(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
+        """Key pairs of the users and their virtual items (Alg. 2 lines 1–4, 8–11)."""
+        if self.source is None:
+            raise RuntimeError("the 'keys' round needs the node's data source")
+        users = np.asarray(arrays["users"], dtype=np.int64)
+        real = sp.csr_matrix(self.source.real_items(users))
+        real.sort_indices()
+        m = self.s.n_items
+        if real.shape != (len(users), m):
+            raise ValueError(f"real_items returned shape {real.shape}, expected {(len(users), m)}")
+        virt: list[np.ndarray] = []
+        for k, u in enumerate(users):
+            mine = real.indices[real.indptr[k] : real.indptr[k + 1]]
+            candidates = np.setdiff1d(np.arange(m), mine)
+            rng = numpy_rng(self.s.seed, "lpgcn", "virtual", int(u))
+            take = min(self.s.alpha, len(candidates))
+            virt.append(np.sort(rng.choice(candidates, size=take, replace=False)) if take else candidates[:0])
+        pairs = [ClientKeyPair.generate() for _ in users]
+        st = self.st
+        st.clear()
+        st["users"] = users
+        st["real_ptr"] = real.indptr.astype(np.int64)
+        st["real_idx"] = real.indices.astype(np.int64)
+        st["virt_ptr"] = np.concatenate([[0], np.cumsum([len(v) for v in virt])]).astype(np.int64)
+        st["virt_idx"] = np.concatenate([np.zeros(0, np.int64), *virt]).astype(np.int64)
+        st["priv"] = _stack([p.private_bytes() for p in pairs], 32)
+        return {}, {"pub": _stack([p.public.to_bytes() for p in pairs], 32)}
+
+    def _op_wrap(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
+        """The key-client draws :math:`S` and wraps it for every public key (Alg. 2 line 6)."""
+        key_client = int(fields["key_client"])
+        if key_client not in set(self.users.tolist()):
+            raise ValueError(f"key_client {key_client} is not hosted on this node")
+        shared = SharedKey.generate()
+        wrapped = [wrap_key(shared.to_bytes(), PublicKey.from_bytes(pk)) for pk in _rows(arrays["roster"])]
+        return {}, {"wrapped": _stack(wrapped, len(wrapped[0]))}
+
+    def _op_tokens(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
+        r"""Users unwrap :math:`S`; upload held items' tokens and :math:`S(|\mathcal I_u|)` (lines 7–14)."""
+        st = self.st
+        keys = {
+            unwrap_key(blob, ClientKeyPair.from_private_bytes(bytes(priv)))
+            for blob, priv in zip(_rows(arrays["wrapped"]), st["priv"], strict=True)
+        }
+        if len(keys) != 1:
+            raise RuntimeError("the users of this node unwrapped different shared keys")
+        st["S"] = np.frombuffer(keys.pop(), dtype=np.uint8).copy()
+        tokenizer = ItemTokenizer(self._key())
+        known = np.unique(np.concatenate([st["real_idx"], st["virt_idx"]]))
+        st["known"] = known
+        st["known_tok"] = _stack(tokenizer.tokens(known), TOKEN_BYTES)
+        tok_of = dict(zip(known.tolist(), _rows(st["known_tok"]), strict=True))
+        uploads: list[bytes] = []
+        counts = []
+        for k, u in enumerate(self.users):
+            held = self._held(k)
+            order = numpy_rng(self.s.seed, "lpgcn", "upload-order", int(u)).permutation(len(held))
+            uploads.extend(tok_of[int(i)] for i in held[order])
+            counts.append(len(held))
+        degrees = np.diff(st["real_ptr"]).astype("<i8")
+        sealed = self._cipher().encrypt_many(
+            [int(d).to_bytes(8, "little") for d in degrees],
+            [_DEGREE_AAD + str(int(u)).encode() for u in self.users],
+        )
+        return {}, {
+            "tok": _stack(uploads, TOKEN_BYTES),
+            "count": np.asarray(counts, dtype=np.int64),
+            "deg": _stack(sealed, len(sealed[0]) if sealed else 0),
+        }
+
+    def _known_index(self, tokens: np.ndarray) -> np.ndarray:
+        pos = {tok: j for j, tok in enumerate(_rows(self.st["known_tok"]))}
+        try:
+            return np.asarray([pos[tok] for tok in _rows(tokens)], dtype=np.int64)
+        except KeyError:
+            raise ValueError("the server named an item token that no user of this node holds") from None
+
+    def _local(self, ids: np.ndarray) -> np.ndarray:
+        users = self.users
+        k = np.searchsorted(users, ids)
+        if len(ids) and (k.max() >= len(users) or not np.array_equal(users[k], ids)):
+            raise ValueError("the server named a user that this node does not host")
+        return k.astype(np.int64)
+
+    def _op_verify(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
+        """Accept the assigned convolution-items; answer "is it virtual for you?" sealed to the asker."""
+        st = self.st
+        conv_known = self._known_index(arrays["a_tok"])
+        owner = self._local(np.asarray(arrays["a_user"], dtype=np.int64))
+        items = st["known"][conv_known]
+        for k, i in zip(owner, items, strict=True):
+            if i not in self._held(int(k)):
+                raise ValueError(
+                    f"the server assigned item token to user {int(self.users[k])}, who does not hold it"
+                )
+        st["conv_items"], st["conv_owner"], st["conv_known"] = items, owner, conv_known
+        q_known = self._known_index(arrays["q_tok"])
+        q_user = self._local(np.asarray(arrays["q_user"], dtype=np.int64))
+        answers = []
+        for k, j, pk in zip(q_user, q_known, _rows(arrays["q_pk"]), strict=True):
+            item = int(st["known"][j])
+            real = st["real_idx"][st["real_ptr"][k] : st["real_ptr"][k + 1]]
+            if item not in self._held(int(k)):
+                raise ValueError(f"the server asked user {int(self.users[k])} about an item it does not hold")
+            answers.append(seal(bytes([int(item not in real)]), PublicKey.from_bytes(pk), aad=TOKEN_AAD))
+        return {}, {"ans": _stack(answers, len(answers[0]) if answers else 0)}
+
+    def _op_init(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
+        """Learn real neighbours and degrees, initialise owned rows, publish layer 0 (Alg. 2 l. 16–24)."""
+        if self.source is None:
+            raise RuntimeError("the 'init' round needs the node's data source")
+        st, users = self.st, self.users
+        s, c = len(users), len(st["conv_items"])
+        r_pos = np.asarray(arrays["r_pos"], dtype=np.int64)
+        r_holder = np.asarray(arrays["r_holder"], dtype=np.int64)
+        flags = np.asarray(
+            [
+                open_sealed(
+                    blob,
+                    ClientKeyPair.from_private_bytes(bytes(st["priv"][st["conv_owner"][p]])),
+                    aad=TOKEN_AAD,
+                )[0]
+                for blob, p in zip(_rows(arrays["r_ans"]), r_pos, strict=True)
+            ],
+            dtype=np.int64,
+        )
+        nb_users = np.asarray(arrays["nb_users"], dtype=np.int64)
+        nb_deg = np.asarray(
+            [
+                int.from_bytes(b, "little")
+                for b in self._cipher().decrypt_many(
+                    _rows(arrays["nb_deg"]), [_DEGREE_AAD + str(int(u)).encode() for u in nb_users]
+                )
+            ],
+            dtype=np.int64,
+        )
+        own_deg = np.diff(st["real_ptr"])
+        # real holders (conv position, Utab column, degree): verified others, plus the owner if real for it
+        real_pos = r_pos[flags == 0]
+        real_holder = r_holder[flags == 0]
+        on_node = np.isin(real_holder, users)
+        col = np.where(on_node, np.searchsorted(users, real_holder), 0)
+        deg = np.where(on_node, own_deg[np.minimum(col, s - 1)], 0)
+        off = ~on_node
+        k_nb = np.searchsorted(nb_users, real_holder[off])
+        if off.any() and (
+            k_nb.max() >= len(nb_users) or not np.array_equal(nb_users[k_nb], real_holder[off])
+        ):
+            raise ValueError("a verified holder's degree did not reach its convolution-client")
+        col[off] = s + k_nb
+        deg[off] = nb_deg[k_nb]
+        own_real = np.asarray(
+            [
+                st["conv_items"][p]
+                in st["real_idx"][
+                    st["real_ptr"][st["conv_owner"][p]] : st["real_ptr"][st["conv_owner"][p] + 1]
+                ]
+                for p in range(c)
+            ],
+            dtype=bool,
+        )
+        self_pos = np.flatnonzero(own_real)
+        a_row = np.concatenate([real_pos, self_pos]).astype(np.int64)
+        a_col = np.concatenate([col, st["conv_owner"][self_pos]]).astype(np.int64)
+        a_deg_u = np.concatenate([deg, own_deg[st["conv_owner"][self_pos]]])
+        item_deg = np.bincount(a_row, minlength=c).astype(np.float64)
+        st["a_row"], st["a_col"] = a_row, a_col
+        st["a_val"] = pair_weights(a_deg_u, item_deg[a_row]) if len(a_row) else np.zeros(0)
+        st["nb_users"] = nb_users
+        known = st["known"]
+        sync_known = self._known_index(arrays["sync_tok"])
+        if len(np.intersect1d(sync_known, st["conv_known"])) or len(sync_known) + c != len(known):
+            raise ValueError(
+                "the server's synchronisation list does not complement this node's convolution-items"
+            )
+        st["sync_known"] = sync_known
+        deg_known = np.full(len(known), np.nan)
+        deg_known[st["conv_known"]] = item_deg
+        st["deg_known"] = deg_known
+        U0, V0 = self.source.initial_rows(users, st["conv_items"])
+        self._put("U0", U0.to(self.dtype))
+        self._put("V0", V0.to(self.dtype))
+        for name, like in (("Um", "U0"), ("Uv", "U0"), ("Vm", "V0"), ("Vv", "V0")):
+            st[name] = np.zeros_like(st[like])
+        st["step"] = np.zeros((), dtype=np.int64)
+        del st["priv"]  # the key pairs served set-up only
+        return {}, {
+            "conv": st["V0"],
+            "conv_deg": item_deg,
+            "ct": self._seal_rows(self._t("U0"), "u-emb", 0, 0, users),
+        }
+
+    # ------------------------------------------------------------------ Algorithm 4 (forward)
+    def _user_weights(self) -> None:
+        """:math:`c_{ui}` of every user's real items, once all their items' degrees are known."""
+        st = self.st
+        known = st["known"]
+        deg_u = np.diff(st["real_ptr"])
+        rows = np.repeat(np.arange(len(self.users)), deg_u)
+        cols = np.searchsorted(known, st["real_idx"])
+        st["r_row"], st["r_col"] = rows.astype(np.int64), cols.astype(np.int64)
+        st["r_val"] = pair_weights(deg_u[rows], st["deg_known"][cols]) if len(rows) else np.zeros(0)
+
+    def _apply_r(self, dense: torch.Tensor) -> torch.Tensor:
+        st = self.st
+        val = torch.from_numpy(st["r_val"]).to(self.dtype)
+        return _spmm(st["r_row"], st["r_col"], val, len(self.users), dense)
+
+    def _apply_a(self, dense: torch.Tensor) -> torch.Tensor:
+        st = self.st
+        val = torch.from_numpy(st["a_val"]).to(self.dtype)
+        return _spmm(st["a_row"], st["a_col"], val, len(st["conv_items"]), dense)
+
+    def _op_forward(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
+        """Layer k: users by Eq. 7 from their items' layer k-1, convolution-items by Eq. 8."""
+        st, L = self.st, self.s.n_layers
+        t, k = int(fields["t"]), int(fields["k"])
+        s, nk, d = len(self.users), len(st["known"]), self.s.dim
+        out: dict[str, np.ndarray] = {}
+        if "deg" in arrays:
+            st["deg_known"][st["sync_known"]] = np.asarray(arrays["deg"], dtype=np.float64)
+            self._user_weights()
+        if "r_val" not in st:
+            raise RuntimeError("item degrees never reached this node")
+        if k == 1:
+            Ul = np.zeros((L + 1, s, d), dtype=st["U0"].dtype)
+            Vk = np.zeros((L + 1, nk, d), dtype=st["U0"].dtype)
+            Ul[0] = st["U0"]
+            Vk[0][st["conv_known"]] = st["V0"]
+            st["Ul"], st["Vk"] = Ul, Vk
+            if "b_user" in arrays:  # the minibatch's triples; the negatives are requested by token
+                st["b_user"] = self._local(np.asarray(arrays["b_user"], dtype=np.int64))
+                st["b_pos"] = np.asarray(arrays["b_pos"], dtype=np.int64)
+                st["b_neg"] = np.asarray(arrays["b_neg"], dtype=np.int64)
+                st["B"] = np.asarray(int(fields["B"]))
+                negs = np.unique(st["b_neg"])
+                st["neg_items"] = negs
+                out["neg_tok"] = _stack(ItemTokenizer(self._key()).tokens(negs), TOKEN_BYTES)
+        Ul, Vk = st["Ul"], st["Vk"]
+        Vk[k - 1][st["sync_known"]] = np.asarray(arrays["rows"], dtype=Vk.dtype)
+        u_next = self._apply_r(torch.from_numpy(Vk[k - 1]))
+        nb = self._open_rows(arrays["nb_ct"], "u-emb", t, k - 1, st["nb_users"])
+        v_next = self._apply_a(torch.cat([torch.from_numpy(Ul[k - 1]), nb]))
+        Ul[k] = u_next.numpy()
+        Vk[k][st["conv_known"]] = v_next.numpy()
+        out["conv"] = v_next.numpy()
+        if k < L:
+            out["ct"] = self._seal_rows(u_next, "u-emb", t, k, self.users)
+        elif fields.get("final"):  # prediction: the final embeddings (exported for evaluation)
+            U = layer_mean([torch.from_numpy(Ul[j]) for j in range(L + 1)])
+            conv = st["conv_known"]
+            V = layer_mean([torch.from_numpy(Vk[j][conv]) for j in range(L + 1)])
+            out.update(users=self.users, U=U.numpy(), items=st["conv_items"], V=V.numpy())
+            out.update(U0=st["U0"], V0=st["V0"])
+        return {}, out
+
+    # ------------------------------------------------------------------ Algorithms 5 and 9 (loss)
+    def _op_loss(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
+        """Local BPR of the node's triples; direct item gradients to their owners under :math:`S`."""
+        st, L = self.st, self.s.n_layers
+        t = int(fields["t"])
+        Ul, Vk = st["Ul"], st["Vk"]
+        Vk[L][st["sync_known"]] = np.asarray(arrays["rows"], dtype=Vk.dtype)
+        known, negs = st["known"], st["neg_items"]
+        extra = np.setdiff1d(negs, known)
+        items_all = np.concatenate([known, extra])
+        order = np.argsort(items_all, kind="stable")
+        neg_rows = np.asarray(arrays["neg_rows"], dtype=Vk.dtype)
+        extra_rows = neg_rows[:, np.searchsorted(negs, extra)]
+        layers = [torch.from_numpy(np.concatenate([Vk[j], extra_rows[j]])) for j in range(L + 1)]
+        us = [torch.from_numpy(Ul[j]) for j in range(L + 1)]
+        U0, V0 = us[0].clone(), layers[0].clone()
+        U, V = layer_mean(us), layer_mean(layers)
+
+        def local_items(ids: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(order[np.searchsorted(items_all[order], ids)])
+
+        users = torch.from_numpy(st["b_user"])
+        loc = local_bpr(
+            U, V, U0, V0, users, local_items(st["b_pos"]), local_items(st["b_neg"]), self.s.reg, int(st["B"])
+        )
+        c = len(st["conv_items"])
+        conv_of_local = np.full(len(items_all), -1, dtype=np.int64)
+        conv_of_local[st["conv_known"]] = np.arange(c)
+        item_loc = loc.items.numpy()
+        conv_pos = conv_of_local[item_loc]
+        own = np.zeros(len(item_loc), dtype=bool)
+        if c:
+            own = (conv_pos >= 0) & (st["conv_owner"][np.maximum(conv_pos, 0)] == loc.item_senders)
+        dV = torch.zeros((c, self.s.dim), dtype=self.dtype)
+        rV = torch.zeros_like(dV)
+        if own.any():
+            ix, pos = torch.from_numpy(np.flatnonzero(own)), torch.from_numpy(conv_pos[own])
+            dV.index_add_(0, pos, loc.d_rows[ix])
+            rV.index_add_(0, pos, loc.r_rows[ix])
+        remote = np.flatnonzero(~own)
+        # one message per (sender, item): the sender's rows summed (its own arithmetic)
+        key = loc.item_senders[remote].astype(np.int64) * len(items_all) + item_loc[remote]
+        uniq, inv = np.unique(key, return_inverse=True)
+        d_sum = torch.zeros((len(uniq), self.s.dim), dtype=self.dtype)
+        r_sum = torch.zeros_like(d_sum)
+        if len(remote):
+            d_sum.index_add_(0, torch.from_numpy(inv), loc.d_rows[torch.from_numpy(remote)])
+            r_sum.index_add_(0, torch.from_numpy(inv), loc.r_rows[torch.from_numpy(remote)])
+        senders = self.users[uniq // len(items_all)]
+        tokens = ItemTokenizer(self._key()).tokens(items_all[uniq % len(items_all)])
+        bodies = [encode_tensor(torch.stack([d_sum[j], r_sum[j]])) for j in range(len(uniq))]
+        aads = [f"lpgcn/i-grad/{t}|{int(u)}|".encode() + tok for u, tok in zip(senders, tokens, strict=True)]
+        sealed = self._cipher().encrypt_many(bodies, aads)
+        self._put("dU", loc.dU)
+        self._put("rU", loc.rU)
+        self._put("dV", dV)
+        self._put("rV", rV)
+        for name in ("Ul", "Vk", "b_user", "b_pos", "b_neg", "neg_items"):
+            del st[name]  # LightGCN's backward pass needs no embeddings
+        return {"bpr": float(loc.bpr), "reg": float(loc.reg)}, {
+            "g_user": senders.astype(np.int64),
+            "g_tok": _stack(tokens, TOKEN_BYTES),
+            "g_ct": _stack(sealed, len(sealed[0]) if sealed else 0),
+        }
+
+    # ------------------------------------------------------------------ Algorithm 6 (backward) and update
+    def _op_aggregate(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
+        r"""Convolution-items sum their direct gradients; :math:`G^{(L)}` of items and users out."""
+        st, L = self.st, self.s.n_layers
+        t = int(fields["t"])
+        dV, rV = self._t("dV"), self._t("rV")
+        g_user = np.asarray(arrays["g_user"], dtype=np.int64)
+        if len(g_user):
+            tokens = _rows(arrays["g_tok"])
+            aads = [
+                f"lpgcn/i-grad/{t}|{int(u)}|".encode() + tok for u, tok in zip(g_user, tokens, strict=True)
+            ]
+            bodies = self._cipher().decrypt_many(_rows(arrays["g_ct"]), aads)
+            rows = torch.stack([decode_tensor(b) for b in bodies]).to(self.dtype)
+            conv_of_known = np.full(len(st["known"]), -1, dtype=np.int64)
+            conv_of_known[st["conv_known"]] = np.arange(len(st["conv_items"]))
+            pos = conv_of_known[self._known_index(arrays["g_tok"])]
+            if (pos < 0).any():
+                raise ValueError("the server routed an item gradient to a node that does not own the item")
+            dV.index_add_(0, torch.from_numpy(pos), rows[:, 0])
+            rV.index_add_(0, torch.from_numpy(pos), rows[:, 1])
+        w = 1.0 / (L + 1)
+        wdU, wdV = w * self._t("dU"), w * dV
+        self._put("wdU", wdU)
+        self._put("wdV", wdV)
+        self._put("rV", rV)
+        self._put("gU", wdU)
+        self._put("gV", wdV)
+        del st["dU"], st["dV"]
+        return {}, {"conv": wdV.numpy(), "ct": self._seal_rows(wdU, "u-grad", t, L, self.users)}
+
+    def _op_backward(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
+        r"""Layer k of the adjoint recursion (spec §2.4); at k = 0 every owner runs Adam."""
+        st = self.st
+        t, k = int(fields["t"]), int(fields["k"])
+        g_known = torch.zeros((len(st["known"]), self.s.dim), dtype=self.dtype)
+        g_known[torch.from_numpy(st["conv_known"])] = self._t("gV")
+        g_known[torch.from_numpy(st["sync_known"])] = torch.from_numpy(np.asarray(arrays["rows"])).to(
+            self.dtype
+        )
+        nb = self._open_rows(arrays["nb_ct"], "u-grad", t, k + 1, st["nb_users"])
+        gU = self._t("wdU") + self._apply_r(g_known)  # Eqs. 18, 21, 22, 25, 26
+        gV = self._t("wdV") + self._apply_a(torch.cat([self._t("gU"), nb]))  # Eqs. 19, 20, 24, 27
+        if k > 0:
+            self._put("gU", gU)
+            self._put("gV", gV)
+            return {}, {"conv": gV.numpy(), "ct": self._seal_rows(gU, "u-grad", t, k, self.users)}
+        gU = gU + self._t("rU")
+        gV = gV + self._t("rV")
+        self._adam(gU, gV)
+        for name in ("wdU", "wdV", "rU", "rV", "gU", "gV"):
+            del st[name]
+        return {}, {"conv": st["V0"], "ct": self._seal_rows(self._t("U0"), "u-emb", t + 1, 0, self.users)}
+
+    def _adam(self, gU: torch.Tensor, gV: torch.Tensor) -> None:
+        """PyTorch's Adam on the owned rows (users', convolution-items'), stepping every row."""
+        st = self.st
+        U0 = torch.nn.Parameter(self._t("U0"))
+        V0 = torch.nn.Parameter(self._t("V0"))
+        opt = torch.optim.Adam([U0, V0], lr=self.s.lr)
+        step = float(st["step"])
+        if step > 0:
+            scalar = torch.tensor(step, dtype=torch.float32)
+            opt.state[U0] = {"step": scalar.clone(), "exp_avg": self._t("Um"), "exp_avg_sq": self._t("Uv")}
+            opt.state[V0] = {"step": scalar.clone(), "exp_avg": self._t("Vm"), "exp_avg_sq": self._t("Vv")}
+        U0.grad, V0.grad = gU, gV
+        opt.step()
+        self._put("U0", U0)
+        self._put("V0", V0)
+        for p, (m, v) in ((U0, ("Um", "Uv")), (V0, ("Vm", "Vv"))):
+            self._put(m, opt.state[p]["exp_avg"])
+            self._put(v, opt.state[p]["exp_avg_sq"])
+        st["step"] = np.asarray(int(step) + 1)
+
+
+@dataclass
+class Prediction:
+    """Final embeddings as the parties hold them (exported for evaluation), and the layer-0 tables."""
+
+    user: torch.Tensor
+    item: torch.Tensor
+    user0: torch.Tensor
+    item0: torch.Tensor
+
+
+@dataclass
+class _NodePlan:
+    users: np.ndarray
+    conv_cols: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_cols: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    nb_users: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    neg_cols: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+class RelayServer:
+    """The server role of LP-GCN over a :class:`Transport` (module docstring).
+
+    Args:
+        transport: carries the rounds.
+        settings: the run's public hyper-parameters.
+        n_users: number of clients (pseudonyms ``0..n-1``).
+        nodes: node ids; user ``u`` lives on ``nodes[u % len(nodes)]``.
+
+    Raises:
+        ValueError: naming the parameter, on an empty node list or no users.
+    """
+
+    def __init__(
+        self, transport: Transport, settings: ShardSettings, n_users: int, nodes: Sequence[int]
+    ) -> None:
+        if not nodes:
+            raise ValueError("nodes: at least one node is needed")
+        if n_users < 1:
+            raise ValueError(f"n_users must be positive, got {n_users}")
+        self.transport = transport
+        self.s = settings
+        self.n_users = n_users
+        all_nodes = [int(x) for x in nodes]
+        # node *indices* in arrays (Flower's node ids are unsigned 64-bit); ids only at the transport
+        self.node_ids = all_nodes
+        self._index = {nd: j for j, nd in enumerate(all_nodes)}
+        self.node_of = np.arange(n_users, dtype=np.int64) % len(all_nodes)
+        self.plan = {
+            nd: _NodePlan(np.flatnonzero(self.node_of == j).astype(np.int64))
+            for j, nd in enumerate(all_nodes)
+            if (self.node_of == j).any()
+        }
+        self.steps = 0
+        self.rounds = 0
+        self._deg_sent = False
+
+    def _round(self, op: str, requests: Mapping[int, Msg]) -> dict[int, Msg]:
+        replies = self.transport.round(op, requests)
+        missing = sorted(set(requests) - set(replies))
+        if missing:
+            raise LostNodeError(
+                f"LP-GCN round {op!r}: node(s) {missing} did not answer; LP-GCN has no dropout recovery"
+            )
+        self.rounds += 1
+        return replies
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self) -> None:
+        """Algorithm 2 (keys, S, tokens, degrees), Algorithm 3 and verification: five rounds."""
+        n, m = self.n_users, self.s.n_items
+        replies = self._round("keys", {nd: ({}, {"users": p.users}) for nd, p in self.plan.items()})
+        pub = np.zeros((n, 32), dtype=np.uint8)
+        for nd, p in self.plan.items():
+            pub[p.users] = replies[nd][1]["pub"]
+        key_client = int(numpy_rng(self.s.seed, "lpgcn", "setup").integers(0, n))
+        kc_node = self.node_ids[int(self.node_of[key_client])]
+        wrapped = self._round("wrap", {kc_node: ({"key_client": key_client}, {"roster": pub})})[kc_node][1][
+            "wrapped"
+        ]
+        if len(wrapped) != n:
+            raise RuntimeError(f"the key-client wrapped {len(wrapped)} keys for {n} clients")
+        replies = self._round(
+            "tokens", {nd: ({}, {"wrapped": wrapped[p.users]}) for nd, p in self.plan.items()}
+        )
+        tok_lists: list[list[bytes]] = [[] for _ in range(n)]
+        deg_ct: np.ndarray | None = None
+        for nd, p in self.plan.items():
+            arr = replies[nd][1]
+            toks = _rows(arr["tok"])
+            bounds = np.concatenate([[0], np.cumsum(arr["count"])])
+            for j, u in enumerate(p.users):
+                tok_lists[u] = toks[bounds[j] : bounds[j + 1]]
+            if deg_ct is None:
+                deg_ct = np.zeros((n, arr["deg"].shape[1]), dtype=np.uint8)
+            deg_ct[p.users] = arr["deg"]
+        assert deg_ct is not None
+        # Algorithm 3 on the token graph: tokens numbered by first appearance
+        col_of: dict[bytes, int] = {}
+        rows, cols = [], []
+        for u in range(n):
+            for tok in tok_lists[u]:
+                rows.append(u)
+                cols.append(col_of.setdefault(tok, len(col_of)))
+        if len(col_of) != m:
+            raise ValueError(
+                f"{m - len(col_of)} of {m} items are held by no client; LP-GCN on separate nodes needs every "
+                "item held (raise alpha, or drop items without training interactions)"
+            )
+        self.col_of = col_of
+        self.tokens = _stack(list(col_of), TOKEN_BYTES)
+        holdings = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, m))
+        holdings.sort_indices()
+        conv_user = np.asarray(plan_convolution(holdings, self.s.seed).conv_client_of_item, dtype=np.int64)
+        self.conv_node = self.node_of[conv_user]
+        coo = holdings.tocoo()
+        h_user, h_col = coo.row.astype(np.int64), coo.col.astype(np.int64)
+        verify: dict[int, Msg] = {}
+        asked: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        ask = conv_user[h_col] != h_user
+        for nd, p in self.plan.items():
+            j = self._index[nd]
+            p.conv_cols = np.flatnonzero(self.conv_node == j)
+            held = np.unique(h_col[self.node_of[h_user] == j])
+            p.sync_cols = np.setdiff1d(held, p.conv_cols)
+            holders = h_user[np.isin(h_col, p.conv_cols)]
+            p.nb_users = np.unique(holders[self.node_of[holders] != j])
+            q = np.flatnonzero(ask & (self.node_of[h_user] == j))
+            asked[nd] = (h_user[q], h_col[q])
+            verify[nd] = (
+                {},
+                {
+                    "a_user": conv_user[p.conv_cols],
+                    "a_tok": self.tokens[p.conv_cols],
+                    "q_user": h_user[q],
+                    "q_tok": self.tokens[h_col[q]],
+                    "q_pk": pub[conv_user[h_col[q]]],
+                },
+            )
+        replies = self._round("verify", verify)
+        routed: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {nd: [] for nd in self.plan}
+        for nd in self.plan:
+            holder, col = asked[nd]
+            answers = replies[nd][1]["ans"]
+            for dest in self.plan:
+                sel = self.conv_node[col] == self._index[dest]
+                if sel.any():
+                    pos = np.searchsorted(self.plan[dest].conv_cols, col[sel])
+                    routed[dest].append((pos, holder[sel], answers[sel]))
+        init: dict[int, Msg] = {}
+        width = max(replies[nd][1]["ans"].shape[1] for nd in self.plan)
+        for nd, p in self.plan.items():
+            parts = routed[nd]
+            init[nd] = (
+                {},
+                {
+                    "r_pos": np.concatenate([np.zeros(0, np.int64), *[a for a, _, _ in parts]]),
+                    "r_holder": np.concatenate([np.zeros(0, np.int64), *[b for _, b, _ in parts]]),
+                    "r_ans": np.concatenate([np.zeros((0, width), np.uint8), *[c for _, _, c in parts]]),
+                    "nb_users": p.nb_users,
+                    "nb_deg": deg_ct[p.nb_users],
+                    "sync_tok": self.tokens[p.sync_cols],
+                },
+            )
+        replies = self._round("init", init)
+        L, d = self.s.n_layers, self.s.dim
+        np_dtype = np.float64 if self.s.dtype == "float64" else np.float32
+        self.V = [np.zeros((m, d), dtype=np_dtype) for _ in range(L + 1)]
+        self.item_deg = np.zeros(m)
+        self.ct: np.ndarray | None = None
+        for nd, p in self.plan.items():
+            _, arr = replies[nd]
+            self.V[0][p.conv_cols] = arr["conv"]
+            self.item_deg[p.conv_cols] = arr["conv_deg"]
+            self._store_ct(p.users, arr["ct"])
+
+    def _store_ct(self, users: np.ndarray, ct: np.ndarray) -> None:
+        if self.ct is None:
+            self.ct = np.zeros((self.n_users, ct.shape[1]), dtype=np.uint8)
+        self.ct[users] = ct
+
+    # ------------------------------------------------------------------ Algorithm 1 body
+    def _forward(
+        self, t: int, triples: tuple[np.ndarray, np.ndarray, np.ndarray] | None, final: bool
+    ) -> dict[int, Msg]:
+        assert self.ct is not None
+        L = self.s.n_layers
+        last: dict[int, Msg] = {}
+        for k in range(1, L + 1):
+            requests: dict[int, Msg] = {}
+            for nd, p in self.plan.items():
+                fields: dict[str, Any] = {"t": t, "k": k, "final": bool(final and k == L)}
+                arrays = {"rows": self.V[k - 1][p.sync_cols], "nb_ct": self.ct[p.nb_users]}
+                if k == 1 and not self._deg_sent:
+                    arrays["deg"] = self.item_deg[p.sync_cols]
+                if k == 1 and triples is not None:
+                    users, pos, neg = triples
+                    mine = self.node_of[users] == self._index[nd]
+                    fields["B"] = len(users)
+                    arrays.update(b_user=users[mine], b_pos=pos[mine], b_neg=neg[mine])
+                requests[nd] = (fields, arrays)
+            last = self._round("forward", requests)
+            self._deg_sent = True
+            for nd, p in self.plan.items():
+                _, arr = last[nd]
+                self.V[k][p.conv_cols] = arr["conv"]
+                if "ct" in arr:
+                    self._store_ct(p.users, arr["ct"])
+                if "neg_tok" in arr:
+                    p.neg_cols = np.asarray(
+                        [self.col_of[tok] for tok in _rows(arr["neg_tok"])], dtype=np.int64
+                    )
+        return last
+
+    def train_step(self, users: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> float:
+        """One minibatch (``2L + 2`` rounds); returns the batch loss (BPR + λ·reg, summed over nodes)."""
+        assert self.ct is not None
+        users, pos, neg = (np.asarray(a, dtype=np.int64) for a in (users, pos, neg))
+        if not (len(users) == len(pos) == len(neg)) or not len(users):
+            raise ValueError("users, pos, neg: a minibatch needs equal, non-zero numbers of triples")
+        L, t = self.s.n_layers, self.steps
+        self._forward(t, (users, pos, neg), final=False)
+        loss_req = {
+            nd: (
+                {"t": t},
+                {
+                    "rows": self.V[L][p.sync_cols],
+                    "neg_rows": np.stack([self.V[j][p.neg_cols] for j in range(L + 1)]),
+                },
+            )
+            for nd, p in self.plan.items()
+        }
+        replies = self._round("loss", loss_req)
+        bpr = sum(float(f["bpr"]) for f, _ in replies.values())
+        reg = sum(float(f["reg"]) for f, _ in replies.values())
+        mail: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {nd: [] for nd in self.plan}
+        width = 0
+        for _, arr in replies.values():
+            if not len(arr["g_user"]):
+                continue
+            width = arr["g_ct"].shape[1]
+            dest = self.conv_node[[self.col_of[tok] for tok in _rows(arr["g_tok"])]]
+            for nd in self.plan:
+                sel = dest == self._index[nd]
+                if sel.any():
+                    mail[nd].append((arr["g_user"][sel], arr["g_tok"][sel], arr["g_ct"][sel]))
+        agg_req = {
+            nd: (
+                {"t": t},
+                {
+                    "g_user": np.concatenate([np.zeros(0, np.int64), *[a for a, _, _ in mail[nd]]]),
+                    "g_tok": np.concatenate(
+                        [np.zeros((0, TOKEN_BYTES), np.uint8), *[b for _, b, _ in mail[nd]]]
+                    ),
+                    "g_ct": np.concatenate([np.zeros((0, width), np.uint8), *[c for _, _, c in mail[nd]]]),
+                },
+            )
+            for nd in self.plan
+        }
+        replies = self._round("aggregate", agg_req)
+        G = np.zeros_like(self.V[0])
+        for nd, p in self.plan.items():
+            G[p.conv_cols] = replies[nd][1]["conv"]
+            self._store_ct(p.users, replies[nd][1]["ct"])
+        for k in range(L - 1, -1, -1):
+            req = {
+                nd: ({"t": t, "k": k}, {"rows": G[p.sync_cols], "nb_ct": self.ct[p.nb_users]})
+                for nd, p in self.plan.items()
+            }
+            replies = self._round("backward", req)
+            G = np.zeros_like(G)
+            for nd, p in self.plan.items():
+                G[p.conv_cols] = replies[nd][1]["conv"]
+                self._store_ct(p.users, replies[nd][1]["ct"])
+        self.V[0] = G  # after k = 0 the convolution-clients return their updated layer-0 rows
+        self.steps += 1
+        return bpr + self.s.reg * reg
+
+    def predict(self) -> Prediction:
+        """``L`` forward rounds; the last returns final user rows (for evaluation) and item rows."""
+        last = self._forward(self.steps, None, final=True)
+        n, m, d = self.n_users, self.s.n_items, self.s.dim
+        dtype = self.s.torch_dtype
+        U, V = torch.zeros((n, d), dtype=dtype), torch.zeros((m, d), dtype=dtype)
+        U0, V0 = torch.zeros_like(U), torch.zeros_like(V)
+        for _, arr in last.values():
+            users, items = torch.from_numpy(arr["users"]), torch.from_numpy(arr["items"])
+            U[users], U0[users] = torch.from_numpy(arr["U"]), torch.from_numpy(arr["U0"])
+            V[items], V0[items] = torch.from_numpy(arr["V"]), torch.from_numpy(arr["V0"])
+        return Prediction(U, V, U0, V0)
+
+
+class LocalTransport:
+    """Every node's :class:`ShardClient` in this process (tests; no Flower).
+
+    Arrays are copied on the way in and out, as serialisation would. ``dead`` nodes never answer.
+
+    Args:
+        settings: the run's public hyper-parameters.
+        source: every node's data source.
+        nodes: node ids.
+    """
+
+    def __init__(self, settings: ShardSettings, source: ShardSource, nodes: Sequence[int]) -> None:
+        self.settings = settings
+        self.source = source
+        self.states: dict[int, dict[str, np.ndarray]] = {int(n): {} for n in nodes}
+        self.dead: set[int] = set()
+        self.ops: list[str] = []
+
+    def round(self, op: str, requests: Mapping[int, Msg]) -> dict[int, Msg]:
+        """Run each live node's handler on a copy of its request."""
+        self.ops.append(op)
+        replies = {}
+        for node, (fields, arrays) in requests.items():
+            if node in self.dead:
+                continue
+            client = ShardClient(self.settings, self.states[node], self.source)
+            out_f, out_a = client.handle(
+                op, dict(fields), {k: np.array(v, copy=True) for k, v in arrays.items()}
+            )
+            replies[node] = (dict(out_f), {k: np.array(v, copy=True) for k, v in out_a.items()})
+        return replies
