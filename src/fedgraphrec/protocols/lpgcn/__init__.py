@@ -10,7 +10,8 @@ Where each algorithm lives:
 - greedy minimum set cover and convolution-item assignment: :mod:`~fedgraphrec.protocols.lpgcn.cover`;
 - communication cost and utilisation (Eqs. 30-32, Fig. 13): :mod:`~fedgraphrec.protocols.lpgcn.communication`;
 - the same algorithms as separate party programs (client shards on nodes, the relay server, rounds
-  over a transport such as Flower): :mod:`~fedgraphrec.protocols.lpgcn.distributed`.
+  over a transport such as Flower): :mod:`~fedgraphrec.protocols.lpgcn.distributed` (``shard.py``:
+  the client program; ``relay.py``: the server role).
 """
 
 from fedgraphrec.protocols.common import StepRecord

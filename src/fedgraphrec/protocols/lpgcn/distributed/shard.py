@@ -1,57 +1,13 @@
-r"""LP-GCN as separate party programs: client shards on nodes, the relay server, rounds between them.
+"""LP-GCN's client-side party program for a shard of users, and the types shared with the relay.
 
-:class:`~fedgraphrec.protocols.lpgcn.protocol.LPGCN` runs every party in one process on whole
-tables. Here the same algorithm (spec ``lpgcn.md`` Algorithms 1–6 and 9, LightGCN backbone) is cut
-along party lines for an engine that runs parties in different processes (Flower, see
-``fedgraphrec.experiments.flower_lpgcn``):
-
-* :class:`ShardClient` is the client-side program for a *shard* of users hosted by one node: their
-  user rows and Adam state, their real and virtual items and weights :math:`c_{ui}`, the
-  convolution-items assigned to them (rows, Adam state, verified real holders) and the shared key
-  :math:`S`. Its persistent state is a ``dict`` of NumPy arrays (the engine stores it between
-  messages); every request is one :meth:`ShardClient.handle` call.
-* :class:`RelayServer` is the server role: it routes :math:`S`-encrypted user rows to
-  convolution-clients, synchronises item rows to holders, keeps the token graph, assigns
-  convolution-items (Algorithm 3) and feeds the minibatches' triples. It never holds :math:`S`,
-  a user embedding or a user gradient in the clear.
-* A :class:`Transport` carries one *round*: a request to each node and its reply. All of a node's
-  users are batched in one message per round.
-
-Rounds. Set-up takes five (``keys``: key pairs and virtual items; ``wrap``: the key-client draws
-:math:`S` and wraps it for every public key; ``tokens``: users unwrap :math:`S` and upload item
-tokens and :math:`S`-encrypted degrees; ``verify``: assignment and verification answers sealed to
-the asking convolution-client; ``init``: convolution-clients learn their real neighbours and publish
-layer-0 rows). A minibatch then takes :math:`2L+2` rounds, the least this dependency chain allows
-(every arrow crosses nodes): ``forward`` :math:`k=1..L` (a node receives layer-:math:`(k-1)` rows of
-the items its users hold and ciphertexts of the neighbours of its convolution-items, and returns
-layer :math:`k` of both), ``loss`` (layer-:math:`L` item rows and the negatives' rows of every
-layer in; loss parts and :math:`S`-encrypted direct item gradients out), ``aggregate``
-(convolution-items' direct gradients in; :math:`G^{(L)}` out), ``backward`` :math:`k=L-1..0`
-(:math:`G^{(k+1)}` in, :math:`G^{(k)}` out; at :math:`k=0` every owner runs Adam on all its rows,
-as PyTorch's dense Adam does, and publishes the new layer-0 rows for the next minibatch).
-Prediction is :math:`L` forward rounds, the last of which returns the final embeddings.
-
-Deliberate differences from the in-process engine (none changes a number beyond summation order):
-
-* Virtual items are drawn per user from the stream ``("lpgcn", "virtual", u)`` (the in-process
-  engine draws all users from one stream), and the upload order from ``("lpgcn", "upload-order",
-  u)``, so a node needs nothing but its own users. The token graph, hence the assignment and the
-  routing, differ from the in-process run's; the arithmetic does not depend on them.
-* A node is trusted with all the users it hosts: rows of users on the same node are used locally,
-  not routed through the server; ciphertexts the node needs are sent once per node.
-* Every item must be held (really or virtually) by some client: the server cannot own an item it
-  has no token for. :meth:`RelayServer.setup` raises a clear error otherwise.
-* The triples are fed by the caller (the server replays the in-process sampler, spec §11.7: for
-  equivalence runs both systems see the same triples), so the server knows them; negatives are
-  still requested by token.
-* LP-GCN has no dropout recovery: a node that does not answer stops the run
-  (:class:`LostNodeError`).
+See :mod:`fedgraphrec.protocols.lpgcn.distributed` for the rounds and the deliberate differences
+from the in-process engine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -71,23 +27,22 @@ from fedgraphrec.crypto import (
 )
 from fedgraphrec.models.propagation import pair_weights
 from fedgraphrec.protocols.common import TOKEN_BYTES, layer_mean, local_bpr
-from fedgraphrec.protocols.lpgcn.cover import plan_convolution
 from fedgraphrec.protocols.lpgcn.setup import TOKEN_AAD
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
 from fedgraphrec.runtime.rows import decode_rows, encode_rows
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = [
-    "LocalTransport",
+    "DTYPES",
     "LostNodeError",
     "Msg",
-    "Prediction",
-    "RelayServer",
     "ShardClient",
     "ShardSettings",
     "ShardSource",
     "Transport",
+    "pack_blobs",
     "rounds_per_minibatch",
+    "unpack_blobs",
 ]
 
 Msg = tuple[dict[str, Any], dict[str, np.ndarray]]
@@ -165,14 +120,15 @@ class ShardSource(Protocol):
         ...
 
 
-def _stack(blobs: Sequence[bytes], width: int) -> np.ndarray:
+def pack_blobs(blobs: Sequence[bytes], width: int) -> np.ndarray:
     """Equal-length byte strings as a ``(k, width)`` ``uint8`` matrix."""
     if not blobs:
         return np.zeros((0, width), dtype=np.uint8)
     return np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), -1).copy()
 
 
-def _rows(blob: np.ndarray) -> list[bytes]:
+def unpack_blobs(blob: np.ndarray) -> list[bytes]:
+    """The rows of a ``uint8`` matrix as byte strings (inverse of :func:`pack_blobs`)."""
     return [bytes(r) for r in np.asarray(blob, dtype=np.uint8)]
 
 
@@ -249,12 +205,12 @@ class ShardClient:
         plain = encode_rows(rows)
         sealed = self._cipher().encrypt_many(plain, self._aads(kind, t, layer, ids))
         width = len(sealed[0]) if sealed else 0
-        return _stack(sealed, width)
+        return pack_blobs(sealed, width)
 
     def _open_rows(self, blob: np.ndarray, kind: str, t: int, layer: int, ids: np.ndarray) -> torch.Tensor:
         if not len(ids):
             return torch.zeros((0, self.s.dim), dtype=self.dtype)
-        plain = self._cipher().decrypt_many(_rows(blob), self._aads(kind, t, layer, ids))
+        plain = self._cipher().decrypt_many(unpack_blobs(blob), self._aads(kind, t, layer, ids))
         return decode_rows(plain, self.s.dim, self.dtype).clone()
 
     # ------------------------------------------------------------------ set-up (Algorithm 2, verification)
@@ -283,8 +239,8 @@ class ShardClient:
         st["real_idx"] = real.indices.astype(np.int64)
         st["virt_ptr"] = np.concatenate([[0], np.cumsum([len(v) for v in virt])]).astype(np.int64)
         st["virt_idx"] = np.concatenate([np.zeros(0, np.int64), *virt]).astype(np.int64)
-        st["priv"] = _stack([p.private_bytes() for p in pairs], 32)
-        return {}, {"pub": _stack([p.public.to_bytes() for p in pairs], 32)}
+        st["priv"] = pack_blobs([p.private_bytes() for p in pairs], 32)
+        return {}, {"pub": pack_blobs([p.public.to_bytes() for p in pairs], 32)}
 
     def _op_wrap(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
         """The key-client draws :math:`S` and wraps it for every public key (Alg. 2 line 6)."""
@@ -292,15 +248,16 @@ class ShardClient:
         if key_client not in set(self.users.tolist()):
             raise ValueError(f"key_client {key_client} is not hosted on this node")
         shared = SharedKey.generate()
-        wrapped = [wrap_key(shared.to_bytes(), PublicKey.from_bytes(pk)) for pk in _rows(arrays["roster"])]
-        return {}, {"wrapped": _stack(wrapped, len(wrapped[0]))}
+        roster = unpack_blobs(arrays["roster"])
+        wrapped = [wrap_key(shared.to_bytes(), PublicKey.from_bytes(pk)) for pk in roster]
+        return {}, {"wrapped": pack_blobs(wrapped, len(wrapped[0]))}
 
     def _op_tokens(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
         r"""Users unwrap :math:`S`; upload held items' tokens and :math:`S(|\mathcal I_u|)` (lines 7–14)."""
         st = self.st
         keys = {
             unwrap_key(blob, ClientKeyPair.from_private_bytes(bytes(priv)))
-            for blob, priv in zip(_rows(arrays["wrapped"]), st["priv"], strict=True)
+            for blob, priv in zip(unpack_blobs(arrays["wrapped"]), st["priv"], strict=True)
         }
         if len(keys) != 1:
             raise RuntimeError("the users of this node unwrapped different shared keys")
@@ -308,8 +265,8 @@ class ShardClient:
         tokenizer = ItemTokenizer(self._key())
         known = np.unique(np.concatenate([st["real_idx"], st["virt_idx"]]))
         st["known"] = known
-        st["known_tok"] = _stack(tokenizer.tokens(known), TOKEN_BYTES)
-        tok_of = dict(zip(known.tolist(), _rows(st["known_tok"]), strict=True))
+        st["known_tok"] = pack_blobs(tokenizer.tokens(known), TOKEN_BYTES)
+        tok_of = dict(zip(known.tolist(), unpack_blobs(st["known_tok"]), strict=True))
         uploads: list[bytes] = []
         counts = []
         for k, u in enumerate(self.users):
@@ -323,15 +280,15 @@ class ShardClient:
             [_DEGREE_AAD + str(int(u)).encode() for u in self.users],
         )
         return {}, {
-            "tok": _stack(uploads, TOKEN_BYTES),
+            "tok": pack_blobs(uploads, TOKEN_BYTES),
             "count": np.asarray(counts, dtype=np.int64),
-            "deg": _stack(sealed, len(sealed[0]) if sealed else 0),
+            "deg": pack_blobs(sealed, len(sealed[0]) if sealed else 0),
         }
 
     def _known_index(self, tokens: np.ndarray) -> np.ndarray:
-        pos = {tok: j for j, tok in enumerate(_rows(self.st["known_tok"]))}
+        pos = {tok: j for j, tok in enumerate(unpack_blobs(self.st["known_tok"]))}
         try:
-            return np.asarray([pos[tok] for tok in _rows(tokens)], dtype=np.int64)
+            return np.asarray([pos[tok] for tok in unpack_blobs(tokens)], dtype=np.int64)
         except KeyError:
             raise ValueError("the server named an item token that no user of this node holds") from None
 
@@ -357,13 +314,13 @@ class ShardClient:
         q_known = self._known_index(arrays["q_tok"])
         q_user = self._local(np.asarray(arrays["q_user"], dtype=np.int64))
         answers = []
-        for k, j, pk in zip(q_user, q_known, _rows(arrays["q_pk"]), strict=True):
+        for k, j, pk in zip(q_user, q_known, unpack_blobs(arrays["q_pk"]), strict=True):
             item = int(st["known"][j])
             real = st["real_idx"][st["real_ptr"][k] : st["real_ptr"][k + 1]]
             if item not in self._held(int(k)):
                 raise ValueError(f"the server asked user {int(self.users[k])} about an item it does not hold")
             answers.append(seal(bytes([int(item not in real)]), PublicKey.from_bytes(pk), aad=TOKEN_AAD))
-        return {}, {"ans": _stack(answers, len(answers[0]) if answers else 0)}
+        return {}, {"ans": pack_blobs(answers, len(answers[0]) if answers else 0)}
 
     def _op_init(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
         """Learn real neighbours and degrees, initialise owned rows, publish layer 0 (Alg. 2 l. 16–24)."""
@@ -380,7 +337,7 @@ class ShardClient:
                     ClientKeyPair.from_private_bytes(bytes(st["priv"][st["conv_owner"][p]])),
                     aad=TOKEN_AAD,
                 )[0]
-                for blob, p in zip(_rows(arrays["r_ans"]), r_pos, strict=True)
+                for blob, p in zip(unpack_blobs(arrays["r_ans"]), r_pos, strict=True)
             ],
             dtype=np.int64,
         )
@@ -389,7 +346,7 @@ class ShardClient:
             [
                 int.from_bytes(b, "little")
                 for b in self._cipher().decrypt_many(
-                    _rows(arrays["nb_deg"]), [_DEGREE_AAD + str(int(u)).encode() for u in nb_users]
+                    unpack_blobs(arrays["nb_deg"]), [_DEGREE_AAD + str(int(u)).encode() for u in nb_users]
                 )
             ],
             dtype=np.int64,
@@ -495,7 +452,7 @@ class ShardClient:
                 st["B"] = np.asarray(int(fields["B"]))
                 negs = np.unique(st["b_neg"])
                 st["neg_items"] = negs
-                out["neg_tok"] = _stack(ItemTokenizer(self._key()).tokens(negs), TOKEN_BYTES)
+                out["neg_tok"] = pack_blobs(ItemTokenizer(self._key()).tokens(negs), TOKEN_BYTES)
         Ul, Vk = st["Ul"], st["Vk"]
         Vk[k - 1][st["sync_known"]] = np.asarray(arrays["rows"], dtype=Vk.dtype)
         u_next = self._apply_r(torch.from_numpy(Vk[k - 1]))
@@ -575,8 +532,8 @@ class ShardClient:
             del st[name]  # LightGCN's backward pass needs no embeddings
         return {"bpr": float(loc.bpr), "reg": float(loc.reg)}, {
             "g_user": senders.astype(np.int64),
-            "g_tok": _stack(tokens, TOKEN_BYTES),
-            "g_ct": _stack(sealed, len(sealed[0]) if sealed else 0),
+            "g_tok": pack_blobs(tokens, TOKEN_BYTES),
+            "g_ct": pack_blobs(sealed, len(sealed[0]) if sealed else 0),
         }
 
     # ------------------------------------------------------------------ Algorithm 6 (backward) and update
@@ -587,11 +544,11 @@ class ShardClient:
         dV, rV = self._t("dV"), self._t("rV")
         g_user = np.asarray(arrays["g_user"], dtype=np.int64)
         if len(g_user):
-            tokens = _rows(arrays["g_tok"])
+            tokens = unpack_blobs(arrays["g_tok"])
             aads = [
                 f"lpgcn/i-grad/{t}|{int(u)}|".encode() + tok for u, tok in zip(g_user, tokens, strict=True)
             ]
-            bodies = self._cipher().decrypt_many(_rows(arrays["g_ct"]), aads)
+            bodies = self._cipher().decrypt_many(unpack_blobs(arrays["g_ct"]), aads)
             rows = torch.stack([decode_tensor(b) for b in bodies]).to(self.dtype)
             conv_of_known = np.full(len(st["known"]), -1, dtype=np.int64)
             conv_of_known[st["conv_known"]] = np.arange(len(st["conv_items"]))
@@ -652,327 +609,3 @@ class ShardClient:
             self._put(m, opt.state[p]["exp_avg"])
             self._put(v, opt.state[p]["exp_avg_sq"])
         st["step"] = np.asarray(int(step) + 1)
-
-
-@dataclass
-class Prediction:
-    """Final embeddings as the parties hold them (exported for evaluation), and the layer-0 tables."""
-
-    user: torch.Tensor
-    item: torch.Tensor
-    user0: torch.Tensor
-    item0: torch.Tensor
-
-
-@dataclass
-class _NodePlan:
-    users: np.ndarray
-    conv_cols: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    sync_cols: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    nb_users: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    neg_cols: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-
-
-class RelayServer:
-    """The server role of LP-GCN over a :class:`Transport` (module docstring).
-
-    Args:
-        transport: carries the rounds.
-        settings: the run's public hyper-parameters.
-        n_users: number of clients (pseudonyms ``0..n-1``).
-        nodes: node ids; user ``u`` lives on ``nodes[u % len(nodes)]``.
-
-    Raises:
-        ValueError: naming the parameter, on an empty node list or no users.
-    """
-
-    def __init__(
-        self, transport: Transport, settings: ShardSettings, n_users: int, nodes: Sequence[int]
-    ) -> None:
-        if not nodes:
-            raise ValueError("nodes: at least one node is needed")
-        if n_users < 1:
-            raise ValueError(f"n_users must be positive, got {n_users}")
-        self.transport = transport
-        self.s = settings
-        self.n_users = n_users
-        all_nodes = [int(x) for x in nodes]
-        # node *indices* in arrays (Flower's node ids are unsigned 64-bit); ids only at the transport
-        self.node_ids = all_nodes
-        self._index = {nd: j for j, nd in enumerate(all_nodes)}
-        self.node_of = np.arange(n_users, dtype=np.int64) % len(all_nodes)
-        self.plan = {
-            nd: _NodePlan(np.flatnonzero(self.node_of == j).astype(np.int64))
-            for j, nd in enumerate(all_nodes)
-            if (self.node_of == j).any()
-        }
-        self.steps = 0
-        self.rounds = 0
-        self._deg_sent = False
-
-    def _round(self, op: str, requests: Mapping[int, Msg]) -> dict[int, Msg]:
-        replies = self.transport.round(op, requests)
-        missing = sorted(set(requests) - set(replies))
-        if missing:
-            raise LostNodeError(
-                f"LP-GCN round {op!r}: node(s) {missing} did not answer; LP-GCN has no dropout recovery"
-            )
-        self.rounds += 1
-        return replies
-
-    # ------------------------------------------------------------------ set-up
-    def setup(self) -> None:
-        """Algorithm 2 (keys, S, tokens, degrees), Algorithm 3 and verification: five rounds."""
-        n, m = self.n_users, self.s.n_items
-        replies = self._round("keys", {nd: ({}, {"users": p.users}) for nd, p in self.plan.items()})
-        pub = np.zeros((n, 32), dtype=np.uint8)
-        for nd, p in self.plan.items():
-            pub[p.users] = replies[nd][1]["pub"]
-        key_client = int(numpy_rng(self.s.seed, "lpgcn", "setup").integers(0, n))
-        kc_node = self.node_ids[int(self.node_of[key_client])]
-        wrapped = self._round("wrap", {kc_node: ({"key_client": key_client}, {"roster": pub})})[kc_node][1][
-            "wrapped"
-        ]
-        if len(wrapped) != n:
-            raise RuntimeError(f"the key-client wrapped {len(wrapped)} keys for {n} clients")
-        replies = self._round(
-            "tokens", {nd: ({}, {"wrapped": wrapped[p.users]}) for nd, p in self.plan.items()}
-        )
-        tok_lists: list[list[bytes]] = [[] for _ in range(n)]
-        deg_ct: np.ndarray | None = None
-        for nd, p in self.plan.items():
-            arr = replies[nd][1]
-            toks = _rows(arr["tok"])
-            bounds = np.concatenate([[0], np.cumsum(arr["count"])])
-            for j, u in enumerate(p.users):
-                tok_lists[u] = toks[bounds[j] : bounds[j + 1]]
-            if deg_ct is None:
-                deg_ct = np.zeros((n, arr["deg"].shape[1]), dtype=np.uint8)
-            deg_ct[p.users] = arr["deg"]
-        assert deg_ct is not None
-        # Algorithm 3 on the token graph: tokens numbered by first appearance
-        col_of: dict[bytes, int] = {}
-        rows, cols = [], []
-        for u in range(n):
-            for tok in tok_lists[u]:
-                rows.append(u)
-                cols.append(col_of.setdefault(tok, len(col_of)))
-        if len(col_of) != m:
-            raise ValueError(
-                f"{m - len(col_of)} of {m} items are held by no client; LP-GCN on separate nodes needs every "
-                "item held (raise alpha, or drop items without training interactions)"
-            )
-        self.col_of = col_of
-        self.tokens = _stack(list(col_of), TOKEN_BYTES)
-        holdings = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, m))
-        holdings.sort_indices()
-        conv_user = np.asarray(plan_convolution(holdings, self.s.seed).conv_client_of_item, dtype=np.int64)
-        self.conv_node = self.node_of[conv_user]
-        coo = holdings.tocoo()
-        h_user, h_col = coo.row.astype(np.int64), coo.col.astype(np.int64)
-        verify: dict[int, Msg] = {}
-        asked: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        ask = conv_user[h_col] != h_user
-        for nd, p in self.plan.items():
-            j = self._index[nd]
-            p.conv_cols = np.flatnonzero(self.conv_node == j)
-            held = np.unique(h_col[self.node_of[h_user] == j])
-            p.sync_cols = np.setdiff1d(held, p.conv_cols)
-            holders = h_user[np.isin(h_col, p.conv_cols)]
-            p.nb_users = np.unique(holders[self.node_of[holders] != j])
-            q = np.flatnonzero(ask & (self.node_of[h_user] == j))
-            asked[nd] = (h_user[q], h_col[q])
-            verify[nd] = (
-                {},
-                {
-                    "a_user": conv_user[p.conv_cols],
-                    "a_tok": self.tokens[p.conv_cols],
-                    "q_user": h_user[q],
-                    "q_tok": self.tokens[h_col[q]],
-                    "q_pk": pub[conv_user[h_col[q]]],
-                },
-            )
-        replies = self._round("verify", verify)
-        routed: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {nd: [] for nd in self.plan}
-        for nd in self.plan:
-            holder, col = asked[nd]
-            answers = replies[nd][1]["ans"]
-            for dest in self.plan:
-                sel = self.conv_node[col] == self._index[dest]
-                if sel.any():
-                    pos = np.searchsorted(self.plan[dest].conv_cols, col[sel])
-                    routed[dest].append((pos, holder[sel], answers[sel]))
-        init: dict[int, Msg] = {}
-        width = max(replies[nd][1]["ans"].shape[1] for nd in self.plan)
-        for nd, p in self.plan.items():
-            parts = routed[nd]
-            init[nd] = (
-                {},
-                {
-                    "r_pos": np.concatenate([np.zeros(0, np.int64), *[a for a, _, _ in parts]]),
-                    "r_holder": np.concatenate([np.zeros(0, np.int64), *[b for _, b, _ in parts]]),
-                    "r_ans": np.concatenate([np.zeros((0, width), np.uint8), *[c for _, _, c in parts]]),
-                    "nb_users": p.nb_users,
-                    "nb_deg": deg_ct[p.nb_users],
-                    "sync_tok": self.tokens[p.sync_cols],
-                },
-            )
-        replies = self._round("init", init)
-        L, d = self.s.n_layers, self.s.dim
-        np_dtype = np.float64 if self.s.dtype == "float64" else np.float32
-        self.V = [np.zeros((m, d), dtype=np_dtype) for _ in range(L + 1)]
-        self.item_deg = np.zeros(m)
-        self.ct: np.ndarray | None = None
-        for nd, p in self.plan.items():
-            _, arr = replies[nd]
-            self.V[0][p.conv_cols] = arr["conv"]
-            self.item_deg[p.conv_cols] = arr["conv_deg"]
-            self._store_ct(p.users, arr["ct"])
-
-    def _store_ct(self, users: np.ndarray, ct: np.ndarray) -> None:
-        if self.ct is None:
-            self.ct = np.zeros((self.n_users, ct.shape[1]), dtype=np.uint8)
-        self.ct[users] = ct
-
-    # ------------------------------------------------------------------ Algorithm 1 body
-    def _forward(
-        self, t: int, triples: tuple[np.ndarray, np.ndarray, np.ndarray] | None, final: bool
-    ) -> dict[int, Msg]:
-        assert self.ct is not None
-        L = self.s.n_layers
-        last: dict[int, Msg] = {}
-        for k in range(1, L + 1):
-            requests: dict[int, Msg] = {}
-            for nd, p in self.plan.items():
-                fields: dict[str, Any] = {"t": t, "k": k, "final": bool(final and k == L)}
-                arrays = {"rows": self.V[k - 1][p.sync_cols], "nb_ct": self.ct[p.nb_users]}
-                if k == 1 and not self._deg_sent:
-                    arrays["deg"] = self.item_deg[p.sync_cols]
-                if k == 1 and triples is not None:
-                    users, pos, neg = triples
-                    mine = self.node_of[users] == self._index[nd]
-                    fields["B"] = len(users)
-                    arrays.update(b_user=users[mine], b_pos=pos[mine], b_neg=neg[mine])
-                requests[nd] = (fields, arrays)
-            last = self._round("forward", requests)
-            self._deg_sent = True
-            for nd, p in self.plan.items():
-                _, arr = last[nd]
-                self.V[k][p.conv_cols] = arr["conv"]
-                if "ct" in arr:
-                    self._store_ct(p.users, arr["ct"])
-                if "neg_tok" in arr:
-                    p.neg_cols = np.asarray(
-                        [self.col_of[tok] for tok in _rows(arr["neg_tok"])], dtype=np.int64
-                    )
-        return last
-
-    def train_step(self, users: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> float:
-        """One minibatch (``2L + 2`` rounds); returns the batch loss (BPR + λ·reg, summed over nodes)."""
-        assert self.ct is not None
-        users, pos, neg = (np.asarray(a, dtype=np.int64) for a in (users, pos, neg))
-        if not (len(users) == len(pos) == len(neg)) or not len(users):
-            raise ValueError("users, pos, neg: a minibatch needs equal, non-zero numbers of triples")
-        L, t = self.s.n_layers, self.steps
-        self._forward(t, (users, pos, neg), final=False)
-        loss_req = {
-            nd: (
-                {"t": t},
-                {
-                    "rows": self.V[L][p.sync_cols],
-                    "neg_rows": np.stack([self.V[j][p.neg_cols] for j in range(L + 1)]),
-                },
-            )
-            for nd, p in self.plan.items()
-        }
-        replies = self._round("loss", loss_req)
-        bpr = sum(float(f["bpr"]) for f, _ in replies.values())
-        reg = sum(float(f["reg"]) for f, _ in replies.values())
-        mail: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {nd: [] for nd in self.plan}
-        width = 0
-        for _, arr in replies.values():
-            if not len(arr["g_user"]):
-                continue
-            width = arr["g_ct"].shape[1]
-            dest = self.conv_node[[self.col_of[tok] for tok in _rows(arr["g_tok"])]]
-            for nd in self.plan:
-                sel = dest == self._index[nd]
-                if sel.any():
-                    mail[nd].append((arr["g_user"][sel], arr["g_tok"][sel], arr["g_ct"][sel]))
-        agg_req = {
-            nd: (
-                {"t": t},
-                {
-                    "g_user": np.concatenate([np.zeros(0, np.int64), *[a for a, _, _ in mail[nd]]]),
-                    "g_tok": np.concatenate(
-                        [np.zeros((0, TOKEN_BYTES), np.uint8), *[b for _, b, _ in mail[nd]]]
-                    ),
-                    "g_ct": np.concatenate([np.zeros((0, width), np.uint8), *[c for _, _, c in mail[nd]]]),
-                },
-            )
-            for nd in self.plan
-        }
-        replies = self._round("aggregate", agg_req)
-        G = np.zeros_like(self.V[0])
-        for nd, p in self.plan.items():
-            G[p.conv_cols] = replies[nd][1]["conv"]
-            self._store_ct(p.users, replies[nd][1]["ct"])
-        for k in range(L - 1, -1, -1):
-            req = {
-                nd: ({"t": t, "k": k}, {"rows": G[p.sync_cols], "nb_ct": self.ct[p.nb_users]})
-                for nd, p in self.plan.items()
-            }
-            replies = self._round("backward", req)
-            G = np.zeros_like(G)
-            for nd, p in self.plan.items():
-                G[p.conv_cols] = replies[nd][1]["conv"]
-                self._store_ct(p.users, replies[nd][1]["ct"])
-        self.V[0] = G  # after k = 0 the convolution-clients return their updated layer-0 rows
-        self.steps += 1
-        return bpr + self.s.reg * reg
-
-    def predict(self) -> Prediction:
-        """``L`` forward rounds; the last returns final user rows (for evaluation) and item rows."""
-        last = self._forward(self.steps, None, final=True)
-        n, m, d = self.n_users, self.s.n_items, self.s.dim
-        dtype = self.s.torch_dtype
-        U, V = torch.zeros((n, d), dtype=dtype), torch.zeros((m, d), dtype=dtype)
-        U0, V0 = torch.zeros_like(U), torch.zeros_like(V)
-        for _, arr in last.values():
-            users, items = torch.from_numpy(arr["users"]), torch.from_numpy(arr["items"])
-            U[users], U0[users] = torch.from_numpy(arr["U"]), torch.from_numpy(arr["U0"])
-            V[items], V0[items] = torch.from_numpy(arr["V"]), torch.from_numpy(arr["V0"])
-        return Prediction(U, V, U0, V0)
-
-
-class LocalTransport:
-    """Every node's :class:`ShardClient` in this process (tests; no Flower).
-
-    Arrays are copied on the way in and out, as serialisation would. ``dead`` nodes never answer.
-
-    Args:
-        settings: the run's public hyper-parameters.
-        source: every node's data source.
-        nodes: node ids.
-    """
-
-    def __init__(self, settings: ShardSettings, source: ShardSource, nodes: Sequence[int]) -> None:
-        self.settings = settings
-        self.source = source
-        self.states: dict[int, dict[str, np.ndarray]] = {int(n): {} for n in nodes}
-        self.dead: set[int] = set()
-        self.ops: list[str] = []
-
-    def round(self, op: str, requests: Mapping[int, Msg]) -> dict[int, Msg]:
-        """Run each live node's handler on a copy of its request."""
-        self.ops.append(op)
-        replies = {}
-        for node, (fields, arrays) in requests.items():
-            if node in self.dead:
-                continue
-            client = ShardClient(self.settings, self.states[node], self.source)
-            out_f, out_a = client.handle(
-                op, dict(fields), {k: np.array(v, copy=True) for k, v in arrays.items()}
-            )
-            replies[node] = (dict(out_f), {k: np.array(v, copy=True) for k, v in out_a.items()})
-        return replies
