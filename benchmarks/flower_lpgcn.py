@@ -3,10 +3,12 @@ r"""LP-GCN on Flower (simulation or loopback deployment) next to the in-process 
 Runs a :class:`~fedgraphrec.experiments.flower_job.FlowerJob` with ``protocol = "lpgcn"`` either in
 Flower's simulation runtime (``--engine simulate``: Ray backend, ``--supernodes`` virtual SuperNodes)
 or on a SuperLink and SuperNodes started on loopback (``--engine deploy``, submitted with
-``flwr run``), runs the same job in-process, and writes one JSON: whether embeddings and metrics
-agree, the rounds (set-up, per minibatch, prediction), the mean latency per round, and the bytes the
-in-process ledger counts next to the bytes Flower serialised (requests and replies, every object of
-each message), per phase. Example (ML-100K, the reference configuration, 4 virtual SuperNodes)::
+``flwr run``), or submitted with ``flwr run`` to a SuperLink running Flower's simulation runtime with
+``--supernodes`` virtual SuperNodes (``--engine flwr-simulation``), runs the same job in-process,
+and writes one JSON: whether embeddings and metrics agree, the rounds (set-up, per minibatch,
+prediction), the mean latency per round, and the bytes the in-process ledger counts next to the bytes
+Flower serialised (requests and replies, every object of each message), per phase. Example
+(ML-100K, the reference configuration, 4 virtual SuperNodes)::
 
     PYTHONPATH=$PWD/src OMP_NUM_THREADS=1 FEDGRAPHREC_DATA=../shared/datasets \
         .venv/bin/python benchmarks/flower_lpgcn.py --engine simulate --supernodes 4 \
@@ -36,7 +38,7 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 def main() -> None:
     """Run both engines; print and save the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", choices=["simulate", "deploy"], default="simulate")
+    parser.add_argument("--engine", choices=["simulate", "flwr-simulation", "deploy"], default="simulate")
     parser.add_argument("--supernodes", type=int, default=4)
     parser.add_argument("--config", default="", help="training TOML (empty: small synthetic data)")
     parser.add_argument("--set", dest="overrides", default="", help="';'-separated key=value overrides")
@@ -69,7 +71,11 @@ def main() -> None:
             "item": res.item_emb,
         }
     else:
-        with tempfile.TemporaryDirectory() as tmp, local_federation(tmp, args.supernodes) as fed:
+        simulation = args.engine == "flwr-simulation"
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            local_federation(tmp, args.supernodes, simulation=simulation) as fed,
+        ):
             got = flwr_run(fed, job, limit_s=3600.0)
     ref = run_lpgcn_in_process(job)
     phases = got["flower_phases"]

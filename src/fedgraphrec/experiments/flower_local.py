@@ -2,7 +2,9 @@
 
 For tests and measurements on one machine: ports are chosen free, each process gets a session of its
 own (so a SuperNode can be killed with everything it started), logs go to the work folder, and every
-process is killed when the context exits, whatever happened. :func:`flwr_run` submits the app in
+process is killed when the context exits, whatever happened. With ``simulation=True`` the SuperLink
+runs Flower's simulation runtime and no SuperNode process is started: ``flwr run`` then simulates
+the SuperNodes (Ray backend), as ``flwr run`` does for a local simulation. :func:`flwr_run` submits the app in
 ``deploy/flower`` with a :class:`~fedgraphrec.experiments.flower_job.FlowerJob` and waits, bounded in
 time, for its ``result.json``.
 """
@@ -49,7 +51,7 @@ class LocalFederation:
 
 @contextmanager
 def local_federation(
-    folder: str | Path, supernodes: int = 2, node_configs: Sequence[str] = ()
+    folder: str | Path, supernodes: int = 2, node_configs: Sequence[str] = (), *, simulation: bool = False
 ) -> Iterator[LocalFederation]:
     """Start a SuperLink and ``supernodes`` SuperNodes (``--insecure``, loopback); kill them on exit.
 
@@ -57,6 +59,9 @@ def local_federation(
         folder: work folder (Flower home, SuperLink database, logs, outputs).
         supernodes: how many SuperNodes.
         node_configs: ``--node-config`` string of SuperNode ``i`` (empty or missing: none).
+        simulation: start the SuperLink with Flower's simulation runtime instead (``--simulation``)
+            and configure its federation with ``supernodes`` virtual SuperNodes (``flwr federation
+            simulation-config``): ``flwr run`` then runs the app in a local simulation (Ray backend).
     """
     if supernodes < 1:
         raise ValueError(f"supernodes must be at least 1, got {supernodes}")
@@ -90,8 +95,11 @@ def local_federation(
             str(link),
             "--database",
             str(folder / "superlink.db"),
+            *(["--simulation"] if simulation else []),
         )
-        for i in range(supernodes):
+        if simulation:
+            _configure_simulation(fed, supernodes)
+        for i in range(0 if simulation else supernodes):
             extra = ["--node-config", node_configs[i]] if i < len(node_configs) and node_configs[i] else []
             start(
                 f"supernode{i}",
@@ -109,6 +117,22 @@ def local_federation(
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)  # the session this function started, and only it
             p.wait(timeout=30)
+
+
+def _configure_simulation(fed: LocalFederation, supernodes: int, limit_s: float = 60.0) -> None:
+    """Set the simulated federation's size once the SuperLink answers (it takes a few seconds)."""
+    command = ["flwr", "federation", "simulation-config", "@none/default", fed.connection]
+    deadline = time.monotonic() + limit_s
+    while True:
+        done = subprocess.run(
+            [*command, "--num-supernodes", str(supernodes)], env=fed.env, capture_output=True, timeout=60
+        )
+        if done.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            tail = done.stdout.decode(errors="replace")[-800:] + done.stderr.decode(errors="replace")[-800:]
+            raise TimeoutError(f"the simulation SuperLink did not accept its configuration: {tail}")
+        time.sleep(1.0)
 
 
 def flwr_run(fed: LocalFederation, job: FlowerJob, *, limit_s: float = 300.0) -> dict[str, Any]:
