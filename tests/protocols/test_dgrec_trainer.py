@@ -61,3 +61,11 @@ def test_plain_group_step_applies_the_mean_item_gradient_to_every_member_and_nob
         assert torch.allclose(moved[v], expected, atol=1e-6)
     assert moved[3:].abs().sum() == 0 and (before["user"][3:] == rec.models.params["user"][3:]).all()
     assert not torch.equal(before["user"][0], rec.models.params["user"][0])
+
+
+def test_a_diverged_member_stops_training_with_a_clear_error() -> None:
+    """A NaN model must raise at once, not poison the Eq.-4 weights (numpy: 'Probabilities contain NaN')."""
+    rec = _toy_mf()
+    rec.models.params["user"][2] = float("nan")
+    with pytest.raises(FloatingPointError, match=r"users \[2\].*lr=0.5"):
+        rec.group_step({0: {1, 2}, 1: {0}, 2: {0}}, numpy_rng(0, "probe"))

@@ -190,6 +190,11 @@ class DGREC:
         pos, neg, has = self._batch(users, rng)
         g = self.graphs
         losses = self.models.losses(p, g.items[idx], g.mask[idx], g.prop[idx], pos, neg, has)
+        if not torch.isfinite(losses).all():  # else NaN reaches the Eq.-4 weights and numpy fails obscurely
+            bad = users[~torch.isfinite(losses).numpy()][:5].tolist()
+            raise FloatingPointError(
+                f"non-finite local loss of users {bad} (diverged: is lr={s.lr} too large?)"
+            )
         losses.sum().backward()
         self.loss[users] = losses.detach().numpy()
         self.count[users] += 1
