@@ -111,7 +111,7 @@ def test_fig13_reads_a_sweep_and_judges_range_and_trends(tmp_path: Path) -> None
 def test_dgrec_small_group_rows_run_every_centre_and_their_own_lr(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """DMF/DLGNN (1-hop groups) get 6 all-centre epochs at lr 5; DGREC keeps 2 × 300 centres at lr 0.5."""
+    """DMF/DLGNN (1-hop groups) get 6 all-centre epochs at their lr; DGREC keeps 2 × 300 centres, lr 0.5."""
     from fedgraphrec.experiments import dgrec
 
     calls: dict[str, dict[str, object]] = {}
@@ -123,6 +123,6 @@ def test_dgrec_small_group_rows_run_every_centre_and_their_own_lr(
 
     monkeypatch.setattr(dgrec, "run_and_save", fake_run)
     reproduce_runs("dgrec-t2-flixster", tmp_path)
-    for v in ("dmf", "dlgnn"):
-        assert calls[v] == {"epochs": 6, "centres": 3000, "lr": 5.0}
+    assert calls["dmf"] == {"epochs": 6, "centres": 3000, "lr": 5.0}
+    assert calls["dlgnn"] == {"epochs": 6, "centres": 3000, "lr": 20.0}
     assert calls["dgrec"] == {"epochs": 2, "centres": 300, "lr": 0.5}
