@@ -174,7 +174,10 @@ _DGREC_VARIANT = {"DMF": "dmf", "DLGNN": "dlgnn", "DGREC": "dgrec"}
 # {0.5, 5, 20} on seed 0 (DMF diverges at 20; DLGNN 5 → 2.35 %, 20 → 3.23 % recall@20), see
 # results/dgrec/README.md "Diagnosis".
 _DGREC_SMALL_GROUPS = ("--epochs", "6", "--centres", "3000")
-_DGREC_ROW_ARGS = {"DMF": (*_DGREC_SMALL_GROUPS, "--lr", "5"), "DLGNN": (*_DGREC_SMALL_GROUPS, "--lr", "20")}
+_DGREC_ROW_ARGS: dict[str, tuple[str, ...]] = {
+    "DMF": (*_DGREC_SMALL_GROUPS, "--lr", "5"),
+    "DLGNN": (*_DGREC_SMALL_GROUPS, "--lr", "20"),
+}
 
 
 def _dgrec_tables() -> list[RunTable]:
