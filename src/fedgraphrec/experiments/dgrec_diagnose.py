@@ -1,6 +1,7 @@
 """Why are the decentralised DGREC-family runs at chance? Small diagnostics that separate the causes.
 
-``python -m fedgraphrec.experiments.dgrec_diagnose --out results/dgrec/diagnose.json`` runs, on Flixster:
+``python -m fedgraphrec.experiments.dgrec_diagnose WHAT --out results/dgrec/diagnose/diagnose.jsonl``
+runs one of these on Flixster and appends its JSON line (results/dgrec/README.md, "Diagnosis"):
 
 * ``eval_path``: a centralized BPR-MF (the project's :class:`~fedgraphrec.experiments.train.Trainer`,
   d = 16) copied into every user's DMF model and scored by :meth:`DGREC.evaluate` (each user's own
@@ -9,9 +10,9 @@
 * ``participation``: how many group steps each user joins in the runner's budget (Algorithm 1 only,
   Eq.-4 weights from the counts), i.e. how many SGD steps each user's *own* model receives;
 * ``snr``: per-coordinate signal (|group mean of the clipped gradient|) of one Algorithm-1 group at
-  initialisation against the standard deviation of the decoded one-bit mean, for β = 1 and β → ∞;
-* ``fixed_group``: one Algorithm-1 group trained alone for ``steps`` group steps with a given variant
-  and learning rate — loss curve and the members' recall@20 with their own models.
+  initialisation against the standard deviation of the decoded one-bit mean, for β = 1 and β = 50;
+* ``fixed_group``: one Algorithm-1 group (or ``--size`` random users) trained alone for ``steps``
+  group steps with a given variant and learning rate — loss curve and the members' recall@20.
 
 Each user keeps its own item table, so a user's model only learns from the group steps it joins;
 that, not the number of triples summed over all users, is what bounds learning.
