@@ -106,3 +106,23 @@ def test_fig13_reads_a_sweep_and_judges_range_and_trends(tmp_path: Path) -> None
         reproduce_fig13("lpgcn-f13-yelp2018", tmp_path / "out", reuse=[tmp_path])
     with pytest.raises(ValueError, match="--graph resplit90"):
         reproduce_fig13("lpgcn-f13-gowalla-resplit90", tmp_path / "out")
+
+
+def test_dgrec_small_group_rows_run_every_centre_and_their_own_lr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DMF/DLGNN (1-hop groups) get 6 all-centre epochs at their lr; DGREC keeps 2 × 300 centres, lr 0.5."""
+    from fedgraphrec.experiments import dgrec
+
+    calls: dict[str, dict[str, object]] = {}
+
+    def fake_run(dataset: str, variant: str, seed: int, epochs: int, out: Path, **kw: object) -> None:
+        calls[variant] = {"epochs": epochs, **kw}
+        run = {"metrics": {"recall@20": 0.02, "ndcg@20": 0.01}}
+        (Path(out) / f"{dataset}_{variant}_r1.0_s{seed}.json").write_text(json.dumps(run))
+
+    monkeypatch.setattr(dgrec, "run_and_save", fake_run)
+    reproduce_runs("dgrec-t2-flixster", tmp_path)
+    assert calls["dmf"] == {"epochs": 6, "centres": 3000, "lr": 5.0}
+    assert calls["dlgnn"] == {"epochs": 6, "centres": 3000, "lr": 20.0}
+    assert calls["dgrec"] == {"epochs": 2, "centres": 300, "lr": 0.5}

@@ -63,9 +63,9 @@ def settings_for(variant: str, **overrides: Any) -> DGRECSettings:
     """Settings of a named variant, with ``overrides`` (``public_ratio``, ``lr``, …)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
-    spec = dict(VARIANTS[variant])
+    spec = {**VARIANTS[variant], **overrides}  # an override wins over the variant's own value
     model = ModelConfig(**spec.pop("model", {}))
-    return replace(DGRECSettings(model=model), **spec, **overrides)
+    return replace(DGRECSettings(model=model), **spec)
 
 
 def run(dataset: str, variant: str, seed: int, epochs: int, **overrides: Any) -> dict[str, Any]:

@@ -176,12 +176,25 @@ class DGREC:
         links = sample_group(
             self.social, centre, s.hops, s.fanout, sampling_weights(self.loss, self.count), rng
         )
+        return self.group_step(links, rng)
+
+    def group_step(self, links: dict[int, set[int]], rng: np.random.Generator) -> int:
+        """Local gradients, sharing and SGD updates of one sampled group ``links``; returns ``|U|``.
+
+        Split from :meth:`step` so that a diagnostic can train a fixed group (no sampling).
+        """
+        s = self.s
         users = np.asarray(sorted(links), dtype=np.int64)
         idx = torch.from_numpy(users)
         p = {k: v[idx].clone().requires_grad_(True) for k, v in self.models.params.items()}
         pos, neg, has = self._batch(users, rng)
         g = self.graphs
         losses = self.models.losses(p, g.items[idx], g.mask[idx], g.prop[idx], pos, neg, has)
+        if not torch.isfinite(losses).all():  # else NaN reaches the Eq.-4 weights and numpy fails obscurely
+            bad = users[~torch.isfinite(losses).numpy()][:5].tolist()
+            raise FloatingPointError(
+                f"non-finite local loss of users {bad} (diverged: is lr={s.lr} too large?)"
+            )
         losses.sum().backward()
         self.loss[users] = losses.detach().numpy()
         self.count[users] += 1
@@ -237,8 +250,10 @@ class DGREC:
         return float(self.loss[active].mean())
 
     @torch.no_grad()
-    def evaluate(self, test: sp.csr_matrix, exclude: list[sp.csr_matrix | None]) -> dict[str, float]:
-        """recall@20 / ndcg@20 with each user's own model (full ranking)."""
+    def evaluate(
+        self, test: sp.csr_matrix, exclude: list[sp.csr_matrix | None], users: np.ndarray | None = None
+    ) -> dict[str, float]:
+        """recall@20 / ndcg@20 with each user's own model (full ranking; ``users``: a subset)."""
         m, g = self.models, self.graphs
         all_items = torch.arange(m.n_items)
 
@@ -247,7 +262,9 @@ class DGREC:
             e_u, _ = m.user_vectors(p, g.items[u], g.mask[u], g.prop[u])
             return m.score(p, e_u, all_items.expand(len(u), -1))
 
-        res = evaluate_scores(score, m.n_users, m.n_items, test, exclude, ks=(20,), chunk_size=64)
+        res = evaluate_scores(
+            score, m.n_users, m.n_items, test, exclude, ks=(20,), users=users, chunk_size=64
+        )
         return {"recall@20": float(res.metrics["recall@20"]), "ndcg@20": float(res.metrics["ndcg@20"])}
 
 
