@@ -780,15 +780,26 @@ def reproduce_figure(
         "source": fig.source,
         "data": fig.data_note,
         "budget": budget,
-        "budget_note": plan.note + (f" (runs from {', '.join(map(str, paths))})" if reuse else ""),
+        "budget_note": _note(fig, plan, paths, res if files else None),
         "seeds": list(plan.seeds),
         "overrides": [],
         "rows": rows,
         "points": {lab: {_fmt(x): v for x, v in pts.items()} for lab, pts in res.items()},
+        "points_std": {lab: {_fmt(x): v for x, v in pts.items()} for lab, pts in std.items()},
     }
     write_report(report, out)
+    _points_md(fig, res, std, out / "reproduce.md")
     _curves(fig, res, out / "figure.png")
     return report
+
+
+def _note(fig: Figure, plan: Budget, paths: Sequence[Path], curves: Results | None) -> str:
+    """The budget note; read curves were made elsewhere, so their note says how far they go."""
+    where = ", ".join(map(str, paths))
+    if curves is not None:
+        last = max(x for pts in curves.values() for x in pts)
+        return f"curves read from {where} (up to {fig.xlabel} {_fmt(last)}), not run at this budget"
+    return plan.note + (f" (runs from {where})" if paths else "")
 
 
 def _mean_std(per_seed: dict[str, dict[float, list[dict[str, float]]]]) -> tuple[Results, Results]:
@@ -803,6 +814,23 @@ def _mean_std(per_seed: dict[str, dict[float, list[dict[str, float]]]]) -> tuple
                 m: float(v.std(ddof=1)) if len(v) > 1 else 0.0 for m, v in vals.items()
             }
     return mean, std
+
+
+def _points_md(fig: Figure, res: Results, std: Results, path: Path) -> None:
+    """Append our points (mean ± std over seeds; a reference has x = –) to the report's markdown."""
+    lines = ["", f"Ours, per point (`figure.png`; x = {fig.xlabel}):", ""]
+    lines += [f"| series | x | {' | '.join(fig.metrics)} |", "|---|---|" + "---|" * len(fig.metrics)]
+    for label, pts in res.items():
+        step = max(1, len(pts) // 12)  # long curves: about a dozen rows
+        keys = sorted(pts)
+        for x in keys[::step] + ([keys[-1]] if (len(keys) - 1) % step else []):
+            cells = [
+                f"{pts[x][m]:.4f} ± {std[label][x].get(m, 0.0):.4f}" if m in pts[x] else "–"
+                for m in fig.metrics
+            ]
+            lines.append(f"| {label} | {'–' if math.isnan(x) else _fmt(x)} | {' | '.join(cells)} |")
+    with path.open("a") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def _curves(fig: Figure, res: Results, path: Path) -> None:
