@@ -382,7 +382,7 @@ def _fedgrec_f3() -> Figure:
                 for s in s_values
             ),
             *(
-                Series(f"τ={t}", "fedgrec:K=2", args=("clients_per_round=400", f"local_steps={t}"))
+                Series(f"tau={t}", "fedgrec:K=2", args=("clients_per_round=400", f"local_steps={t}"))
                 for t in taus
             ),
         ),
@@ -402,8 +402,8 @@ def _fedgrec_f3() -> Figure:
 
 def _tau_claim() -> Callable[[Results, str], float]:
     def measure(res: Results, metric: str) -> float:
-        fast = [_last(res, f"τ={t}", metric) for t in (10, 20)]
-        slow = [_last(res, f"τ={t}", metric) for t in (1, 2)]
+        fast = [_last(res, f"tau={t}", metric) for t in (10, 20)]
+        slow = [_last(res, f"tau={t}", metric) for t in (1, 2)]
         return float(min(fast) > max(slow)) if not any(map(math.isnan, fast + slow)) else math.nan
 
     return measure
@@ -592,16 +592,16 @@ def _dgrec_figures() -> list[Figure]:
             "DGREC Fig. 3 (secure-sharing panel): recall@20 / ndcg@20 against δ (β = 1) and β (δ = 0.1)",
             "specs/dgrec.md §8.9",
             (
-                Series("δ", "dgrec", (0.01, 0.05, 0.1, 0.2), ("--beta", "1.0"), "--delta"),
-                Series("β", "dgrec", (0.5, 1.0, 2.0, 3.0), ("--delta", "0.1"), "--beta"),
+                Series("delta", "dgrec", (0.01, 0.05, 0.1, 0.2), ("--beta", "1.0"), "--delta"),
+                Series("beta", "dgrec", (0.5, 1.0, 2.0, 3.0), ("--delta", "0.1"), "--beta"),
             ),
             data_note=_DG_NOTE + " (the paper's Fig. 3 is on Book-Crossing and Weeplaces)",
             xlabel="δ (β = 1) / β (δ = 0.1)",
             arg="",
             budgets={"cpu": Budget(sharing, (0,), "1 epoch × 100 group centres, seed 0"), "full": _DG_FULL},
             claims=(
-                Claim("rises with δ (share of steps)", trend("δ", rising=True)),
-                Claim("rises with β (share of steps)", trend("β", rising=True)),
+                Claim("rises with δ (share of steps)", trend("delta", rising=True)),
+                Claim("rises with β (share of steps)", trend("beta", rising=True)),
             ),
         ),
     ]
