@@ -117,7 +117,15 @@ def test_dgrec_reuse_reads_flat_run_files_and_says_chance(tmp_path: Path) -> Non
 
 def test_curve_reuse_of_metrics_files(tmp_path: Path) -> None:
     lines = [{"epoch": 0, "loss": None, "test": {"ndcg@5": 0.1, "recall@5": 0.05}}]
-    lines += [{"epoch": e, "loss": 1 / e, "test": {"ndcg@5": 0.1 * e, "recall@5": 0.05 * e}} for e in (1, 2)]
+    lines += [
+        {
+            "epoch": e,
+            "loss": 1 / e,
+            "verify_max_deviation": 1e-7 * e,
+            "test": {"ndcg@5": 0.1 * e, "recall@5": 0.05 * e},
+        }
+        for e in (1, 2)
+    ]
     a, b = tmp_path / "central.jsonl", tmp_path / "lpgcn.jsonl"
     a.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
     lines[-1]["test"]["ndcg@5"] = 0.3  # LP-GCN differs in the last epoch's NDCG
@@ -128,6 +136,13 @@ def test_curve_reuse_of_metrics_files(tmp_path: Path) -> None:
     assert cells["curves overlap (share of epochs equal within 5e-5) (ndcg@5)"] == pytest.approx(2 / 3)
     assert cells["last epoch equal within 5e-5 (1 = identical) (recall@5)"] == 1.0
     assert cells["last epoch equal within 5e-5 (1 = identical) (ndcg@5)"] == 0.0
+    assert (
+        cells[
+            "parameters equal: --verify's largest relative deviation ≤ 1e-5 (float32) (verify_max_deviation)"
+        ]
+        == 1.0
+    )
+    assert "curves overlap (share of epochs equal within 5e-5) (verify_max_deviation)" not in cells
 
 
 def test_tiny_trainer_figure_runs_curves_and_sweeps(tmp_path: Path, monkeypatch) -> None:
