@@ -172,6 +172,14 @@ def test_tiny_trainer_figure_runs_curves_and_sweeps(tmp_path: Path, monkeypatch)
     assert set(report["points"]["swept"]) == {"1", "2"}
     assert (tmp_path / "runs" / "swept" / "n_layers2-s0" / "summary.json").exists()
     assert (tmp_path / "figure.png").stat().st_size > 0
+    # another figure over the same runs (FedGRec T4 over T3's): read, not trained again
+    from fedgraphrec.experiments import train
+
+    monkeypatch.setattr(train.Trainer, "fit", lambda self: pytest.fail("trained again"))
+    again = reproduce_figure("tiny", tmp_path / "again", reuse=[tmp_path / "runs"])
+    assert again["points"]["swept"] == report["points"]["swept"]
+    with pytest.raises(FileNotFoundError, match="no run of LightGCN"):
+        reproduce_figure("tiny", tmp_path / "none", reuse=[tmp_path / "empty"])
 
 
 def test_unknown_figure_or_budget_is_refused(tmp_path: Path) -> None:
