@@ -63,6 +63,13 @@ def test_claim_measures() -> None:
     assert reproduce_figs.overlap("a", "a")(res, "m") == 1.0
     assert reproduce_figs.overlap("a", "b")(res, "m") == 0.0
     assert math.isnan(reproduce_figs.trend("missing", rising=True)(res, "m"))
+    curves = {
+        f"S={s}": {0.0: {"m": 0.0}, 20.0: {"m": s / 1000}, 40.0: {"m": 0.5 - s / 10000}} for s in (100, 400)
+    }
+    curves.update({f"tau={t}": {40.0: {"m": t / 100}} for t in (1, 2, 10, 20)})
+    assert reproduce_figs._first_rises((100, 400))(curves, "m") == 1.0  # first evaluated round, not round 0
+    assert reproduce_figs._finals(("S=100", "S=400"), lower=False)(curves, "m") == 1.0  # last round
+    assert reproduce_figs._tau_claim()(curves, "m") == 1.0
 
 
 def _fake_p4gcn(calls: list[list[str]]):

@@ -410,10 +410,22 @@ def _fedgrec_f3() -> Figure:
         },
         claims=(
             Claim("S = 400 best at the last round", _finals(("S=400", *(f"S={s}" for s in s_values)), False)),
+            Claim(
+                "larger S faster early (share of S steps up, first evaluated round)", _first_rises(s_values)
+            ),
             Claim("τ = 10 or 20 above τ = 1 and 2 at the last round", _tau_claim()),
         ),
         base=_FG_BASE,
     )
+
+
+def _first_rises(s_values: Sequence[int]) -> Callable[[Results, str], float]:
+    def measure(res: Results, metric: str) -> float:
+        first = [next((v for x, v in _at(res, f"S={s}", metric) if x > 0), math.nan) for s in s_values]
+        steps = np.diff(np.array(first))
+        return math.nan if np.isnan(steps).any() else float(np.mean(steps > 0))
+
+    return measure
 
 
 def _tau_claim() -> Callable[[Results, str], float]:
