@@ -327,7 +327,7 @@ def _fedgrec_t34(name: str, metric: str, col: int) -> Figure:
             ),
         },
         claims=(
-            Claim("FedGRec ≥ FedGRec-last at K = 2, 3", beats("FedGRec", "FedGRec-last", False, (2.0, 3.0))),
+            Claim("FedGRec > FedGRec-last at K = 2, 3", beats("FedGRec", "FedGRec-last", False, (2.0, 3.0))),
             Claim("FedGRec-last falls as K grows (share of steps)", trend("FedGRec-last", rising=False)),
             Claim("FedGRec > FedGRec-concat at every K", beats("FedGRec", "FedGRec-concat", lower=False)),
         ),
