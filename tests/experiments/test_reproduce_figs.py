@@ -194,3 +194,15 @@ def test_unknown_figure_or_budget_is_refused(tmp_path: Path) -> None:
         reproduce_figure("no-such-figure", tmp_path)
     with pytest.raises(KeyError, match="budgets"):
         reproduce_figure("p4gcn-f4", tmp_path, budget="gpu")
+
+
+def test_cli_lists_figures_and_refuses_set(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fedgraphrec.cli import app
+
+    runner = CliRunner()
+    listed = runner.invoke(app, ["reproduce", "--list"])
+    assert listed.exit_code == 0 and "lpgcn-f10" in listed.output and "dgrec-f3" in listed.output
+    refused = runner.invoke(app, ["reproduce", "p4gcn-f4", "--set", "epochs=1", "--out", str(tmp_path)])
+    assert refused.exit_code == 2 and "--set / --row do not apply to p4gcn-f4" in refused.output
