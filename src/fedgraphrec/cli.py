@@ -255,7 +255,10 @@ def reproduce(
     list_tables: Annotated[bool, typer.Option("--list", help="List the tables and exit.")] = False,
     reuse: Annotated[
         list[Path] | None,
-        typer.Option(help="P4GCN/DGREC tables: folders of run files to report, not train (repeatable)."),
+        typer.Option(
+            help="P4GCN/DGREC tables and figures: folders of run files (or a figure's curve files) "
+            "to report, not train (repeatable)."
+        ),
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
 ) -> None:
@@ -265,6 +268,7 @@ def reproduce(
     from fedgraphrec.experiments import ConfigError
     from fedgraphrec.experiments.reproduce import TABLES, PaperTable
     from fedgraphrec.experiments.reproduce import reproduce as run_reproduce
+    from fedgraphrec.experiments.reproduce_figs import FIGURES, reproduce_figure
     from fedgraphrec.experiments.reproduce_runs import (
         COMM_TABLES,
         FIG13,
@@ -283,6 +287,8 @@ def reproduce(
             )
         for name, title in COMM_TABLES.items():
             out.print(f"[bold]{name}[/bold]  {title}  (byte formulas; no training)")
+        for fig in FIGURES.values():
+            out.print(f"[bold]{fig.name}[/bold]  {fig.title}  ({len(fig.series)} series; figure + claims)")
         for name, (ds, *_, graph) in FIG13.items():
             out.print(
                 f"[bold]{name}[/bold]  LP-GCN Fig. 13 on {ds} ({graph} graph): range of k, trends of C, R"
@@ -295,12 +301,16 @@ def reproduce(
             return
         if table in FIG13:
             reproduce_fig13(table, target, reuse=reuse or ())
+        elif table in FIGURES:
+            if overrides or rows:
+                raise _fail(f"--set / --row do not apply to {table}: a figure runs all its series")
+            reproduce_figure(table, target, budget=budget, reuse=reuse or ())
         elif table in RUN_TABLES:
             if overrides:
                 raise _fail(f"--set does not apply to {table}: its rows are runner commands, not configs")
             reproduce_runs(table, target, budget=budget, rows=rows or (), reuse=reuse or ())
         elif reuse:
-            raise _fail(f"--reuse applies to the P4GCN, DGREC and Fig. 13 tables, not to {table}")
+            raise _fail(f"--reuse applies to the P4GCN, DGREC and figure tables, not to {table}")
         else:
             run_reproduce(
                 table, target, budget=budget, rows=rows or (), overrides=overrides or (), progress=progress

@@ -105,12 +105,18 @@ def run_and_save(
     centres: int | None = None,
     public_ratio: float = 1.0,
     lr: float | None = None,
+    delta: float | None = None,
+    beta: float | None = None,
 ) -> dict[str, Any]:
-    """Run one variant and write ``<out>/<dataset>_<variant>_r<ratio>_s<seed>.json``."""
+    """Run one variant and write ``<out>/<dataset>_<variant>_r<ratio>_s<seed>.json``.
+
+    ``lr``, ``delta`` (clip bound δ) and ``beta`` (sharing budget β): the settings' defaults when None.
+    """
     torch.set_num_threads(1)
     over: dict[str, Any] = {"centres_per_epoch": centres, "public_ratio": public_ratio}
-    if lr is not None:
-        over["lr"] = lr
+    for key, value in (("lr", lr), ("delta", delta), ("beta", beta)):
+        if value is not None:
+            over[key] = value
     res = run(dataset, variant, seed, epochs, **over)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)

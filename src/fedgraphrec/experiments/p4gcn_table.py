@@ -172,6 +172,7 @@ def _p4(
         dim=args.dim, backbone=backbone, n_layers=args.layers, beta=args.beta, lr=args.lr,
         social_lr=args.social_lr, clip=args.clip, eps=args.eps or EPS.get(data.name, 10.0),
         noise=not method.endswith("*"), batch_size=args.batch, epochs=args.epochs,
+        fusion=not getattr(args, "no_fusion", False),
     )  # fmt: skip
     adj = data.social.adjacency(symmetric=True)
     t0 = time.perf_counter()
@@ -240,6 +241,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--social-reg", type=float, default=1e-2)
     p.add_argument("--clip", type=float, default=0.1)
     p.add_argument("--eps", type=float, default=None)
+    p.add_argument(
+        "--no-fusion", action="store_true",
+        help="P4GCN without the fusion layer (Fig. 4's ablation: plain average with the β-scaled social row)",
+    )  # fmt: skip
     p.add_argument(
         "--backend", default="plain", choices=BACKENDS,
         help="HE backend of the P4GCN methods (plain: float64 simulation; ckks-packed: real HE)",

@@ -438,9 +438,10 @@ def _markdown(report: dict[str, Any], path: Path) -> None:
 
 def _plot(report: dict[str, Any], path: Path) -> None:
     metrics = list(dict.fromkeys(m for r in report["rows"] for m in r["cells"]))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 0.45 * len(report["rows"]) + 1.5))
-    axes = [axes] if len(metrics) == 1 else list(axes)
     labels = [r["row"] for r in report["rows"]]
+    width = 5 * len(metrics) + 0.07 * max(len(label) for label in labels)  # room for long row labels
+    fig, axes = plt.subplots(1, len(metrics), figsize=(width, 0.45 * len(report["rows"]) + 1.5))
+    axes = [axes] if len(metrics) == 1 else list(axes)
     for ax, m in zip(axes, metrics, strict=True):
         ours = [r["cells"][m]["ours"] if m in r["cells"] else math.nan for r in report["rows"]]
         paper = [r["cells"][m]["paper"] if m in r["cells"] else math.nan for r in report["rows"]]

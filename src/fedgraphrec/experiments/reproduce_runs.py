@@ -30,6 +30,8 @@ __all__ = [
     "reproduce_comm",
     "reproduce_fig13",
     "reproduce_runs",
+    "run_file",
+    "train_runner",
 ]
 
 
@@ -226,31 +228,37 @@ RUN_TABLES: dict[str, RunTable] = {t.name: t for t in (*_p4gcn_tables(), *_dgrec
 # ---------------------------------------------------------------------------------------------
 
 
-def _run_file(table: RunTable, method: str, seed: int) -> str:
-    if table.kind == "p4gcn":
-        return f"{table.dataset}_{method.replace('*', '_ideal')}_s{seed}.json"
-    return f"{table.dataset}_{method}_r1.0_s{seed}.json"
+def run_file(kind: str, dataset: str, method: str, seed: int, ratio: float = 1.0) -> str:
+    """The name a runner gives the JSON of one run (``kind``: ``p4gcn`` or ``dgrec``)."""
+    if kind == "p4gcn":
+        return f"{dataset}_{method.replace('*', '_ideal')}_s{seed}.json"
+    return f"{dataset}_{method}_r{float(ratio)}_s{seed}.json"
 
 
-def _train(table: RunTable, method: str, seed: int, args: Sequence[str], folder: Path) -> None:
-    """Run one method and seed with the table's runner; it writes its JSON into ``folder``."""
-    if table.kind == "p4gcn":
+def train_runner(kind: str, dataset: str, method: str, seed: int, args: Sequence[str], folder: Path) -> None:
+    """Run one method and seed with a runner; it writes its JSON (:func:`run_file`) into ``folder``.
+
+    ``args``: ``p4gcn_table`` arguments, or for DGREC ``--epochs``, ``--centres``, ``--lr``,
+    ``--public-ratio``, ``--delta``, ``--beta``.
+    """
+    if kind == "p4gcn":
         from fedgraphrec.experiments import p4gcn_table
 
-        argv = ["--dataset", table.dataset, "--methods", method, "--seeds", str(seed), *args]
+        argv = ["--dataset", dataset, "--methods", method, "--seeds", str(seed), *args]
         p4gcn_table.main([*argv, "--out", str(folder)])
         return
     from fedgraphrec.experiments import dgrec
 
     opts = dict(zip(args[::2], args[1::2], strict=True))
+    floats = {"--lr": "lr", "--public-ratio": "public_ratio", "--delta": "delta", "--beta": "beta"}
     dgrec.run_and_save(
-        table.dataset,
+        dataset,
         method,
         seed,
         int(opts["--epochs"]),
         folder,
         centres=int(opts["--centres"]) if "--centres" in opts else None,
-        lr=float(opts["--lr"]) if "--lr" in opts else None,
+        **{key: float(opts[flag]) for flag, key in floats.items() if flag in opts},
     )
 
 
@@ -291,14 +299,14 @@ def reproduce_runs(
     for r in chosen:
         per_seed: list[dict[str, float]] = []
         for seed in plan.seeds:
-            found = [f / _run_file(table, r.method, seed) for f in folders]
+            found = [f / run_file(table.kind, table.dataset, r.method, seed) for f in folders]
             path = next((p for p in found if p.exists()), found[0])
             if not path.exists():
                 if reuse:
                     where = ", ".join(map(str, folders))
                     raise FileNotFoundError(f"no run of {r.label} (seed {seed}) to reuse in {where}")
                 extra = table.row_args.get(budget, {}).get(r.label, ())
-                _train(table, r.method, seed, (*plan.overrides, *extra), folders[0])
+                train_runner(table.kind, table.dataset, r.method, seed, (*plan.overrides, *extra), folders[0])
             per_seed.append(_metrics(table, json.loads(path.read_text())))
         ours = {}
         for metric in r.paper:
