@@ -24,6 +24,7 @@ from fedgraphrec.experiments.reproduce import Budget, PaperRow, paper_cells, wri
 
 __all__ = [
     "COMM_TABLES",
+    "DGREC_ROW_ARGS",
     "FIG13",
     "RUN_TABLES",
     "RunTable",
@@ -176,7 +177,7 @@ _DGREC_VARIANT = {"DMF": "dmf", "DLGNN": "dlgnn", "DGREC": "dgrec"}
 # {0.5, 5, 20} on seed 0 (DMF diverges at 20; DLGNN 5 → 2.35 %, 20 → 3.23 % recall@20), see
 # results/dgrec/README.md "Diagnosis".
 _DGREC_SMALL_GROUPS = ("--epochs", "6", "--centres", "3000")
-_DGREC_ROW_ARGS: dict[str, tuple[str, ...]] = {
+DGREC_ROW_ARGS: dict[str, tuple[str, ...]] = {
     "DMF": (*_DGREC_SMALL_GROUPS, "--lr", "5"),
     "DLGNN": (*_DGREC_SMALL_GROUPS, "--lr", "20"),
 }
@@ -217,7 +218,7 @@ def _dgrec_tables() -> list[RunTable]:
                 ),
             },
             # at 300 centres per epoch, 59 % of test users are in no 1-hop group (never trained)
-            row_args={"cpu": _DGREC_ROW_ARGS},
+            row_args={"cpu": DGREC_ROW_ARGS},
         )
     ]
 
