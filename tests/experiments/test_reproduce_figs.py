@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fedgraphrec.experiments import p4gcn_table, reproduce_figs
+from fedgraphrec.experiments import figure_claims, p4gcn_table, paper_figures
 from fedgraphrec.experiments.config import PROTOCOLS, load_config
 from fedgraphrec.experiments.dgrec import VARIANTS
 from fedgraphrec.experiments.reproduce import Budget
@@ -55,21 +55,21 @@ def test_claim_measures() -> None:
         "b": {1.0: {"m": 0.4}, 2.0: {"m": 0.1}, 3.0: {"m": 0.3}},
         "ref": {math.nan: {"m": 0.22}},
     }
-    assert reproduce_figs.trend("a", rising=False)(res, "m") == 0.5
-    assert reproduce_figs.beats("a", "b", lower=True)(res, "m") == pytest.approx(2 / 3)
-    assert reproduce_figs.beats("a", "ref", lower=True, xs=(2.0, 3.0))(res, "m") == 0.5
-    assert reproduce_figs.best_x_among("a", True, (2.0, 3.0))(res, "m") == 1.0
-    assert reproduce_figs.best_x_among("b", False, (2.0, 3.0))(res, "m") == 0.0
-    assert reproduce_figs.overlap("a", "a")(res, "m") == 1.0
-    assert reproduce_figs.overlap("a", "b")(res, "m") == 0.0
-    assert math.isnan(reproduce_figs.trend("missing", rising=True)(res, "m"))
+    assert figure_claims.trend("a", rising=False)(res, "m") == 0.5
+    assert figure_claims.beats("a", "b", lower=True)(res, "m") == pytest.approx(2 / 3)
+    assert figure_claims.beats("a", "ref", lower=True, xs=(2.0, 3.0))(res, "m") == 0.5
+    assert figure_claims.best_x_among("a", True, (2.0, 3.0))(res, "m") == 1.0
+    assert figure_claims.best_x_among("b", False, (2.0, 3.0))(res, "m") == 0.0
+    assert figure_claims.overlap("a", "a")(res, "m") == 1.0
+    assert figure_claims.overlap("a", "b")(res, "m") == 0.0
+    assert math.isnan(figure_claims.trend("missing", rising=True)(res, "m"))
     curves = {
         f"S={s}": {0.0: {"m": 0.0}, 20.0: {"m": s / 1000}, 40.0: {"m": 0.5 - s / 10000}} for s in (100, 400)
     }
     curves.update({f"tau={t}": {40.0: {"m": t / 100}} for t in (1, 2, 10, 20)})
-    assert reproduce_figs._first_rises((100, 400))(curves, "m") == 1.0  # first evaluated round, not round 0
-    assert reproduce_figs._finals(("S=100", "S=400"), lower=False)(curves, "m") == 1.0  # last round
-    assert reproduce_figs._tau_claim()(curves, "m") == 1.0
+    assert paper_figures._first_rises((100, 400))(curves, "m") == 1.0  # first evaluated round, not round 0
+    assert figure_claims.finals(("S=100", "S=400"), lower=False)(curves, "m") == 1.0  # last round
+    assert paper_figures._tau_claim()(curves, "m") == 1.0
 
 
 def _fake_p4gcn(calls: list[list[str]]):
@@ -171,7 +171,7 @@ def test_tiny_trainer_figure_runs_curves_and_sweeps(tmp_path: Path, monkeypatch)
         budgets={
             "cpu": Budget(("epochs=2", "dim=8", "batch_size=256", "ks=[5]", "metric=recall@5"), (0,), "")
         },
-        claims=(reproduce_figs.Claim("lossless", reproduce_figs.overlap("GNN4FR", "LightGCN", 1e-6)),),
+        claims=(figure_claims.Claim("lossless", figure_claims.overlap("GNN4FR", "LightGCN", 1e-6)),),
     )
     monkeypatch.setitem(FIGURES, "tiny", tiny)
     report = reproduce_figure("tiny", tmp_path)
