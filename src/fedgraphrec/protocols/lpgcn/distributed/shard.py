@@ -25,7 +25,7 @@ from fedgraphrec.crypto import (
     unwrap_key,
     wrap_key,
 )
-from fedgraphrec.models.propagation import pair_weights
+from fedgraphrec.models.propagation import pair_weights, torch_csr
 from fedgraphrec.protocols.common import TOKEN_BYTES, layer_mean, local_bpr
 from fedgraphrec.protocols.lpgcn.setup import TOKEN_AAD
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
@@ -133,13 +133,14 @@ def unpack_blobs(blob: np.ndarray) -> list[bytes]:
 
 
 def _spmm(
-    row: np.ndarray, col: np.ndarray, val: torch.Tensor, n_rows: int, dense: torch.Tensor
+    row: np.ndarray, col: np.ndarray, val: np.ndarray, n_rows: int, dense: torch.Tensor
 ) -> torch.Tensor:
-    r""":math:`A\,X` for a COO matrix ``A`` (rows ``row``, columns ``col``, values ``val``)."""
-    out = torch.zeros((n_rows, dense.shape[1]), dtype=dense.dtype)
-    if len(row):
-        out.index_add_(0, torch.from_numpy(row), val.unsqueeze(1) * dense[torch.from_numpy(col)])
-    return out
+    r""":math:`A\,X` for the shard's part ``A`` of the normalised graph (pairs ``row``/``col``, weights).
+
+    The same CSR kernel as the centralized propagation (:func:`~.propagation.torch_csr`).
+    """
+    a = sp.csr_matrix((val, (row, col)), shape=(n_rows, dense.shape[0]))
+    return torch_csr(a, dense.dtype) @ dense
 
 
 class ShardClient:
@@ -420,13 +421,11 @@ class ShardClient:
 
     def _apply_r(self, dense: torch.Tensor) -> torch.Tensor:
         st = self.st
-        val = torch.from_numpy(st["r_val"]).to(self.dtype)
-        return _spmm(st["r_row"], st["r_col"], val, len(self.users), dense)
+        return _spmm(st["r_row"], st["r_col"], st["r_val"], len(self.users), dense)
 
     def _apply_a(self, dense: torch.Tensor) -> torch.Tensor:
         st = self.st
-        val = torch.from_numpy(st["a_val"]).to(self.dtype)
-        return _spmm(st["a_row"], st["a_col"], val, len(st["conv_items"]), dense)
+        return _spmm(st["a_row"], st["a_col"], st["a_val"], len(st["conv_items"]), dense)
 
     def _op_forward(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
         """Layer k: users by Eq. 7 from their items' layer k-1, convolution-items by Eq. 8."""
