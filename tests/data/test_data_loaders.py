@@ -44,6 +44,21 @@ def test_lightgcn_basic(tmp_path: Path, write: Write, gz: bool) -> None:
     assert d.info["test_users_without_items"] == 1
 
 
+def test_lightgcn_user_fraction_samples_users_before_the_validation_carve(
+    tmp_path: Path, write: Write
+) -> None:
+    lines = "".join(f"{u} {u % 7} {(u + 1) % 7} {(u + 2) % 7}\n" for u in range(40))
+    write(tmp_path / "train.txt", lines)
+    write(tmp_path / "test.txt", "".join(f"{u} {(u + 3) % 7}\n" for u in range(40)))
+    d = load_lightgcn(tmp_path, user_fraction=0.5, sample_seed=1, valid_fraction=0.3)
+    again = load_lightgcn(tmp_path, user_fraction=0.5, sample_seed=1, valid_fraction=0.3)
+    assert d.n_users == 20 and d.info["user_sample"]["of_users"] == 40  # type: ignore[index]
+    assert d.user_ids is not None and again.user_ids is not None
+    assert d.user_ids.tolist() == again.user_ids.tolist()
+    assert d.valid is not None and d.valid.nnz > 0
+    assert d.train.nnz + d.valid.nnz == 3 * 20
+
+
 def test_lightgcn_lists_enlarge_id_space(tmp_path: Path, write: Write) -> None:
     write(tmp_path / "train.txt", "0 1\n")
     write(tmp_path / "test.txt", "0 0\n")

@@ -11,6 +11,7 @@ from fedgraphrec.data import (
     Interactions,
     carve_validation,
     per_user_split,
+    sample_users,
     split_interactions,
     split_ratings,
     synthetic_interactions,
@@ -122,3 +123,36 @@ def test_carve_validation_ratings() -> None:
     assert len(c.train) + len(c.valid) == len(r.train)
     assert np.array_equal(c.test.users, r.test.users)
     assert set(np.unique(c.train.users).tolist()) == set(np.unique(r.train.users).tolist())
+
+
+def test_sample_users_keeps_whole_users_and_their_trained_items() -> None:
+    data = synthetic_interactions(200, 300, seed=3, valid_fraction=0.1)
+    a = sample_users(data, 0.25, seed=4)
+    b = sample_users(data, 0.25, seed=4)
+    assert a.n_users == 50 and a.n_users == b.n_users
+    assert (a.user_ids == b.user_ids).all() and (a.item_ids == b.item_ids).all()
+    assert a.user_ids is not None and a.item_ids is not None
+    assert sample_users(data, 0.25, seed=5).user_ids.tolist() != a.user_ids.tolist()  # type: ignore[union-attr]
+    # every kept item has a training interaction; ids are compact
+    assert (np.asarray(a.train.sum(axis=0)).ravel() > 0).all()
+    assert a.train.shape == (a.n_users, a.n_items) == a.test.shape
+    # each kept user keeps every train row; held-out rows survive unless their item left
+    for k, u in enumerate(a.user_ids.tolist()):
+        orig = {int(a.item_ids[j]) for j in a.train[k].indices}
+        assert orig == set(data.train[u].indices.tolist())
+        kept_test = {int(a.item_ids[j]) for j in a.test[k].indices}
+        assert kept_test == set(data.test[u].indices.tolist()) & set(a.item_ids.tolist())
+    dropped = a.info["user_sample"]["dropped_heldout_pairs"]  # type: ignore[index]
+    before = data.test[a.user_ids].nnz + data.valid[a.user_ids].nnz  # type: ignore[index]
+    assert before - a.test.nnz - a.valid.nnz == dropped  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("fraction", [0.0, -0.1, 1.5])
+def test_sample_users_rejects_bad_fraction(fraction: float) -> None:
+    with pytest.raises(ValueError, match="user_fraction"):
+        sample_users(synthetic_interactions(20, 30, seed=0), fraction)
+
+
+def test_sample_users_whole_population_is_identity() -> None:
+    data = synthetic_interactions(20, 30, seed=0)
+    assert sample_users(data, 1.0) is data

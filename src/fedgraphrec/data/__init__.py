@@ -32,6 +32,7 @@ from fedgraphrec.data.splits import (
     DEFAULT_FRACTIONS,
     carve_validation,
     per_user_split,
+    sample_users,
     split_interactions,
     split_ratings,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "load_weeplaces",
     "per_user_split",
     "resolve_data_root",
+    "sample_users",
     "split_interactions",
     "split_ratings",
     "synthetic_interactions",

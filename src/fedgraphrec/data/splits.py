@@ -30,6 +30,7 @@ DEFAULT_FRACTIONS: tuple[float, float, float] = (0.8, 0.1, 0.1)
 
 SPLIT_STREAM = "data.split"
 CARVE_STREAM = "data.carve_validation"
+SAMPLE_STREAM = "data.sample_users"
 
 
 def _check_fractions(fractions: tuple[float, float, float]) -> tuple[float, float, float]:
@@ -209,3 +210,70 @@ def carve_validation(data: Interactions | Ratings, fraction: float, seed: int = 
     carved = RatingSplit(tr.users[moved], tr.items[moved], tr.ratings[moved])
     info = {**data.info, "valid_carved": {"fraction": fraction, "seed": seed, "moved": int(moved.sum())}}
     return dataclasses.replace(data, train=new_train, valid=_concat(data.valid, carved), info=info)
+
+
+def sample_users(data: Interactions, fraction: float, seed: int = 0) -> Interactions:
+    """Keep a seeded ``fraction`` of the users (their train, valid and test rows) and compact ids.
+
+    Used to fit a large benchmark (Gowalla, Yelp2018) into a CPU budget while keeping its own
+    train/test split: each kept user keeps every row it had. Items no kept user trains on are
+    dropped (a model could never learn them), with their held-out pairs; users left without a
+    training row are dropped too. ``user_ids``/``item_ids`` map back to the input's indices.
+
+    Args:
+        data: the full dataset.
+        fraction: share of users to keep, in ``(0, 1]``; ``round(fraction * n_users)`` (at least
+            one) users are drawn without replacement.
+        seed: stream ``data.sample_users`` of this seed draws the users.
+
+    Returns:
+        A new :class:`Interactions`; ``info["user_sample"]`` records the fraction, seed and the
+        users, items and held-out pairs kept or dropped.
+
+    Raises:
+        ValueError: ``fraction`` outside ``(0, 1]``.
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"user_fraction must be in (0, 1], got {fraction}")
+    if fraction == 1.0:
+        return data
+    n_keep = max(1, round(fraction * data.n_users))
+    rng = numpy_rng(seed, SAMPLE_STREAM)
+    users = np.sort(rng.choice(data.n_users, size=n_keep, replace=False))
+    train = data.train[users]
+    users = users[np.diff(train.indptr) > 0]
+    train = data.train[users]
+    items = np.flatnonzero(np.asarray(train.sum(axis=0)).ravel() > 0)
+
+    def take(m: sp.csr_matrix | None) -> sp.csr_matrix | None:
+        return None if m is None else m[users][:, items].tocsr()
+
+    test = take(data.test)
+    valid = take(data.valid)
+    held_before = int(data.test[users].nnz) + (0 if data.valid is None else int(data.valid[users].nnz))
+    held_after = int(test.nnz) + (0 if valid is None else int(valid.nnz))  # type: ignore[union-attr]
+    base_users = data.user_ids if data.user_ids is not None else np.arange(data.n_users)
+    base_items = data.item_ids if data.item_ids is not None else np.arange(data.n_items)
+    info = {
+        **data.info,
+        "user_sample": {
+            "fraction": fraction,
+            "seed": seed,
+            "users": len(users),
+            "of_users": data.n_users,
+            "items": len(items),
+            "of_items": data.n_items,
+            "dropped_heldout_pairs": held_before - held_after,
+        },
+    }
+    return dataclasses.replace(
+        data,
+        n_users=len(users),
+        n_items=len(items),
+        train=train[:, items].tocsr(),
+        test=test,
+        valid=valid,
+        user_ids=np.asarray(base_users)[users],
+        item_ids=np.asarray(base_items)[items],
+        info=info,
+    )

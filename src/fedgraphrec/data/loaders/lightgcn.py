@@ -10,7 +10,7 @@ from fedgraphrec.data._io import find_file, require_folder
 from fedgraphrec.data._table import Ragged, count_entries, read_ragged_ids
 from fedgraphrec.data.errors import DatasetNotFoundError
 from fedgraphrec.data.loaders._compact import drop_overlap
-from fedgraphrec.data.splits import carve_validation
+from fedgraphrec.data.splits import carve_validation, sample_users
 from fedgraphrec.data.types import Interactions, binary_csr
 
 TRAIN_FILES = ("train.txt", "train.txt.gz")
@@ -42,6 +42,8 @@ def load_lightgcn(
     require_train: bool = True,
     valid_fraction: float = 0.0,
     seed: int = 0,
+    user_fraction: float = 1.0,
+    sample_seed: int = 0,
 ) -> Interactions:
     """Load a folder in the LightGCN format.
 
@@ -65,6 +67,11 @@ def load_lightgcn(
             matrix (used for listing partial datasets such as Amazon-Book); otherwise that raises.
         valid_fraction: if > 0, move this seeded per-user fraction of train into ``valid``.
         seed: seed for the validation carve-out.
+        user_fraction: if < 1, keep only this seeded share of the users (their own train/test
+            rows; :func:`~fedgraphrec.data.splits.sample_users`), before the validation carve-out:
+            a CPU-budget stand-in for the whole benchmark.
+        sample_seed: seed of the user sample (independent of the run seed, so every run of a
+            table sees the same users).
 
     Returns:
         Binary train/test (and optionally valid) matrices.
@@ -115,6 +122,8 @@ def load_lightgcn(
         "train_missing": train_path is None,
     }
     data = Interactions(name=ds_name, n_users=n_users, n_items=n_items, train=train, test=test, info=info)
+    if user_fraction != 1.0:
+        data = sample_users(data, user_fraction, sample_seed)
     if valid_fraction > 0:
         data = carve_validation(data, valid_fraction, seed)
     return data
