@@ -412,7 +412,7 @@ def dgrec_cmd(
     variant: Annotated[
         str, typer.Argument(help="dgrec, an ablation (non-*), local-only, dmf or dlgnn.")
     ] = "dgrec",
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="flixster, ciao or epinions.")] = "flixster",
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="flixster or ciao-10core.")] = "flixster",
     seed: Annotated[int, typer.Option(help="Run seed.")] = 0,
     epochs: Annotated[int, typer.Option(help="Epochs.")] = 5,
     centres: Annotated[int | None, typer.Option(help="Group centres per epoch (default: all users).")] = None,

@@ -108,8 +108,9 @@ def test_fig13_reads_a_sweep_and_judges_range_and_trends(tmp_path: Path) -> None
         reproduce_fig13("lpgcn-f13-gowalla-resplit90", tmp_path / "out")
 
 
+@pytest.mark.parametrize("table", ["dgrec-t2-flixster", "dgrec-t2-ciao"])
 def test_dgrec_small_group_rows_run_every_centre_and_their_own_lr(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """DMF/DLGNN (1-hop groups) get 6 all-centre epochs at their lr; DGREC keeps 2 × 300 centres, lr 0.5."""
     from fedgraphrec.experiments import dgrec
@@ -122,7 +123,14 @@ def test_dgrec_small_group_rows_run_every_centre_and_their_own_lr(
         (Path(out) / f"{dataset}_{variant}_r1.0_s{seed}.json").write_text(json.dumps(run))
 
     monkeypatch.setattr(dgrec, "run_and_save", fake_run)
-    reproduce_runs("dgrec-t2-flixster", tmp_path)
+    reproduce_runs(table, tmp_path)
     assert calls["dmf"] == {"epochs": 6, "centres": 3000, "lr": 5.0}
     assert calls["dlgnn"] == {"epochs": 6, "centres": 3000, "lr": 20.0}
     assert calls["dgrec"] == {"epochs": 2, "centres": 300, "lr": 0.5}
+
+
+def test_dgrec_ciao_table_runs_the_10_core_against_the_weeplaces_column() -> None:
+    t = RUN_TABLES["dgrec-t2-ciao"]
+    assert t.dataset == "ciao-10core" and t.budgets["cpu"].seeds == (0, 1, 2)
+    paper = {r.label: r.paper["recall@20"] for r in t.rows}
+    assert paper == pytest.approx({"DMF": 0.1546, "DLGNN": 0.1850, "DGREC": 0.1991})

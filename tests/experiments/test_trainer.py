@@ -193,3 +193,18 @@ def test_resume_accepts_checkpoints_from_before_newer_config_keys(tmp_path):
     torch.save(payload, ckpt)
     res = Trainer(tiny_config("epochs=3"), tmp_path / "old", progress=False, resume=True).fit()
     assert res.summary["epochs_run"] == 3
+
+
+def test_given_data_replaces_the_named_dataset(tmp_path):
+    """``Trainer(data=…)`` trains and evaluates on that subset (DGREC's unregistered ciao-10core)."""
+    from fedgraphrec.data import load_dataset
+    from fedgraphrec.data.types import Interactions
+
+    full = load_dataset("synthetic", n_users=120, n_items=150, seed=3)
+    sub = Interactions(name="sub", n_users=60, n_items=150, train=full.train[:60], test=full.test[:60])
+    trainer = Trainer(
+        tiny_config("valid_fraction=0.0", "epochs=1"), tmp_path / "sub", progress=False, data=sub
+    )
+    assert trainer.data is sub
+    result = trainer.fit()
+    assert result.summary["dataset"] == "sub" and result.summary["dataset_stats"]["users"] == 60

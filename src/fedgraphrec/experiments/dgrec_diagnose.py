@@ -1,12 +1,16 @@
 """Why are the decentralised DGREC-family runs at chance? Small diagnostics that separate the causes.
 
 ``python -m fedgraphrec.experiments.dgrec_diagnose WHAT --out results/dgrec/diagnose/diagnose.jsonl``
-runs one of these on Flixster and appends its JSON line (results/dgrec/README.md, "Diagnosis"):
+runs one of these on Flixster (or ``--dataset ciao-10core``) and appends its JSON line
+(results/dgrec/README.md, "Diagnosis"):
 
 * ``eval_path``: a centralized BPR-MF (the project's :class:`~fedgraphrec.experiments.train.Trainer`,
   d = 16) copied into every user's DMF model and scored by :meth:`DGREC.evaluate` (each user's own
   model) must give the central evaluator's recall@20 — tests the per-user evaluation, masking, ids;
 * ``popularity``: recall@20 of the train-popularity ranking (what a barely trained model can reach);
+* ``central``: a centralised model (``--model lightgcn`` or ``mf``, the project's
+  :class:`~fedgraphrec.experiments.train.Trainer`) trained and evaluated on exactly the runner's
+  train/test matrices (for subsets such as ``ciao-10core`` that the registry does not know);
 * ``participation``: how many group steps each user joins in the runner's budget (Algorithm 1 only,
   Eq.-4 weights from the counts), i.e. how many SGD steps each user's *own* model receives;
 * ``snr``: per-coordinate signal (|group mean of the clipped gradient|) of one Algorithm-1 group at
@@ -29,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedgraphrec.data.types import Interactions
 from fedgraphrec.evaluation.ranking import evaluate_scores
 from fedgraphrec.experiments.config import TrainConfig
 from fedgraphrec.experiments.dgrec import load_side, settings_for
@@ -38,7 +43,7 @@ from fedgraphrec.protocols.dgrec import DGREC
 from fedgraphrec.protocols.dgrec.sampling import sample_group, sampling_weights
 from fedgraphrec.seeding import numpy_rng
 
-__all__ = ["eval_path", "fixed_group", "participation", "popularity", "snr"]
+__all__ = ["central", "eval_path", "fixed_group", "participation", "popularity", "snr"]
 
 
 def eval_path(dataset: str, epochs: int = 100, seed: int = 0) -> dict[str, Any]:
@@ -63,6 +68,30 @@ def eval_path(dataset: str, epochs: int = 100, seed: int = 0) -> dict[str, Any]:
     }
 
 
+def central(dataset: str, model: str = "lightgcn", epochs: int = 100, seed: int = 0) -> dict[str, Any]:
+    """A centralised ``model`` (d = 64, Adam 0.001 as the ``train central`` defaults) on the runner's split.
+
+    It trains on the same train matrix as the DGREC runs and is evaluated the same way (test items,
+    train items masked), so it is the centralised reference level of a table on that split.
+    """
+    train, test, _, _ = load_side(dataset)
+    data = Interactions(name=dataset, n_users=train.shape[0], n_items=train.shape[1], train=train, test=test)
+    cfg = TrainConfig(dataset=dataset, model=model, epochs=epochs, seed=seed, eval_every=epochs, threads=1)
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        result = Trainer(cfg, tmp, progress=False, data=data).fit()
+    test_metrics = result.summary["test"]
+    return {
+        "dataset": dataset,
+        "model": model,
+        "epochs": epochs,
+        "seed": seed,
+        "recall@20": test_metrics["recall@20"],
+        "ndcg@20": test_metrics["ndcg@20"],
+        "seconds": time.time() - t0,
+    }
+
+
 def popularity(dataset: str) -> dict[str, float]:
     """recall@20 of ranking every user's unseen items by training popularity, and of random scores."""
     train, test, _, _ = load_side(dataset)
@@ -73,7 +102,12 @@ def popularity(dataset: str) -> dict[str, float]:
     rnd = evaluate_scores(
         lambda u: torch.rand(len(u), n_items, generator=gen), n_users, n_items, test, [train], ks=(20,)
     )
-    return {"popularity_recall@20": res.metrics["recall@20"], "random_recall@20": rnd.metrics["recall@20"]}
+    return {
+        "popularity_recall@20": res.metrics["recall@20"],
+        "popularity_ndcg@20": res.metrics["ndcg@20"],
+        "random_recall@20": rnd.metrics["recall@20"],
+        "random_ndcg@20": rnd.metrics["ndcg@20"],
+    }
 
 
 def participation(dataset: str, variant: str, epochs: int, centres: int, seed: int = 0) -> dict[str, Any]:
@@ -197,7 +231,12 @@ def fixed_group(
 def main() -> None:
     """Command-line entry point: run the chosen diagnostics and write one JSON."""
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("what", choices=["eval_path", "popularity", "participation", "snr", "fixed_group"])
+    ap.add_argument(
+        "what", choices=["central", "eval_path", "popularity", "participation", "snr", "fixed_group"]
+    )
+    ap.add_argument("--model", default="lightgcn", help="central: the centralised model")
+    ap.add_argument("--seed", type=int, default=0, help="central: seed")
+    ap.add_argument("--central-epochs", type=int, default=100, help="central: training epochs")
     ap.add_argument("--dataset", default="flixster")
     ap.add_argument("--variant", default="dmf")
     ap.add_argument("--lr", type=float, default=0.5)
@@ -212,7 +251,9 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="append the result as one JSON line to this file")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    if a.what == "eval_path":
+    if a.what == "central":
+        res = central(a.dataset, a.model, a.central_epochs, a.seed)
+    elif a.what == "eval_path":
         res = eval_path(a.dataset)
     elif a.what == "popularity":
         res = popularity(a.dataset)
@@ -222,7 +263,7 @@ def main() -> None:
         res = participation(a.dataset, a.variant, a.epochs, a.centres)
     else:
         res = fixed_group(a.dataset, a.variant, a.lr, a.steps, a.eval_every, a.size, beta=a.beta)
-    line = json.dumps({"diagnostic": a.what, **res})
+    line = json.dumps({"diagnostic": a.what, "dataset": a.dataset, **res})
     print(line)
     if a.out:
         with open(a.out, "a") as f:

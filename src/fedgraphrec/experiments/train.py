@@ -101,6 +101,9 @@ class Trainer:
         resume: continue from ``run_dir/checkpoint.pt`` if it exists.
         on_epoch_end: optional hook called with the completed epoch number (tests use it to
             simulate a crash).
+        data: train on this dataset instead of loading ``cfg.dataset`` (for derived subsets that
+            are not registered, such as DGREC's ``ciao-10core``); ``cfg.valid_fraction`` is then
+            not applied.
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class Trainer:
         progress: bool = True,
         resume: bool = False,
         on_epoch_end: Callable[[int], None] | None = None,
+        data: Interactions | None = None,
     ) -> None:
         cfg.validate()
         self.cfg = cfg
@@ -119,7 +123,7 @@ class Trainer:
         self.on_epoch_end = on_epoch_end
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        self.data = prepare_interactions(cfg)
+        self.data = prepare_interactions(cfg) if data is None else data
         self.learner: Learner = make_learner(cfg, self.data)
         scheme: SamplerScheme = "users" if cfg.sampler == "users" else "interactions"
         self.sampler = BPRSampler(self.data.train, cfg.seed, scheme)
