@@ -39,3 +39,25 @@ def test_load_side_rejects_a_filter_on_a_named_subset_and_bad_filter_values() ->
         load_side("ciao-10core", min_user=5)
     with pytest.raises(ValueError, match="min_user"):
         load_side("synthetic-ratings", min_user=0)
+
+
+def test_model_overrides_merge_with_the_variants_model() -> None:
+    """Fig. 3's n_i / d_i sweep: overriding n_interests keeps the variant's own model kind."""
+    s = settings_for("dlgnn", model={"n_interests": 12})
+    assert (s.model.kind, s.model.n_interests, s.model.d_interest) == ("lgn", 12, 10)
+    assert settings_for("dgrec", model={"d_interest": 30}).model.d_interest == 30
+
+
+def test_train_runner_passes_fig3_arguments_and_refuses_unknown_ones(monkeypatch, tmp_path) -> None:
+    import pytest
+
+    from fedgraphrec.experiments import dgrec
+    from fedgraphrec.experiments.reproduce_runs import train_runner
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(dgrec, "run_and_save", lambda *a, **kw: seen.update(kw))
+    args = ("--epochs", "1", "--hops", "2", "--fanout", "1", "--n-interests", "12", "--d-interest", "5")
+    train_runner("dgrec", "flixster", "dgrec", 0, args, tmp_path)
+    assert (seen["hops"], seen["fanout"], seen["n_interests"], seen["d_interest"]) == (2, 1, 12, 5)
+    with pytest.raises(ValueError, match="--hop"):
+        train_runner("dgrec", "flixster", "dgrec", 0, ("--epochs", "1", "--hop", "2"), tmp_path)

@@ -144,7 +144,9 @@ def settings_for(variant: str, **overrides: Any) -> DGRECSettings:
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
     spec = {**VARIANTS[variant], **overrides}  # an override wins over the variant's own value
-    model = ModelConfig(**spec.pop("model", {}))
+    # model fields merge: an override of n_interests keeps the variant's own kind and switches
+    model = ModelConfig(**{**VARIANTS[variant].get("model", {}), **overrides.get("model", {})})
+    spec.pop("model", None)
     return replace(DGRECSettings(model=model), **spec)
 
 
@@ -188,16 +190,24 @@ def run_and_save(
     lr: float | None = None,
     delta: float | None = None,
     beta: float | None = None,
+    hops: int | None = None,
+    fanout: int | None = None,
+    n_interests: int | None = None,
+    d_interest: int | None = None,
 ) -> dict[str, Any]:
     """Run one variant and write ``<out>/<dataset>_<variant>_r<ratio>_s<seed>.json``.
 
-    ``lr``, ``delta`` (clip bound δ) and ``beta`` (sharing budget β): the settings' defaults when None.
+    ``lr``, ``delta`` (clip bound δ), ``beta`` (sharing budget β), ``hops`` (H), ``fanout`` (n_u),
+    ``n_interests`` (n_i) and ``d_interest`` (d_i): the variant's values when None.
     """
     torch.set_num_threads(1)
     over: dict[str, Any] = {"centres_per_epoch": centres, "public_ratio": public_ratio}
-    for key, value in (("lr", lr), ("delta", delta), ("beta", beta)):
+    for key, value in (("lr", lr), ("delta", delta), ("beta", beta), ("hops", hops), ("fanout", fanout)):
         if value is not None:
             over[key] = value
+    model = {k: v for k, v in (("n_interests", n_interests), ("d_interest", d_interest)) if v is not None}
+    if model:
+        over["model"] = model
     res = run(dataset, variant, seed, epochs, **over)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)

@@ -489,17 +489,28 @@ def _dgrec_figures() -> list[Figure]:
         ),
         _dgrec(
             "dgrec-f3",
-            "DGREC Fig. 3 (secure-sharing panel): recall@20 / ndcg@20 against δ (β = 1) and β (δ = 0.1)",
+            "DGREC Fig. 3: recall@20 / ndcg@20 against condensation (n_i, d_i), sampling (H, n_u) "
+            "and secure sharing (δ, β)",
             "specs/dgrec.md §8.9",
             (
+                Series("n_i", "dgrec", (6, 12, 18), ("--d-interest", "10"), "--n-interests"),
+                Series("d_i", "dgrec", (5, 10, 15, 30), ("--n-interests", "6"), "--d-interest"),
+                Series("H", "dgrec", (1, 2, 3, 4), ("--fanout", "3"), "--hops"),
+                Series("n_u", "dgrec", (1, 2, 3), ("--hops", "4"), "--fanout"),
                 Series("delta", "dgrec", (0.01, 0.05, 0.1, 0.2), ("--beta", "1.0"), "--delta"),
                 Series("beta", "dgrec", (0.5, 1.0, 2.0, 3.0), ("--delta", "0.1"), "--beta"),
             ),
-            data_note=_DG_NOTE + " (the paper's Fig. 3 is on Book-Crossing and Weeplaces)",
-            xlabel="δ (β = 1) / β (δ = 0.1)",
+            data_note=_DG_NOTE + " (the paper's Fig. 3 is on Book-Crossing and Weeplaces); grids of spec "
+            "§8.9, the other parameters at their defaults (n_i = 6, d_i = 10, H = 4, n_u = 3, δ = 0.1, "
+            "β = 1)",
+            xlabel="n_i / d_i / H / n_u / δ / β",
             arg="",
             budgets={"cpu": Budget(sharing, (0,), "1 epoch × 100 group centres, seed 0"), "full": _DG_FULL},
             claims=(
+                Claim("falls with n_i (share of steps)", trend("n_i", rising=False)),
+                Claim("rises with d_i (share of steps)", trend("d_i", rising=True)),
+                Claim("rises with H (share of steps)", trend("H", rising=True)),
+                Claim("rises with n_u (share of steps)", trend("n_u", rising=True)),
                 Claim("rises with δ (share of steps)", trend("delta", rising=True)),
                 Claim("rises with β (share of steps)", trend("beta", rising=True)),
             ),

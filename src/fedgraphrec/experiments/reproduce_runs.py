@@ -276,7 +276,8 @@ def train_runner(kind: str, dataset: str, method: str, seed: int, args: Sequence
     """Run one method and seed with a runner; it writes its JSON (:func:`run_file`) into ``folder``.
 
     ``args``: ``p4gcn_table`` arguments, or for DGREC ``--epochs``, ``--centres``, ``--lr``,
-    ``--public-ratio``, ``--delta``, ``--beta``.
+    ``--public-ratio``, ``--delta``, ``--beta``, ``--hops`` (H), ``--fanout`` (n_u),
+    ``--n-interests`` (n_i), ``--d-interest`` (d_i).
     """
     if kind == "p4gcn":
         from fedgraphrec.experiments import p4gcn_table
@@ -288,6 +289,17 @@ def train_runner(kind: str, dataset: str, method: str, seed: int, args: Sequence
 
     opts = dict(zip(args[::2], args[1::2], strict=True))
     floats = {"--lr": "lr", "--public-ratio": "public_ratio", "--delta": "delta", "--beta": "beta"}
+    ints = {
+        "--hops": "hops",
+        "--fanout": "fanout",
+        "--n-interests": "n_interests",
+        "--d-interest": "d_interest",
+    }
+    unknown = set(opts) - {"--epochs", "--centres", *floats, *ints}
+    if unknown:
+        raise ValueError(f"unknown DGREC runner arguments {sorted(unknown)}")
+    values: dict[str, Any] = {key: float(opts[flag]) for flag, key in floats.items() if flag in opts}
+    values.update({key: int(float(opts[flag])) for flag, key in ints.items() if flag in opts})
     dgrec.run_and_save(
         dataset,
         method,
@@ -295,7 +307,7 @@ def train_runner(kind: str, dataset: str, method: str, seed: int, args: Sequence
         int(opts["--epochs"]),
         folder,
         centres=int(opts["--centres"]) if "--centres" in opts else None,
-        **{key: float(opts[flag]) for flag, key in floats.items() if flag in opts},
+        **values,
     )
 
 
