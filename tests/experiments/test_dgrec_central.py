@@ -27,11 +27,11 @@ def _data(n_users: int = 30, n_items: int = 25):
     return train, social, tags
 
 
-@pytest.mark.parametrize("method", ["lightgcn-side", "hypergnn"])
+@pytest.mark.parametrize("method", ["lightgcn-side", "lightgcn", "hypergnn"])
 def test_short_training_lowers_the_bpr_loss(method: str) -> None:
     train, social, tags = _data()
     model, graph = build_central(method, train, social, tags, dim=8, n_layers=2, seed=0)
-    assert graph and all(v for v in graph.values())
+    assert graph and all(v for k, v in graph.items() if method != "lightgcn" or not k.startswith("item_item"))
     curve, seconds = fit_central(model, train, epochs=15, lr=0.01, reg=1e-4, batch_size=64, seed=0)
     assert len(curve) == len(seconds) == 15
     assert curve[-1] < curve[0] - 0.05

@@ -8,6 +8,8 @@ runs), then writes ``<out>/<dataset>_<method>_s<seed>.json``:
 
 * ``lightgcn-side``: centralised LightGCN over the user–item graph plus the social graph and the
   item–item graph (:class:`~fedgraphrec.models.side_graph.LightGCNSide`);
+* ``lightgcn``: the same model and loop without the side edges (plain LightGCN, for an
+  equal-setting comparison);
 * ``hypergnn``: centralised attention-free hypergraph convolution over user item sets, tags and
   friend sets (:class:`~fedgraphrec.models.side_graph.HyperGNN`);
 * ``fedgnn``: the project's FedPerGNN (``protocol = "fedpergnn"``) with its local-DP upload set to
@@ -64,7 +66,7 @@ __all__ = [
     "summarize",
 ]
 
-CENTRAL = ("lightgcn-side", "hypergnn")
+CENTRAL = ("lightgcn-side", "hypergnn", "lightgcn")
 FEDERATED = ("fedgnn", "fedrec")
 
 
@@ -97,13 +99,14 @@ def build_central(
     seed: int,
     init_std: float = 0.1,
 ) -> tuple[LightGCNSide | HyperGNN, dict[str, Any]]:
-    """The centralised ``method`` (``lightgcn-side`` or ``hypergnn``) and facts about its graph."""
+    """The centralised ``method`` (``lightgcn-side``, ``lightgcn``, ``hypergnn``) and facts on its graph."""
     gen = torch_generator(seed, "init")
     n_users = train.shape[0]
-    if method == "lightgcn-side":
-        item_item, how = item_relations(tags)
-        adj = augmented_adjacency(train, social, item_item)
-        graph = {"adjacency_nnz": int(adj.nnz), "item_item_edges": int(item_item.nnz), "item_item": how}
+    if method in ("lightgcn-side", "lightgcn"):
+        item_item, how = item_relations(tags) if method == "lightgcn-side" else (None, "none")
+        adj = augmented_adjacency(train, social if method == "lightgcn-side" else None, item_item)
+        edges = 0 if item_item is None else int(item_item.nnz)
+        graph = {"adjacency_nnz": int(adj.nnz), "item_item_edges": edges, "item_item": how}
         return LightGCNSide(adj, n_users, dim, n_layers, init_std, gen), graph
     if method == "hypergnn":
         H = hypergraph_incidence(train, social, tags)
