@@ -23,7 +23,7 @@ def _make(train, crypto="accounted", transcripts=False, **kw) -> FedPerGNN:
     return FedPerGNN(train, user0, item0, crypto=crypto, transcripts=transcripts, **{**opts, **kw})
 
 
-def _reference_round(fed: FedPerGNN, round_index: int, loss: str):
+def _reference_round(fed: FedPerGNN, round_index: int, loss: str, expand: bool = True):
     """Each sampled user on its own: neighbours from explicit lists, its own Adam, then the server mean."""
     rs = fed.sample(round_index)
     t = fed.train
@@ -48,7 +48,7 @@ def _reference_round(fed: FedPerGNN, round_index: int, loss: str):
         row = {int(i): r for r, i in enumerate(queried)}
         for step in range(fed.local_steps):
             opt.zero_grad()
-            h = e + (q[[row[int(i)] for i in pos]] + nbr).mean(0)
+            h = e + (q[[row[int(i)] for i in pos]] + nbr).mean(0) if expand else e
             negs = rs.neg_items[rs.pair_neg[step][rs.pair_ptr[k] : rs.pair_ptr[k + 1]]]
             qi, qj = q[[row[int(i)] for i in pos]], q[[row[int(j)] for j in negs]]
             yi, yj = qi @ h, qj @ h
@@ -71,6 +71,19 @@ def test_noise_off_no_pseudo_is_a_one_hop_federated_gnn(loss: str) -> None:
         user, item = _reference_round(fed, r, loss)
         fed.train_round(r)
         assert rel_err(fed.item, item) < 1e-10 and rel_err(fed.user, user) < 1e-10
+
+
+def test_expand_off_is_federated_mf_and_uses_no_third_party() -> None:
+    fed = _make(random_train(14, 12, density=0.35), n_pseudo=0, ldp_clip=0.0, ldp_scale=0.0, expand=False)
+    for r in range(3):
+        user, item = _reference_round(fed, r, "bpr", expand=False)
+        fed.train_round(r)
+        assert rel_err(fed.item, item) < 1e-10 and rel_err(fed.user, user) < 1e-10
+    U, V = fed.final_embeddings()
+    assert torch.equal(U, fed.user) and torch.equal(V, fed.item)
+    assert fed.net.ledger.bytes_between("client", "third-party") == 0
+    assert fed.net.ledger.bytes_between("third-party", "client") == 0
+    assert fed.net.ledger.bytes_between("client", "server") > 0
 
 
 def test_pseudo_items_and_ldp_change_what_the_server_sees() -> None:

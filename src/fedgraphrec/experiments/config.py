@@ -112,6 +112,8 @@ class TrainConfig:
         n_pseudo: FedPerGNN pseudo-interacted items per user and round.
         ldp_clip: FedPerGNN per-coordinate clipping ``δ`` of uploads (0: none).
         ldp_scale: FedPerGNN Laplace noise scale ``λ`` (0: none).
+        local_graph: FedPerGNN expands users' local graphs (``false``: ``h_u = e_u``, federated MF
+            with the same uploads; DGREC's FedRec baseline).
         ncf_hidden: NCF's MLP widths (empty: ``[2d, d]`` centralized as LP-GCN's NCF, ``[32, 16, 8]``
             for FedNCF).
     """
@@ -171,6 +173,7 @@ class TrainConfig:
     n_pseudo: int = 20
     ldp_clip: float = 0.01
     ldp_scale: float = 0.001
+    local_graph: bool = True
 
     def validate(self) -> None:
         """Check ranges and choices; raise :class:`ConfigError` naming the parameter."""
@@ -227,6 +230,10 @@ class TrainConfig:
             (self.n_pseudo >= 0, f"n_pseudo must be >= 0; got {self.n_pseudo}"),
             (self.ldp_clip >= 0, f"ldp_clip must be >= 0; got {self.ldp_clip}"),
             (self.ldp_scale >= 0, f"ldp_scale must be >= 0; got {self.ldp_scale}"),
+            (
+                self.local_graph or self.protocol == "fedpergnn",
+                f"local_graph=false applies to protocol fedpergnn only; got protocol={self.protocol!r}",
+            ),
             (
                 self.model != "multvae" or self.protocol == "central",
                 f"model=multvae is centralized only; got protocol={self.protocol!r}",

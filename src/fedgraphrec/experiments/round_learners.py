@@ -141,6 +141,7 @@ class FedPerGNNLearner(_LossRoundLearner):
             n_pseudo=cfg.n_pseudo,
             ldp_clip=cfg.ldp_clip,
             ldp_scale=cfg.ldp_scale,
+            expand=cfg.local_graph,
             **network_options(cfg),
         )
         self.last_round: dict[str, int] = {}

@@ -125,6 +125,19 @@ class NormalizedBipartite:
         return cls._build(csr, values, dtype)
 
     @classmethod
+    def from_normalized(cls, matrix: sp.spmatrix, dtype: torch.dtype = torch.float32) -> NormalizedBipartite:
+        r"""Wrap a matrix whose values are already normalised (no degrees are recomputed).
+
+        Used for a square, symmetric normalised adjacency :math:`\hat A` over *all* nodes (users,
+        items): fed as both halves, :func:`propagate` with ``user0 = item0 = E^{(0)}`` then gives
+        :math:`\sum_l \alpha_l \hat A^l E^{(0)}` in either output (``models/side_graph.py``).
+        """
+        csr = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
+        csr.sum_duplicates()
+        csr.sort_indices()
+        return cls._build(csr, np.asarray(csr.data), dtype)
+
+    @classmethod
     def _build(cls, csr: sp.csr_matrix, values: np.ndarray, dtype: torch.dtype) -> NormalizedBipartite:
         return cls(R=torch_csr(csr, dtype), RT=torch_csr(csr.T.tocsr(), dtype), values=values, csr=csr)
 

@@ -32,6 +32,10 @@ refresh their neighbour embeddings from the third party, download the rows of th
 
 The server sees each user's noisy rows (no secure aggregation in the original) and averages each
 item's updates over the users that uploaded it.
+
+``expand=False`` drops the third party and the neighbour term, :math:`h_u = e_u`: federated BPR-MF
+with the same rounds, pseudo items and local-DP uploads (DGREC's FedRec baseline, ``specs/dgrec.md``
+§8.5, without its social regulariser).
 """
 
 from __future__ import annotations
@@ -87,6 +91,8 @@ class FedPerGNN:
         ldp_scale: :math:`\lambda`, Laplace noise scale (0: no noise).
         crypto: ``real`` computes the item tokens for real; ``accounted`` counts their bytes.
         transcripts: keep what each party received.
+        expand: expand local graphs through the third party (``False``: :math:`h_u = e_u`, federated
+            MF; nothing is sent to the third party).
     """
 
     def __init__(
@@ -107,6 +113,7 @@ class FedPerGNN:
         ldp_scale: float = 0.001,
         crypto: CryptoMode = "accounted",
         transcripts: bool = False,
+        expand: bool = True,
     ) -> None:
         for name, value in (("n_pseudo", n_pseudo), ("ldp_clip", ldp_clip), ("ldp_scale", ldp_scale)):
             if value < 0:
@@ -121,6 +128,7 @@ class FedPerGNN:
         self.n_negatives = n_negatives
         self.lr, self.reg, self.loss = lr, reg, loss
         self.n_pseudo, self.ldp_clip, self.ldp_scale = n_pseudo, ldp_clip, ldp_scale
+        self.expand = expand
         self.net = Network(self.train.shape[0], crypto, transcripts)
         self.membership = self._expand()
         self.stale = self.user.clone()  # the embeddings the third party holds
@@ -134,6 +142,9 @@ class FedPerGNN:
         n_items = np.diff(t.indptr)
         d, size = self.user.shape[1], self.user.element_size()
         payloads = None
+        if not self.expand:  # no third party: the columns are the item ids, nothing is sent
+            self.columns = t.indices.astype(np.int64)
+            return sp.csr_matrix((np.ones(t.nnz), self.columns, t.indptr), shape=t.shape)
         if self.net.real:
             tokenizer = ItemTokenizer(SharedKey.generate())  # the clients' key, never the third party's
             tokens = tokenizer.tokens(t.indices)
@@ -163,14 +174,8 @@ class FedPerGNN:
         received = np.bincount(
             np.searchsorted(rs.clients, pair_users), weights=holders[pair_cols] - 1, minlength=len(rs.clients)
         )
-        self.net.transmit(
-            "train/expand-refresh", "client", THIRD_PARTY, d * size, count=len(rs.clients),
-            kind="user-embedding", protected=False, senders=rs.clients,
-        )  # fmt: skip
-        self.net.transmit(
-            "train/expand-download", THIRD_PARTY, "client", (received * d * size).astype(np.int64),
-            kind="neighbour-embeddings", protected=False, receivers=rs.clients,
-        )  # fmt: skip
+        if self.expand:
+            self._expand_traffic(rs, received)
         self.net.transmit(
             "train/query", "client", "server", rs.n_queried * _ID_BYTES, kind="item-ids",
             protected=False, senders=rs.clients,
@@ -178,6 +183,17 @@ class FedPerGNN:
         self.net.transmit(
             "train/download", "server", "client", rs.n_queried * d * size, kind="item-rows",
             protected=False, receivers=rs.clients,
+        )  # fmt: skip
+
+    def _expand_traffic(self, rs: RoundSample, received: np.ndarray) -> None:
+        d, size = self.user.shape[1], self.user.element_size()
+        self.net.transmit(
+            "train/expand-refresh", "client", THIRD_PARTY, d * size, count=len(rs.clients),
+            kind="user-embedding", protected=False, senders=rs.clients,
+        )  # fmt: skip
+        self.net.transmit(
+            "train/expand-download", THIRD_PARTY, "client", (received * d * size).astype(np.int64),
+            kind="neighbour-embeddings", protected=False, receivers=rs.clients,
         )  # fmt: skip
 
     def train_round(self, round_index: int) -> tuple[float, int]:
@@ -188,7 +204,8 @@ class FedPerGNN:
         pos_users = rs.clients[rs.pos_seg]
         pair_cols = self.columns[self._pair_index(pos_users, rs.pos_items)]
         self._traffic(rs, pos_users, pair_cols)
-        neigh = neighbour_means(self.membership, self.stale, pos_users, pair_cols)
+        if self.expand:
+            neigh = neighbour_means(self.membership, self.stale, pos_users, pair_cols)
         q_seg, q_items = rs.queries()
         keys = q_seg.astype(np.int64) * N + q_items
         uniq, inverse = np.unique(keys, return_inverse=True)
@@ -207,8 +224,13 @@ class FedPerGNN:
         total = 0.0
         for step in range(self.local_steps):
             optimizer.zero_grad(set_to_none=True)
-            item_hat = torch.zeros_like(e_u).index_add_(0, pos_seg_t, q[pos_rows] + neigh) / n_pos[:, None]
-            h = (e_u + item_hat)[pair_seg]
+            if self.expand:
+                item_hat = (
+                    torch.zeros_like(e_u).index_add_(0, pos_seg_t, q[pos_rows] + neigh) / n_pos[:, None]
+                )
+                h = (e_u + item_hat)[pair_seg]
+            else:  # federated MF
+                h = e_u[pair_seg]
             qi = q[pos_rows[torch.from_numpy(rs.pair_pos)]]
             qj = q[neg_rows_all[torch.from_numpy(rs.pair_neg[step])]]
             yi, yj = (h * qi).sum(1), (h * qj).sum(1)
@@ -273,6 +295,8 @@ class FedPerGNN:
 
     def final_embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Users' :math:`h_u` (their local GNN over the current neighbours) and the server's items."""
+        if not self.expand:
+            return self.user.clone(), self.item.clone()
         t = self.train
         users = np.repeat(np.arange(t.shape[0]), np.diff(t.indptr))
         neigh = neighbour_means(self.membership, self.stale, users, self.columns)
