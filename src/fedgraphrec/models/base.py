@@ -16,7 +16,7 @@ from torch import nn
 from fedgraphrec.models.losses import bpr_loss, l2_reg
 from fedgraphrec.models.propagation import NormalizedBipartite, propagate
 
-__all__ = ["BatchLoss", "GraphRecommender"]
+__all__ = ["BatchLoss", "GraphRecommender", "triple_loss"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,26 @@ class BatchLoss:
     bpr: torch.Tensor
     reg: torch.Tensor
     total: torch.Tensor
+
+
+def triple_loss(
+    final: tuple[torch.Tensor, torch.Tensor],
+    layer0: tuple[torch.Tensor, torch.Tensor],
+    users: torch.Tensor,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    reg_weight: float,
+) -> BatchLoss:
+    """BPR of the triples on the ``final`` tables plus ``reg_weight`` × L2 of their ``layer0`` rows.
+
+    ``final`` and ``layer0`` are (user, item) tables; this is LightGCN's loss, which every embedding
+    recommender here trains with.
+    """
+    (U, V), (U0, V0) = final, layer0
+    u = U[users]
+    bpr = bpr_loss((u * V[pos]).sum(-1), (u * V[neg]).sum(-1))
+    reg = l2_reg(U0[users], V0[pos], V0[neg], batch_size=int(users.shape[0]))
+    return BatchLoss(bpr=bpr, reg=reg, total=bpr + reg_weight * reg)
 
 
 class GraphRecommender(nn.Module):
@@ -74,11 +94,8 @@ class GraphRecommender(nn.Module):
     ) -> BatchLoss:
         """BPR loss of the triples ``(users[b], pos[b], neg[b])`` plus ``reg_weight`` × layer-0 L2."""
         U0, V0 = self.layer0()
-        U, V = propagate(self.graph, U0, V0, self.n_layers)
-        u = U[users]
-        bpr = bpr_loss((u * V[pos]).sum(-1), (u * V[neg]).sum(-1))
-        reg = l2_reg(U0[users], V0[pos], V0[neg], batch_size=int(users.shape[0]))
-        return BatchLoss(bpr=bpr, reg=reg, total=bpr + reg_weight * reg)
+        final = propagate(self.graph, U0, V0, self.n_layers)
+        return triple_loss(final, (U0, V0), users, pos, neg, reg_weight)
 
     @torch.no_grad()
     def frozen_embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:

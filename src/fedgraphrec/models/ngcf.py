@@ -22,9 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedgraphrec.models.base import BatchLoss, GraphRecommender
+from fedgraphrec.models.base import BatchLoss, GraphRecommender, triple_loss
 from fedgraphrec.models.lightgcn import init_table
-from fedgraphrec.models.losses import bpr_loss, l2_reg
 from fedgraphrec.models.propagation import NormalizedBipartite, spmm
 
 __all__ = ["NGCF"]
@@ -104,13 +103,7 @@ class NGCF(GraphRecommender):
         self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, reg_weight: float
     ) -> BatchLoss:
         """BPR on the concatenated representations plus ``reg_weight`` × the layer-0 L2 term."""
-        U, V = self.embeddings()
-        u = U[users]
-        bpr = bpr_loss((u * V[pos]).sum(-1), (u * V[neg]).sum(-1))
-        reg = l2_reg(
-            self.user_emb[users], self.item_emb[pos], self.item_emb[neg], batch_size=int(users.shape[0])
-        )
-        return BatchLoss(bpr=bpr, reg=reg, total=bpr + reg_weight * reg)
+        return triple_loss(self.embeddings(), (self.user_emb, self.item_emb), users, pos, neg, reg_weight)
 
     @torch.no_grad()
     def frozen_embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -52,9 +52,8 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from fedgraphrec.models.base import BatchLoss
+from fedgraphrec.models.base import BatchLoss, triple_loss
 from fedgraphrec.models.lightgcn import init_table
-from fedgraphrec.models.losses import bpr_loss, l2_reg
 from fedgraphrec.models.propagation import NormalizedBipartite, propagate, spmm, torch_csr
 
 __all__ = [
@@ -229,13 +228,7 @@ class _NodeTableModel(nn.Module):
         self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, reg_weight: float
     ) -> BatchLoss:
         """BPR of the triples on the final embeddings plus ``reg_weight`` × layer-0 L2 of their rows."""
-        U, V = self.embeddings()
-        u = U[users]
-        bpr = bpr_loss((u * V[pos]).sum(-1), (u * V[neg]).sum(-1))
-        reg = l2_reg(
-            self.user_emb[users], self.item_emb[pos], self.item_emb[neg], batch_size=int(users.shape[0])
-        )
-        return BatchLoss(bpr=bpr, reg=reg, total=bpr + reg_weight * reg)
+        return triple_loss(self.embeddings(), (self.user_emb, self.item_emb), users, pos, neg, reg_weight)
 
 
 class LightGCNSide(_NodeTableModel):
