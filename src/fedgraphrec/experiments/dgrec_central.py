@@ -13,7 +13,8 @@ runs), then writes ``<out>/<dataset>_<method>_s<seed>.json``:
 * ``hypergnn``: centralised attention-free hypergraph convolution over user item sets, tags and
   friend sets (:class:`~fedgraphrec.models.side_graph.HyperGNN`);
 * ``fedgnn``: the project's FedPerGNN (``protocol = "fedpergnn"``) with its local-DP upload set to
-  ε = 1 (see :func:`laplace_scale_for`);
+  ε = 1 (λ from :func:`~fedgraphrec.protocols.baselines.fedpergnn.ldp_scale_for`, re-exported here
+  as ``laplace_scale_for``);
 * ``fedrec``: the same rounds, pseudo items and ε = 1 uploads without the local-graph expansion
   (``local_graph = false``, :math:`h_u = e_u`): federated BPR-MF, the paper's FedRec without its
   social regulariser.
@@ -53,6 +54,7 @@ from fedgraphrec.models.side_graph import (
     hypergraph_incidence,
     items_sharing_a_tag,
 )
+from fedgraphrec.protocols.baselines.fedpergnn import ldp_scale_for as laplace_scale_for
 from fedgraphrec.seeding import torch_generator
 
 __all__ = [
@@ -116,23 +118,6 @@ def build_central(
             "incidence_nnz": int(H.nnz),
         }
     raise ValueError(f"method must be one of {', '.join(CENTRAL)}; got {method!r}")
-
-
-def laplace_scale_for(epsilon: float, clip: float) -> float:
-    r"""Laplace scale :math:`\lambda = 2\delta/\varepsilon` of FedPerGNN's upload.
-
-    FedPerGNN (``protocols/baselines/fedpergnn.py``) clips every uploaded coordinate to
-    :math:`[-\delta,\delta]` and adds Laplace noise of scale :math:`\lambda`, stating
-    :math:`\varepsilon = 2\delta/\lambda` per coordinate and upload (sensitivity :math:`2\delta`);
-    ``privacy/`` has no Laplace accountant, so that statement (also
-    ``experiments/frontier.py``'s ``_epsilon``) is inverted here. ``epsilon = inf`` gives 0 (no noise,
-    clipping kept).
-    """
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be positive, got {epsilon}")
-    if not clip > 0:
-        raise ValueError(f"clip must be positive, got {clip}")
-    return 0.0 if math.isinf(epsilon) else 2.0 * clip / epsilon
 
 
 def fit_central(

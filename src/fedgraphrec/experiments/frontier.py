@@ -37,6 +37,7 @@ from fedgraphrec.experiments.config import TrainConfig, load_config
 from fedgraphrec.experiments.learners import make_learner
 from fedgraphrec.experiments.sampler import BPRSampler
 from fedgraphrec.experiments.train import prepare_interactions
+from fedgraphrec.protocols.baselines.fedpergnn import ldp_epsilon
 
 __all__ = ["HORIZONTAL", "FrontierMethod", "frontier", "server_inference_auc"]
 
@@ -66,10 +67,8 @@ HORIZONTAL = (
 
 def _epsilon(cfg: TrainConfig) -> float | None:
     """Per-coordinate, per-upload ε of the methods with a DP mechanism (``None``: no DP)."""
-    if cfg.protocol == "fedpergnn" and cfg.ldp_scale > 0 and cfg.ldp_clip > 0:
-        return 2 * cfg.ldp_clip / cfg.ldp_scale
-    if cfg.protocol == "fedpergnn" and cfg.ldp_scale == 0:
-        return math.inf
+    if cfg.protocol == "fedpergnn" and (cfg.ldp_scale == 0 or cfg.ldp_clip > 0):
+        return ldp_epsilon(cfg.ldp_clip, cfg.ldp_scale)
     return None
 
 

@@ -37,6 +37,7 @@ import torch
 
 __all__ = [
     "NormalizedBipartite",
+    "combination_weights",
     "pair_weights",
     "propagate",
     "propagate_layers",
@@ -148,7 +149,8 @@ class NormalizedBipartite:
         return self._build(self.csr, self.values, dtype)
 
 
-def _layer_weights(n_layers: int, weights: Sequence[float] | None) -> list[float]:
+def combination_weights(n_layers: int, weights: Sequence[float] | None) -> list[float]:
+    r"""The layer-combination weights :math:`\alpha_0..\alpha_L`: ``weights`` checked, or all 1/(L+1)."""
     if weights is None:
         return [1.0 / (n_layers + 1)] * (n_layers + 1)
     if len(weights) != n_layers + 1:
@@ -216,7 +218,7 @@ def propagate(
         ValueError: on a shape or dtype mismatch with the graph.
     """
     _check(graph, user0, item0)
-    weights = _layer_weights(n_layers, layer_weights)
+    weights = combination_weights(n_layers, layer_weights)
     out: tuple[torch.Tensor, torch.Tensor] = _Propagate.apply(user0, item0, graph, weights)
     return out
 

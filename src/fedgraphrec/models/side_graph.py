@@ -54,7 +54,13 @@ from torch import nn
 
 from fedgraphrec.models.base import BatchLoss, triple_loss
 from fedgraphrec.models.lightgcn import init_table
-from fedgraphrec.models.propagation import NormalizedBipartite, propagate, spmm, torch_csr
+from fedgraphrec.models.propagation import (
+    NormalizedBipartite,
+    combination_weights,
+    propagate,
+    spmm,
+    torch_csr,
+)
 
 __all__ = [
     "HyperGNN",
@@ -192,13 +198,15 @@ class _NodeTableModel(nn.Module):
     def _init_tables(
         self,
         n_users: int,
-        n_items: int,
+        n_nodes: int,
         dim: int,
         n_layers: int,
         init_std: float,
         generator: torch.Generator | None,
         dtype: torch.dtype,
     ) -> None:
+        if not 0 < n_users < n_nodes:
+            raise ValueError(f"n_users must be in (0, {n_nodes}), got {n_users}")
         if n_layers < 0:
             raise ValueError(f"n_layers must be >= 0, got {n_layers}")
         if dim <= 0:
@@ -206,9 +214,9 @@ class _NodeTableModel(nn.Module):
         if init_std <= 0:
             raise ValueError(f"init_std must be positive, got {init_std}")
         gen = generator if generator is not None else torch.Generator().manual_seed(0)
-        self.n_users, self.n_items, self.n_layers = n_users, n_items, n_layers
+        self.n_users, self.n_items, self.n_layers = n_users, n_nodes - n_users, n_layers
         self.user_emb = init_table(n_users, dim, init_std, gen, dtype)
-        self.item_emb = init_table(n_items, dim, init_std, gen, dtype)
+        self.item_emb = init_table(self.n_items, dim, init_std, gen, dtype)
 
     def _combined(self, E0: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -254,10 +262,8 @@ class LightGCNSide(_NodeTableModel):
         N = adjacency.shape[0]
         if adjacency.shape != (N, N):
             raise ValueError(f"adjacency must be square, got shape {adjacency.shape}")
-        if not 0 < n_users < N:
-            raise ValueError(f"n_users must be in (0, {N}), got {n_users}")
+        self._init_tables(n_users, N, dim, n_layers, init_std, generator, dtype)
         self.graph = NormalizedBipartite.from_normalized(adjacency, dtype)
-        self._init_tables(n_users, N - n_users, dim, n_layers, init_std, generator, dtype)
 
     def _combined(self, E0: torch.Tensor) -> torch.Tensor:
         out, _ = propagate(self.graph, E0, E0, self.n_layers)
@@ -286,17 +292,10 @@ class HyperGNN(_NodeTableModel):
         layer_weights: Sequence[float] | None = None,
     ) -> None:
         super().__init__()
-        N = factor.shape[0]
-        if not 0 < n_users < N:
-            raise ValueError(f"n_users must be in (0, {N}), got {n_users}")
+        self._init_tables(n_users, factor.shape[0], dim, n_layers, init_std, generator, dtype)
         B = sp.csr_matrix(factor, dtype=np.float64)
         self._B, self._BT = torch_csr(B, dtype), torch_csr(B.T.tocsr(), dtype)
-        self._init_tables(n_users, N - n_users, dim, n_layers, init_std, generator, dtype)
-        if layer_weights is None:
-            layer_weights = [1.0 / (n_layers + 1)] * (n_layers + 1)
-        if len(layer_weights) != n_layers + 1:
-            raise ValueError(f"layer_weights needs {n_layers + 1} entries, got {len(layer_weights)}")
-        self.layer_weights = [float(a) for a in layer_weights]
+        self.layer_weights = combination_weights(n_layers, layer_weights)
 
     def convolve(self, X: torch.Tensor) -> torch.Tensor:
         r"""One convolution :math:`PX = B(B^\top X)` (differentiable)."""
