@@ -9,12 +9,13 @@
   :func:`sealed_size` give exact output sizes for byte accounting.
 * :func:`secure_sum` / :class:`SecAggClient` / :class:`SecAggServer` — secure aggregation with dropout
   recovery (Bonawitz et al.), over Shamir sharing (:mod:`~fedgraphrec.crypto.shamir`).
-* :class:`DecryptionError` (a :class:`CryptoError` and :class:`ValueError`) — failed authentication.
+* :class:`IntegrityError` — a received message was tampered, replayed, re-routed or is missing;
+  :class:`DecryptionError` (an :class:`IntegrityError`) — failed authentication.
 * :class:`SecAggAbortError` (a :class:`CryptoError`) — too few clients left for secure aggregation.
 """
 
 from fedgraphrec.crypto.aead import PayloadCipher, ciphertext_size
-from fedgraphrec.crypto.errors import CryptoError, DecryptionError
+from fedgraphrec.crypto.errors import CryptoError, DecryptionError, IntegrityError
 from fedgraphrec.crypto.keys import (
     ClientKeyPair,
     PublicKey,
@@ -34,6 +35,7 @@ __all__ = [
     "CryptoError",
     "DecryptionError",
     "FixedPoint",
+    "IntegrityError",
     "ItemTokenizer",
     "PayloadCipher",
     "PublicKey",

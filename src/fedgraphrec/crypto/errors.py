@@ -7,14 +7,25 @@ key material or an out-of-range value). A ciphertext that fails authentication r
 
 from __future__ import annotations
 
-__all__ = ["CryptoError", "DecryptionError"]
+__all__ = ["CryptoError", "DecryptionError", "IntegrityError"]
 
 
 class CryptoError(Exception):
     """Base class of the errors specific to :mod:`fedgraphrec.crypto`."""
 
 
-class DecryptionError(CryptoError, ValueError):
+class IntegrityError(CryptoError, ValueError):
+    """A received message was rejected: tampered, replayed, re-routed or missing.
+
+    Raised by a receiver when a protected message fails authentication, is bound (through its
+    associated data) to another protocol, phase, step, sender or receiver than the one the receiver
+    expects, or when a message the protocol prescribes never arrived. An active server is the usual
+    cause; the protocol stops (or drops the message, where it says so). The message names the phase
+    and the parties, never key bytes or plaintext.
+    """
+
+
+class DecryptionError(IntegrityError):
     """A ciphertext failed authentication and was not decrypted.
 
     Raised when the ciphertext or its nonce was modified or truncated, when it was encrypted under a
