@@ -367,7 +367,12 @@ def frontier(
 
 @app.command()
 def audit(
-    protocol: Annotated[str, typer.Argument(help="fedgrec, federank, fcf, lpgcn, gnn4fr, p4gcn or dgrec.")],
+    protocol: Annotated[
+        str, typer.Argument(help="fedgrec, federank, fcf, lpgcn, gnn4fr, p4gcn, dgrec, or 'integrity'.")
+    ],
+    target: Annotated[
+        str | None, typer.Argument(help="With 'integrity': the protocol to attack (lpgcn, gnn4fr, fedgrec).")
+    ] = None,
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML configuration file.")] = None,
     overrides: Annotated[
@@ -380,13 +385,34 @@ def audit(
     seed: Annotated[int, typer.Option(help="p4gcn, dgrec: run seed.")] = 0,
     out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("runs/audit"),
 ) -> None:
-    """Attack what each party received, with the protocol's protection on and off; write a report."""
+    """Attack what each party received, with the protocol's protection on and off; write a report.
+
+    ``audit integrity PROTOCOL`` instead runs PROTOCOL in real crypto mode against an active server
+    that flips, replays, swaps and drops relayed messages, and reports what the receivers caught.
+    """
     from fedgraphrec.crypto import CryptoError
     from fedgraphrec.data import DataError
     from fedgraphrec.experiments import ConfigError, load_config
     from fedgraphrec.experiments.audit import audit as run_audit
 
     try:
+        if protocol == "integrity":
+            from fedgraphrec.experiments.audit_integrity import audit_integrity
+
+            if target is None:
+                raise ValueError("audit integrity: name the protocol to attack (lpgcn, gnn4fr or fedgrec)")
+            cfg = load_config(
+                config, ["dataset_options.n_users=40", "dataset_options.n_items=60", *(overrides or [])],
+                protocol=target, dataset=dataset or "synthetic", dim=8, n_layers=2, batch_size=64, seed=seed,
+            )  # fmt: skip
+            report = audit_integrity(cfg, out_dir)
+            out.print((out_dir / "integrity.md").read_text())
+            err.print(f"report → {out_dir}/integrity.md, integrity.json")
+            if any(s["accepted"] for s in report["summary"].values()):
+                raise typer.Exit(1)
+            return
+        if target is not None:
+            raise ValueError(f"audit {protocol}: unexpected argument {target!r}")
         if protocol in ("p4gcn", "dgrec"):  # rating/side-information datasets, own settings
             if dataset is None:
                 raise ValueError(f"audit {protocol}: --dataset is required")

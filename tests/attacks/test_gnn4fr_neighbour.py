@@ -25,7 +25,7 @@ def _run(dim: int) -> tuple[GNN4FR, object, torch.Tensor]:
 
 def test_a_neighbour_recovers_the_senders_items() -> None:
     p, train, v0 = _run(dim=32)
-    res = gnn4fr_neighbour(p.net.transcript, train, v0, p.pair_sender, p.cipher)  # type: ignore[arg-type]
+    res = gnn4fr_neighbour(p.net.transcript, train, v0, p.pair_sender, p.shared_key)  # type: ignore[arg-type]
     s = res.summary()
     assert s["victims"] >= 15
     assert (
@@ -44,4 +44,4 @@ def test_the_relaying_server_without_s_is_left_with_a_random_guess() -> None:
 def test_senders_must_match_the_rows() -> None:
     p, train, v0 = _run(dim=8)
     with pytest.raises(ValueError, match="senders"):
-        gnn4fr_neighbour(p.net.transcript, train, v0, p.pair_sender[:-1], p.cipher)  # type: ignore[arg-type]
+        gnn4fr_neighbour(p.net.transcript, train, v0, p.pair_sender[:-1], p.shared_key)  # type: ignore[arg-type]

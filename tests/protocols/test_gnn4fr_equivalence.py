@@ -7,6 +7,7 @@ import torch
 from fedgraphrec.experiments.sampler import BPRSampler
 from fedgraphrec.models import LightGCN, NormalizedBipartite, propagate_layers
 from fedgraphrec.protocols.gnn4fr import GNN4FR
+from fedgraphrec.runtime.transcript import payload_bytes
 from tests.helpers import assert_forward_and_loss_match, random_train, rel_err
 
 RTOL = 1e-10
@@ -89,6 +90,14 @@ def test_gnn4fr_modes_identical_and_uploads_uniform():
         if e.protected
         for p in e.payloads
     )
+    # every protected message any party got carries its payload, of exactly the accounted size
+    net = runs["real"].net
+    for role in net.transcript.roles():
+        for e in net.transcript.of(role):
+            if e.protected and e.sizes:
+                assert len(e.payloads) == len(e.sizes), (role, e.phase)
+                assert [len(payload_bytes(p)) for p in e.payloads] == list(e.sizes), (role, e.phase)
+    assert net.sealed_count > 0 and net.opened_count >= net.sealed_count // 2
 
 
 @pytest.mark.parametrize("crypto", ["accounted", "real"])

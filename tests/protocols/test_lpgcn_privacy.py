@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto import DecryptionError
+from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.experiments.sampler import BPRSampler
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Network, encode_tensor
+from fedgraphrec.runtime.transcript import payload_bytes
 from tests.helpers import random_train
 
 PLAINTEXT_KINDS_ALLOWED = {"public_key", "item_embedding", "item_gradient", "item_degree"}
@@ -31,7 +32,14 @@ def test_server_transcript_holds_no_plaintext_user_data():
     assert entries, "transcripts were not recorded"
     kinds = {e.kind for e in entries}
     assert {"user_embedding", "user_gradient", "item_token", "virtual_flag"} <= kinds
-    # every protected payload is opaque bytes; plaintext ones are item-level or public keys only
+    # every protected message the server got carries its payload (nothing merely counted as
+    # protected), each opaque bytes of exactly the accounted size; plaintext ones are item-level
+    # or public keys only
+    for role in fed.net.transcript.roles():
+        for e in fed.net.transcript.of(role):
+            if e.protected:
+                assert e.sizes is not None and len(e.payloads) == len(e.sizes) > 0, (role, e.phase)
+                assert [len(payload_bytes(p)) for p in e.payloads] == list(e.sizes), (role, e.phase)
     for e in entries:
         if e.protected:
             assert all(isinstance(p, bytes) for p in e.payloads), e.phase
@@ -70,5 +78,5 @@ def test_a_flipped_ciphertext_byte_is_rejected(monkeypatch):
 
     monkeypatch.setattr(Network, "transmit", tamper)
     users, pos, neg = next(BPRSampler(train, seed=0).batches(0, 10))
-    with pytest.raises(DecryptionError):
+    with pytest.raises(IntegrityError, match="forward/l=1/user-embeddings"):
         fed.train_step(users, pos, neg)

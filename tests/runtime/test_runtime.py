@@ -94,7 +94,7 @@ def test_relay_rows_opens_each_copy_and_rejects_an_altered_one() -> None:
     import pytest
     import torch
 
-    from fedgraphrec.crypto import DecryptionError, PayloadCipher, SharedKey
+    from fedgraphrec.crypto import IntegrityError, SharedKey
     from fedgraphrec.runtime import Network
     from fedgraphrec.runtime.rows import relay_rows
 
@@ -108,12 +108,15 @@ def test_relay_rows_opens_each_copy_and_rejects_an_altered_one() -> None:
                 got[3] = bytes(blob)
             return got
 
-    cipher = PayloadCipher(SharedKey.generate())
+    key = SharedKey.generate()
     rows = torch.arange(12, dtype=torch.float64).reshape(3, 4)
     route = (np.array([0, 1, 0, 0, 2, 1]), np.arange(6))
-    kw = dict(sender_role="client", receiver_role="client", kind="row", aad_ids=[b"0", b"1", b"2"],
-              row_ciphertext_bytes=0)  # fmt: skip
-    opened = relay_rows(Network(6, "real"), cipher, "p", rows, route, **kw)
+    kw = dict(sender_role="client", receiver_role="client", kind="row", row_ciphertext_bytes=0)
+    net = Network(6, "real", protocol="t")
+    net.use_group_key(key)
+    opened = relay_rows(net, "p", rows, route, **kw)  # type: ignore[arg-type]
     assert torch.equal(opened, rows[route[0]])
-    with pytest.raises(DecryptionError):
-        relay_rows(Tampering(6, "real"), cipher, "p", rows, route, **kw)
+    bad = Tampering(6, "real", protocol="t")
+    bad.use_group_key(key)
+    with pytest.raises(IntegrityError, match=r"p \(step -1\): the message from client:0 to client:3"):
+        relay_rows(bad, "p", rows, route, **kw)  # type: ignore[arg-type]

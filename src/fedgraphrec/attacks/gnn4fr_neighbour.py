@@ -29,8 +29,9 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.attacks.upload_inference import _auc
-from fedgraphrec.crypto import PayloadCipher
-from fedgraphrec.runtime import Transcript, decode_rows
+from fedgraphrec.crypto import SharedKey
+from fedgraphrec.runtime import CodecError, Transcript, decode_rows
+from fedgraphrec.runtime.sealing import Binding, GroupChannel, multicast, party_names
 
 __all__ = ["NeighbourInference", "gnn4fr_neighbour"]
 
@@ -59,7 +60,7 @@ def gnn4fr_neighbour(
     train: sp.csr_matrix,
     item_table: torch.Tensor,
     senders: np.ndarray,
-    cipher: PayloadCipher | None,
+    key: SharedKey | None,
     *,
     phase: str = "forward/l=1/user-embeddings",
 ) -> NeighbourInference:
@@ -70,8 +71,9 @@ def gnn4fr_neighbour(
         train: true training matrix (only to score the attack).
         item_table: layer-0 item embeddings :math:`V^{(0)}` of the attacked step (``N × d``).
         senders: for each forwarded copy, the client whose row it is (GNN4FR's ``pair_sender``).
-        cipher: the AEAD under :math:`S` (any client has it); ``None`` scores the server, which has no
-            key (every item gets the same score).
+        key: :math:`S` (any client has it); ``None`` scores the server, which has no key: it reads
+            each payload as a plaintext row, which succeeds only if the rows were not sealed, and
+            otherwise is left with a constant score (a random guess).
         phase: the forwarding phase attacked (layer-1 rows by default).
 
     Raises:
@@ -91,22 +93,47 @@ def gnn4fr_neighbour(
     victims = np.array(sorted(first), dtype=np.int64)
     V = item_table.detach().to(torch.float64)
     norms = (V * V).sum(1).clamp_min(1e-300)
-    if cipher is not None:
-        blobs = [entry.payloads[first[int(u)]] for u in victims]
-        aads = [phase.encode() + b"|" + str(int(u)).encode() for u in victims]
-        rows = decode_rows(cipher.decrypt_many(blobs, aads), V.shape[1], item_table.dtype).to(torch.float64)
-        scores = ((rows @ V.T) / norms).numpy()
-    else:
-        scores = np.zeros((len(victims), n_items))
+    blobs = [entry.payloads[first[int(u)]] for u in victims]
+    rows = _read(blobs, victims, entry.step, phase, key, V.shape[1], item_table.dtype)
+    read = rows is not None
+    scores = (
+        ((rows.to(torch.float64) @ V.T) / norms).numpy()
+        if rows is not None
+        else np.zeros((len(victims), n_items))
+    )
     aucs, precs, rands = [], [], []
     for score, u in zip(scores, victims, strict=True):
         truth = np.zeros(n_items, dtype=bool)
         truth[train.indices[train.indptr[u] : train.indptr[u + 1]]] = True
         k = int(truth.sum())
         aucs.append(_auc(score, truth))
-        if cipher is None:
+        if not read:
             precs.append(float(truth.mean()))  # a tie everywhere: the expected precision of any guess
         else:
             precs.append(float(truth[np.argsort(-score, kind="stable")[:k]].mean()) if k else 0.0)
         rands.append(float(truth.mean()))
     return NeighbourInference(victims, np.array(aucs), np.array(precs), np.array(rands))
+
+
+def _read(
+    blobs: list[bytes],
+    victims: np.ndarray,
+    step: int,
+    phase: str,
+    key: SharedKey | None,
+    dim: int,
+    dtype: torch.dtype,
+) -> torch.Tensor | None:
+    """The victims' rows as the attacker reads them: opened under S, or parsed as plaintext rows."""
+    if key is not None:
+        binding = Binding("gnn4fr", phase, step)
+        senders = party_names("client", victims.tolist())
+        bound_to = [multicast("client")] * len(victims)
+        plain = GroupChannel(key, "gnn4fr").open(
+            binding, blobs, binding.aads(senders, bound_to), senders, bound_to
+        )
+        return decode_rows(plain, dim, dtype)
+    try:  # a server without S: only rows that were never sealed parse as rows
+        return decode_rows(blobs, dim, dtype)
+    except CodecError:
+        return None

@@ -35,7 +35,7 @@ from fedgraphrec.attacks.upload_inference import _auc
 from fedgraphrec.crypto import ClientKeyPair, SharedKey, open_sealed
 from fedgraphrec.crypto.tokens import ItemTokenizer
 from fedgraphrec.protocols.common import TOKEN_BYTES
-from fedgraphrec.protocols.lpgcn.setup import TOKEN_AAD
+from fedgraphrec.protocols.lpgcn.setup import verification_aad
 from fedgraphrec.runtime import Transcript
 
 __all__ = ["CollusionResult", "lpgcn_collusion"]
@@ -120,9 +120,11 @@ def lpgcn_collusion(
         # the server asked, for every held edge (holder-major order), the item's convolution-client
         edges = sorted((u, int(i)) for u, items in held.items() for i in items if conv_of_item[i] != u)
         asked = [(int(conv_of_item[i]), u, i) for u, i in edges]
+        tokens = ItemTokenizer(shared_key).tokens(np.arange(n_items)) if shared_key is not None else []
         for (asker, holder, item), blob in zip(asked, answers.payloads, strict=True):
             if asker in col:
-                status[(holder, item)] = bool(open_sealed(blob, keypairs[asker], aad=TOKEN_AAD)[0])
+                aad = verification_aad(holder, asker, tokens[item])
+                status[(holder, item)] = bool(open_sealed(blob, keypairs[asker], aad=aad)[0])
     out: dict[str, list[float]] = {k: [] for k in ("rec", "hp", "p", "r", "auc", "rand")}
     victims = [u for u in range(n_users) if u not in col]
     for u in victims:

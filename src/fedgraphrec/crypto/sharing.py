@@ -280,7 +280,7 @@ class FixedPoint:
         return f"FixedPoint(frac_bits={self._frac_bits})"
 
 
-def split(value: UInt64Array, n_shares: int, rng: np.random.Generator) -> list[UInt64Array]:
+def split(value: UInt64Array, n_shares: int, rng: np.random.Generator | None = None) -> list[UInt64Array]:
     """Split ring elements into ``n_shares`` additive shares: ``Σ shares ≡ value (mod 2^64)``.
 
     The first ``n_shares - 1`` shares are independent uniform draws from ``Z_{2^64}``; the last is
@@ -308,8 +308,14 @@ def split(value: UInt64Array, n_shares: int, rng: np.random.Generator) -> list[U
     """
     ring = _check_ring_array(value, "value")
     count = _check_count(n_shares, "n_shares", 2)
-    gen = _check_rng(rng)
-    random_shares = gen.integers(0, 1 << RING_BITS, size=(count - 1, *ring.shape), dtype=np.uint64)
+    if rng is None:
+        import os
+
+        size = (count - 1) * int(np.prod(ring.shape, dtype=np.int64))
+        random_shares = np.frombuffer(os.urandom(8 * size), dtype=np.uint64).reshape(count - 1, *ring.shape)
+    else:
+        gen = _check_rng(rng)
+        random_shares = gen.integers(0, 1 << RING_BITS, size=(count - 1, *ring.shape), dtype=np.uint64)
     # ufuncs on arrays wrap modulo 2^64 without warnings (unlike numpy scalar arithmetic).
     last = np.subtract(ring, np.sum(random_shares, axis=0, dtype=np.uint64), dtype=np.uint64)
     return [*(np.array(share) for share in random_shares), np.asarray(last, dtype=np.uint64)]

@@ -260,6 +260,9 @@ class Trainer:
         plot_curves(
             self.history, self.run.curves_path, title=f"{cfg.protocol}/{cfg.model} on {self.data.name}"
         )
+        net = getattr(getattr(self.learner, "protocol", None), "net", None)
+        if cfg.transcripts and net is not None:  # what each party received, for the user's own audit
+            net.transcript.save(self.run.path / "transcripts")
         if (ledger := self.learner.ledger) is not None:
             ledger.save(self.run.path)
             plot_ledger(

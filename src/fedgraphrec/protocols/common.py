@@ -15,7 +15,15 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto import ClientKeyPair, ItemTokenizer, SharedKey, sealed_size, unwrap_key, wrap_key
+from fedgraphrec.crypto import (
+    ClientKeyPair,
+    IntegrityError,
+    ItemTokenizer,
+    SharedKey,
+    sealed_size,
+    unwrap_key,
+    wrap_key,
+)
 from fedgraphrec.runtime import Network
 
 __all__ = [
@@ -51,6 +59,8 @@ def distribute_shared_key(n: int, net: Network, key_client: int) -> KeySetup:
     """Public keys up, all of them to ``key_client``, which wraps a fresh S for every client.
 
     The server relays everything and never sees S: it only handles public keys and wrapped keys.
+    Every client checks it unwrapped the same S (a wrapped key for another client, or an altered
+    one, fails to unwrap), and ``net`` seals and opens with S from then on.
     """
     clients = np.arange(n)
     net.transmit(
@@ -101,9 +111,14 @@ def distribute_shared_key(n: int, net: Network, key_client: int) -> KeySetup:
         receivers=clients,
     )
     if keypairs is not None and delivered is not None and shared_key is not None:
-        for kp, blob in zip(keypairs, delivered, strict=True):
+        for u, (kp, blob) in enumerate(zip(keypairs, delivered, strict=True)):
+            if blob is None:
+                raise IntegrityError(
+                    f"setup/wrapped-key: the wrapped key for client:{u} never arrived (dropped)"
+                )
             if unwrap_key(blob, kp) != shared_key.to_bytes():
                 raise RuntimeError("a client unwrapped a different shared key")
+    net.use_group_key(shared_key)
     return KeySetup(shared_key, keypairs)
 
 
@@ -145,7 +160,7 @@ def upload_item_tokens(
         SERVER,
         held * TOKEN_BYTES,
         kind="item_token",
-        protected=True,
+        protection="pseudonymous",
         payloads=token_payloads,
         senders=np.arange(n),
     )

@@ -9,12 +9,15 @@ Disabled transcripts cost nothing.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Received", "Transcript"]
+__all__ = ["Received", "Transcript", "payload_bytes"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,10 @@ class Received:
         payloads: the payload objects as received (one per message).
         receivers: receiving client ids, when the receiver is a client role.
         senders: sending client ids, when the sender is a client role (a server knows who sent what).
+        step: the protocol step (minibatch or round) the messages belong to (-1: set-up).
+        sizes: bytes of each message on the wire, when known (every message is recorded, with or
+            without its payload object).
+        protection: ``plain``, ``sealed``, ``pseudonymous``, ``masked`` or ``homomorphic``.
     """
 
     phase: str
@@ -38,6 +45,9 @@ class Received:
     payloads: Sequence[Any]
     receivers: Sequence[int] | None = None
     senders: Sequence[int] | None = None
+    step: int = -1
+    sizes: Sequence[int] | None = None
+    protection: str = ""
 
 
 class Transcript:
@@ -65,3 +75,53 @@ class Transcript:
         for entry in self._by_role.get(role, []):
             if kind is None or entry.kind == kind:
                 yield from entry.payloads
+
+    def save(self, folder: str | Path) -> list[Path]:
+        """Write ``<role>.jsonl`` per receiving role: one line per message, for a user's own audit.
+
+        Each line holds ``phase``, ``step``, ``sender``, ``receiver`` (``role:id`` where the id is
+        known), ``kind``, ``protection``, ``protected``, ``size`` (bytes on the wire) and ``sha256``
+        of the payload bytes as delivered (``null`` for messages recorded without a payload).
+        Returns the files written.
+        """
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for role, entries in self._by_role.items():
+            path = out / f"{role.replace('/', '_')}.jsonl"
+            with path.open("w") as fh:
+                for e in entries:
+                    for line in _lines(role, e):
+                        fh.write(json.dumps(line) + "\n")
+            written.append(path)
+        return written
+
+
+def _lines(role: str, e: Received) -> Iterator[dict[str, Any]]:
+    n = max(len(e.payloads), len(e.sizes or ()))
+    for k in range(n):
+        payload = e.payloads[k] if k < len(e.payloads) else None
+        yield {
+            "phase": e.phase,
+            "step": e.step,
+            "sender": e.sender if e.senders is None else f"{e.sender}:{e.senders[k]}",
+            "receiver": role if e.receivers is None else f"{role}:{e.receivers[k]}",
+            "kind": e.kind,
+            "protection": e.protection or ("sealed" if e.protected else "plain"),
+            "protected": e.protected,
+            "size": None if e.sizes is None else int(e.sizes[k]),
+            "sha256": None if payload is None else hashlib.sha256(payload_bytes(payload)).hexdigest(),
+        }
+
+
+def payload_bytes(payload: Any) -> bytes:
+    """The bytes of a delivered payload object (ciphertexts as they are; arrays and tensors raw)."""
+    if isinstance(payload, bytes | bytearray | memoryview):
+        return bytes(payload)
+    if isinstance(payload, list | tuple):
+        return b"".join(payload_bytes(p) for p in payload)
+    if hasattr(payload, "detach"):  # a torch tensor
+        return bytes(payload.detach().cpu().contiguous().numpy().tobytes())
+    if hasattr(payload, "tobytes"):  # a numpy array
+        return bytes(payload.tobytes())
+    return repr(payload).encode()

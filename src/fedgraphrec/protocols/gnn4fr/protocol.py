@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto import FixedPoint, PayloadCipher, ciphertext_size, pair_clients, split
+from fedgraphrec.crypto import FixedPoint, IntegrityError, ItemTokenizer, ciphertext_size, pair_clients, split
 from fedgraphrec.models.propagation import NormalizedBipartite, sym_norm_values, torch_csr
 from fedgraphrec.protocols.common import (
     CLIENT,
@@ -48,7 +48,18 @@ from fedgraphrec.protocols.common import (
     local_bpr,
     upload_item_tokens,
 )
-from fedgraphrec.runtime import CryptoMode, Network, decode_rows, encode_rows, encoded_size, relay_rows
+from fedgraphrec.runtime import (
+    CryptoMode,
+    Network,
+    decode_rows,
+    decode_tensor,
+    encode_rows,
+    encoded_size,
+    relay_rows,
+    tensor_header,
+)
+from fedgraphrec.runtime.network import Adversary
+from fedgraphrec.runtime.sealing import multicast, party, party_names
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["GNN4FR"]
@@ -102,6 +113,8 @@ class GNN4FR:
         crypto: CryptoMode = "accounted",
         transcripts: bool = False,
         frac_bits: int = 52,
+        *,
+        adversary: Adversary | None = None,
     ) -> None:
         train = sp.csr_matrix(train, dtype=np.float32)
         train.sum_duplicates()
@@ -110,12 +123,15 @@ class GNN4FR:
         self.n_layers, self.reg, self.seed = n_layers, reg, seed
         self.dtype, self.dim = item0.dtype, int(item0.shape[1])
         self.train = train
-        self.net = Network(n, crypto=crypto, transcripts=transcripts)
+        self.net = Network(n, crypto=crypto, transcripts=transcripts, protocol="gnn4fr")
+        self.net.adversary = adversary  # an active server, for integrity audits
         keys = distribute_shared_key(
             n, self.net, key_client=int(numpy_rng(seed, "gnn4fr", "setup").integers(0, n))
         )
         upload_item_tokens(train, self.net, keys.shared_key, numpy_rng(seed, "gnn4fr", "upload-order"))
-        self.cipher = PayloadCipher(keys.shared_key) if keys.shared_key is not None else None
+        self.shared_key = keys.shared_key
+        tokens = ItemTokenizer(keys.shared_key).tokens(np.arange(m)) if keys.shared_key is not None else []
+        self._token_table = np.frombuffer(b"".join(tokens), dtype=np.uint8).reshape(len(tokens), TOKEN_BYTES)
         self.fixed = FixedPoint(frac_bits)
         # --- Algorithm 3: neighbour lists, connectivity, degrees ---------------------------------
         self.edge_user = np.repeat(np.arange(n), np.diff(train.indptr))
@@ -158,10 +174,6 @@ class GNN4FR:
         self.item_emb = torch.nn.Parameter(item0.detach().clone())
         self.optimizer = torch.optim.Adam([self.user_emb, self.item_emb], lr=lr)
         self._row_payload = self.dim * torch.empty((), dtype=dt).element_size()
-        self._user_ids = [str(u).encode() for u in range(n)]
-        self._pair_ids = [
-            f"{a}>{b}".encode() for a, b in zip(self.pair_sender, self.pair_receiver, strict=True)
-        ]
         self._row_ct = ciphertext_size(encoded_size((1, self.dim), dt))
         self._steps = 0
 
@@ -170,14 +182,12 @@ class GNN4FR:
         """Each client's row under S to each neighbour; returns the rows as the neighbours decrypted them."""
         received = relay_rows(
             self.net,
-            self.cipher,
             phase,
             rows,
             (self.pair_sender, self.pair_receiver),
             sender_role=CLIENT,
             receiver_role=CLIENT,
             kind="user_embedding",
-            aad_ids=self._user_ids,
             row_ciphertext_bytes=self._row_ct,
         )
         if received is None:
@@ -190,101 +200,105 @@ class GNN4FR:
         """Per-(sender, neighbour) gradient rows under S; returns them as the receivers decrypted them."""
         received = relay_rows(
             self.net,
-            self.cipher,
             phase,
             pair_rows,
             (np.arange(len(pair_rows)), self.pair_receiver),
             sender_role=CLIENT,
             receiver_role=CLIENT,
             kind="user_gradient",
-            aad_ids=self._pair_ids,
             row_ciphertext_bytes=self._row_ct,
             senders=self.pair_sender,
+            unicast=True,
         )
         return pair_rows if received is None else received
 
-    def _round_trip(self, phase: str, payloads: list[bytes]) -> None:
-        """Encrypt, relay and decrypt payloads whose values the receiver already holds a copy of.
-
-        Used for negatives' embeddings and gradients: in ``real`` mode the cipher really runs (and
-        the decrypted bytes are checked against the plaintext), in both modes the bytes are counted
-        by the caller.
-        """
-        if self.cipher is None:
-            return
-        aads = [f"{phase}|{k}".encode() for k in range(len(payloads))]
-        opened = self.cipher.decrypt_many(self.cipher.encrypt_many(payloads, aads), aads)
-        if opened != payloads:
-            raise RuntimeError(f"{phase}: a payload did not survive encryption")
-
     def _negatives(self, users: np.ndarray, neg: np.ndarray, vs: list[torch.Tensor]) -> None:
-        """Negatives' embeddings of all layers from their designated holders (or the server)."""
+        """Negatives' embeddings of all layers from their designated holders (or the server).
+
+        Each request is answered by the item's designated holder, sealed for the requester (bound to
+        the phase, step, holder and requester); the requester opens it and checks it got the item's
+        rows. Items nobody holds come from the server, which keeps them in the clear.
+        """
         m = self.train.shape[1]
         req = np.unique(users.astype(np.int64) * m + neg)
         requester, item = req // m, req % m
         held = self.owner[item] >= 0
         rows = self.n_layers + 1
-        size = ciphertext_size(encoded_size((rows, self.dim), self.dtype))
+        size = ciphertext_size(encoded_size((1, rows * self.dim), self.dtype))
+        requests = [bytes(t) for t in self._token_table[item]] if self.net.real else None
         self.net.transmit(
-            "loss/negative-requests",
-            CLIENT,
-            SERVER,
-            TOKEN_BYTES,
-            count=len(req),
-            kind="item_token",
-            protected=True,
-            senders=requester,
-        )
+            "loss/negative-requests", CLIENT, SERVER, TOKEN_BYTES, count=len(req), kind="item_token",
+            protection="pseudonymous", payloads=requests, senders=requester,
+        )  # fmt: skip
+        phase = "loss/negative-embeddings"
+        held_t = torch.from_numpy(np.flatnonzero(held))
+        stacked = torch.cat([v[torch.from_numpy(item)] for v in vs], dim=1)[held_t]
+        holders, asking = self.owner[item[held]], requester[held]
+        from_names = party_names(CLIENT, holders.tolist()) if self.net.real else []
+        to_names = party_names(CLIENT, asking.tolist()) if self.net.real else []
+        sealed = self.net.seal(phase, encode_rows(stacked), from_names, to_names) if self.net.real else None
+        up = self.net.transmit(
+            phase, CLIENT, SERVER, size, count=len(asking), kind="item_embedding", protection="sealed",
+            payloads=sealed, senders=holders,
+        )  # fmt: skip
+        got = self.net.transmit(
+            phase, SERVER, CLIENT, size, count=len(asking), kind="item_embedding", protection="sealed",
+            payloads=up, receivers=asking,
+        )  # fmt: skip
         self.net.transmit(
-            "loss/negative-embeddings",
-            CLIENT,
-            SERVER,
-            size,
-            count=int(held.sum()),
-            kind="item_embedding",
-            protected=True,
-            senders=self.owner[item[held]],
-        )
-        self.net.transmit(
-            "loss/negative-embeddings",
-            SERVER,
-            CLIENT,
-            size,
-            count=len(req),
-            kind="item_embedding",
-            protected=True,
-            receivers=requester,
-        )
-        if self.cipher is not None:  # the holders' actual rows of all layers, one payload per item
-            held_items = torch.from_numpy(item[held])
-            stacked = torch.cat([v[held_items] for v in vs], dim=1)
-            self._round_trip("loss/negative-embeddings", encode_rows(stacked))
+            phase, SERVER, CLIENT, encoded_size((1, rows * self.dim), self.dtype), count=int((~held).sum()),
+            kind="item_embedding", protection="plain", receivers=requester[~held],
+        )  # fmt: skip
+        if got is not None:
+            opened = decode_rows(self.net.open(phase, got, from_names, to_names), rows * self.dim, self.dtype)
+            if not torch.equal(opened, stacked):
+                raise RuntimeError(f"{phase}: an opened row differs from the holder's row")
 
-    def _negative_gradients(self, users: np.ndarray, neg: np.ndarray) -> None:
-        """Direct gradients of negatives (all layers) to their designated holders, under S."""
+    def _negative_gradients(
+        self, users: np.ndarray, neg: np.ndarray, d_rows: torch.Tensor, r_rows: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Direct gradients of negatives (both parts) sealed to their designated holders.
+
+        ``d_rows``/``r_rows`` hold the positives' rows then the negatives'. Returns them as the
+        holders compute with them: in ``real`` mode the negatives' rows are the ones they opened.
+        """
         holder = self.owner[neg]
-        sel = holder >= 0
+        sel = np.flatnonzero(holder >= 0)
         size = ciphertext_size(encoded_size((2, self.dim), self.dtype) + TOKEN_BYTES)
-        self.net.transmit(
-            "loss/negative-gradients",
-            CLIENT,
-            SERVER,
-            size,
-            count=int(sel.sum()),
-            kind="item_gradient",
-            protected=True,
-            senders=users[sel],
-        )
-        self.net.transmit(
-            "loss/negative-gradients",
-            SERVER,
-            CLIENT,
-            size,
-            count=int(sel.sum()),
-            kind="item_gradient",
-            protected=True,
-            receivers=holder[sel],
-        )
+        phase = "loss/negative-gradients"
+        B = len(users)
+        sealed = None
+        from_names: list[str] = []
+        to_names: list[str] = []
+        if self.net.real:
+            from_names = party_names(CLIENT, users[sel].tolist())
+            to_names = party_names(CLIENT, holder[sel].tolist())
+            rows_at = torch.from_numpy(B + sel)
+            d_b = d_rows[rows_at].contiguous().numpy()
+            r_b = r_rows[rows_at].contiguous().numpy()
+            header = tensor_header((2, self.dim), self.dtype)
+            bodies = [
+                header + d_b[k].tobytes() + r_b[k].tobytes() + self._token_table[neg[j]].tobytes()
+                for k, j in enumerate(sel.tolist())
+            ]
+            sealed = self.net.seal(phase, bodies, from_names, to_names)
+        up = self.net.transmit(
+            phase, CLIENT, SERVER, size, count=len(sel), kind="item_gradient", protection="sealed",
+            payloads=sealed, senders=users[sel],
+        )  # fmt: skip
+        got = self.net.transmit(
+            phase, SERVER, CLIENT, size, count=len(sel), kind="item_gradient", protection="sealed",
+            payloads=up, receivers=holder[sel],
+        )  # fmt: skip
+        if got is None:
+            return d_rows, r_rows
+        opened = self.net.open(phase, got, from_names, to_names)
+        d_rows, r_rows = d_rows.clone(), r_rows.clone()
+        if opened:
+            parts = torch.stack([decode_tensor(b[: len(b) - TOKEN_BYTES]) for b in opened])
+            at = torch.from_numpy(B + sel)
+            d_rows[at], r_rows[at] = parts[:, 0], parts[:, 1]
+        return d_rows, r_rows
 
     # ------------------------------------------------------------------ phases
     def forward_propagation(self, prefix: str = "forward") -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -332,16 +346,18 @@ class GNN4FR:
         clients = np.arange(n)
         kept: list[np.ndarray] = []
         sent: list[bytes] | None = None
-        if self.cipher is not None:  # every client splits its dense vector into kept + sent shares
-            rng = numpy_rng(self.seed, "gnn4fr", "shares", self._steps)
-            sent = []
+        share_from = party_names(CLIENT, clients.tolist())
+        share_to = party_names(CLIENT, self._succ.tolist())
+        if self.net.real:  # every client splits its dense vector into kept + sent shares (CSPRNG)
+            shares = []
             for u in range(n):
                 vec = np.zeros((m, d), dtype=np.uint64)
                 a, b = self.train.indptr[u], self.train.indptr[u + 1]
                 vec[self.edge_item[a:b]] = enc[a:b]
-                keep, share = split(vec, 2, rng)
+                keep, share = split(vec, 2)
                 kept.append(keep)
-                sent.append(self.cipher.encrypt(share.tobytes(), aad=f"share|{u}".encode()))
+                shares.append(share.tobytes())
+            sent = self.net.seal("aggregate/shares", shares, share_from, share_to)
         share_ct = ciphertext_size(vec_bytes)
         up = self.net.transmit(
             "aggregate/shares",
@@ -367,14 +383,11 @@ class GNN4FR:
             receivers=clients,
         )
         uploads: list[np.ndarray] | None = None
-        if self.cipher is not None and got is not None:  # kept share + the predecessor's share
-            uploads = [
-                kept[v]
-                + np.frombuffer(
-                    self.cipher.decrypt(got[v], aad=f"share|{self._pred(v)}".encode()), dtype=np.uint64
-                ).reshape(m, d)
-                for v in range(n)
-            ]
+        if got is not None:  # kept share + the predecessor's share, opened and checked
+            opened = self.net.open(
+                "aggregate/shares", got, [share_from[self._pred(v)] for v in range(n)], share_from
+            )
+            uploads = [kept[v] + np.frombuffer(opened[v], dtype=np.uint64).reshape(m, d) for v in range(n)]
         self.net.transmit(
             "aggregate/uploads",
             CLIENT,
@@ -382,7 +395,7 @@ class GNN4FR:
             vec_bytes,
             count=n,
             kind="gradient_share",
-            protected=True,
+            protection="masked",
             payloads=None if uploads is None else [x.tobytes() for x in uploads],
             senders=clients,
         )
@@ -417,6 +430,7 @@ class GNN4FR:
         """One minibatch: forward, local losses, backward, secret-shared item-gradient sum, Adam."""
         L, d = self.n_layers, self.dim
         w = 1.0 / (L + 1)
+        self.net.begin_step(self._steps)
         with torch.no_grad():
             us, vs = self.forward_propagation()
             U, V = layer_mean(us), layer_mean(vs)
@@ -425,7 +439,8 @@ class GNN4FR:
             bpr, reg, dU, rU = loc.bpr, loc.reg, loc.dU, loc.rU
             # direct item gradients land on an edge: positives on the client's own edge, negatives on
             # the designated holder's edge (sent there under S), unheld negatives at the server
-            items, d_rows, r_rows = loc.items, loc.d_rows, loc.r_rows
+            items = loc.items
+            d_rows, r_rows = self._negative_gradients(users.numpy(), neg.numpy(), loc.d_rows, loc.r_rows)
             holder = np.concatenate([users.numpy(), self.owner[neg.numpy()]])
             on_edge = holder >= 0
             key = holder[on_edge] * self.train.shape[1] + items.numpy()[on_edge]
@@ -437,7 +452,6 @@ class GNN4FR:
             server_items = items[~torch.from_numpy(on_edge)]
             dS = torch.zeros_like(V).index_add_(0, server_items, d_rows[~torch.from_numpy(on_edge)])
             rS = torch.zeros_like(V).index_add_(0, server_items, r_rows[~torch.from_numpy(on_edge)])
-            self._negative_gradients(users.numpy(), neg.numpy())
             gU, g_edge = self.backward_propagation(dU, rU, dE, rE)
             item_grad = self._aggregate(g_edge) + w * dS + rS  # items nobody holds: the server's own
         loss = float(bpr + self.reg * reg)
@@ -467,6 +481,7 @@ class GNN4FR:
         locally. Returns what the clients hold: their user embeddings and the item table (items
         nobody holds come from the server, which keeps them).
         """
+        self.net.begin_step(self._steps)
         us, vs = self.forward_propagation(prefix="predict/forward")
         U, V = layer_mean(us), layer_mean(vs)
         n, m = self.train.shape
@@ -475,32 +490,58 @@ class GNN4FR:
         deg = np.diff(holders.indptr)
         held = np.flatnonzero(deg > 0)
         pick = holders.indices[holders.indptr[held] + (rng.random(len(held)) * deg[held]).astype(np.int64)]
-        item_ids = [str(i).encode() for i in held]
         # uploads: one ciphertext per held item; downloads: every client gets the items it lacks
+        phase = "predict/item-embeddings"
         relay_items = V[torch.from_numpy(held)]
-        self.net.transmit(
-            "predict/item-embeddings",
-            CLIENT,
-            SERVER,
-            self._row_ct,
-            count=len(held),
-            kind="item_embedding",
-            protected=True,
-            senders=pick,
-        )
+        item_names = party_names("holder-of-item", held.tolist())  # receivers know the item, not its holder
+        anyone = [multicast(CLIENT)] * len(held)
+        sealed = self.net.seal(phase, encode_rows(relay_items), item_names, anyone) if self.net.real else None
+        up = self.net.transmit(
+            phase, CLIENT, SERVER, self._row_ct, count=len(held), kind="item_embedding", protection="sealed",
+            payloads=sealed, senders=pick,
+        )  # fmt: skip
         lacking = m - np.diff(self.train.indptr)  # each client gets the items it has not interacted with
-        self.net.transmit(
-            "predict/item-embeddings",
-            SERVER,
-            CLIENT,
-            lacking * self._row_ct,
-            kind="item_embedding",
-            protected=True,
-            receivers=np.arange(n),
+        slot = np.full(m, -1, dtype=np.int64)
+        slot[held] = np.arange(len(held))
+        wanted = (
+            [
+                np.setdiff1d(held, self.train.indices[a:b])
+                for a, b in zip(self.train.indptr[:-1], self.train.indptr[1:], strict=True)
+            ]
+            if up is not None
+            else []
         )
-        if self.cipher is not None:  # real cipher; each uploaded row is opened once here, not per client
-            aads = [b"predict|" + k for k in item_ids]
-            opened = self.cipher.decrypt_many(self.cipher.encrypt_many(encode_rows(relay_items), aads), aads)
+        bundles = None if up is None else [[up[k] for k in slot[w]] for w in wanted]
+        got = self.net.transmit(
+            phase, SERVER, CLIENT, lacking * self._row_ct, kind="item_embedding", protection="sealed",
+            payloads=bundles, receivers=np.arange(n),
+        )  # fmt: skip
+        if got is not None:  # each client opens its bundle; byte-identical copies share one opening
+            opened: dict[tuple[int, bytes | None], bytes] = {}
+            for u, (items, bundle) in enumerate(zip(wanted, got, strict=True)):
+                copies = list(bundle) if bundle is not None else [None] * len(items)
+                if len(copies) != len(items):
+                    raise IntegrityError(
+                        f"gnn4fr {phase}: the bundle for client:{u} holds {len(copies)} messages for "
+                        f"the {len(items)} items it lacks (re-routed or truncated); the receiver rejected it"
+                    )
+                todo = [
+                    (int(slot[i]), c)
+                    for i, c in zip(items, copies, strict=True)
+                    if (int(slot[i]), c) not in opened
+                ]
+                if todo:
+                    plain = self.net.open(
+                        phase,
+                        [c for _, c in todo],
+                        [item_names[k] for k, _ in todo],
+                        [anyone[k] for k, _ in todo],
+                        delivered_to=[party(CLIENT, u)] * len(todo),
+                    )
+                    opened.update(zip(todo, plain, strict=True))
+            rows_of = {k: b for (k, _), b in opened.items()}
             V = V.clone()
-            V[torch.from_numpy(held)] = decode_rows(opened, self.dim, self.dtype)
+            V[torch.from_numpy(held)] = decode_rows(
+                [rows_of[k] for k in range(len(held))], self.dim, self.dtype
+            )
         return U, V

@@ -54,13 +54,11 @@ arithmetic in the same order, so their numbers are identical.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto import ItemTokenizer, PayloadCipher, ciphertext_size
+from fedgraphrec.crypto import ItemTokenizer, ciphertext_size
 from fedgraphrec.models.lightgcn import fism_operator
 from fedgraphrec.models.propagation import NormalizedBipartite, torch_csr
 from fedgraphrec.protocols.common import StepRecord, layer_mean, local_bpr
@@ -74,6 +72,8 @@ from fedgraphrec.runtime import (
     relay_rows,
     tensor_header,
 )
+from fedgraphrec.runtime.network import Adversary
+from fedgraphrec.runtime.sealing import party_names
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["LPGCN", "StepRecord"]
@@ -110,6 +110,7 @@ class LPGCN:
         *,
         item_w0: torch.Tensor | None = None,
         paper_literal: bool = False,
+        adversary: Adversary | None = None,
     ) -> None:
         self.backbone = "lightgcn+" if item_w0 is not None else "lightgcn"
         if (user0 is None) == (item_w0 is None):
@@ -125,10 +126,11 @@ class LPGCN:
         self._steps = 0
         self.dtype = item0.dtype
         self.dim = int(item0.shape[1])
-        self.net = Network(train.shape[0], crypto=crypto, transcripts=transcripts)
+        self.net = Network(train.shape[0], crypto=crypto, transcripts=transcripts, protocol="lpgcn")
+        self.net.adversary = adversary  # an active server, for integrity audits
         setup = initialization(train, alpha, seed, self.net)
         self.topology: Topology = setup.topology
-        self.cipher = PayloadCipher(setup.shared_key) if setup.shared_key is not None else None
+        self.shared_key = setup.shared_key
         m = train.shape[1]
         tokens = ItemTokenizer(setup.shared_key).tokens(np.arange(m)) if setup.shared_key is not None else []
         self._token_table = np.frombuffer(b"".join(tokens), dtype=np.uint8).reshape(len(tokens), TOKEN_BYTES)
@@ -149,7 +151,6 @@ class LPGCN:
         self.optimizer = torch.optim.Adam(owned, lr=lr)
         self._row_bytes = encoded_size((1, self.dim), self.dtype)
         self._row_ct = ciphertext_size(self._row_bytes)
-        self._user_ids = [str(u).encode() for u in range(train.shape[0])]
         self._all_clients = np.arange(train.shape[0])
         self._row_payload = self.dim * torch.empty((), dtype=self.dtype).element_size()
         t = self.topology
@@ -197,14 +198,12 @@ class LPGCN:
         t = self.topology
         received = relay_rows(
             self.net,
-            self.cipher,
             phase,
             rows,
             (t.nb_user, t.nb_conv),
             sender_role=CLIENT,
             receiver_role=CONV_CLIENT,
             kind=kind,
-            aad_ids=self._user_ids,
             row_ciphertext_bytes=self._row_ct,
         )
         if received is None:
@@ -212,11 +211,6 @@ class LPGCN:
         table = rows.detach().clone()  # own rows are local; every received row as decrypted
         table[torch.from_numpy(t.nb_user)] = received
         return table
-
-    def _aads(self, phase: str, users: Iterable[int]) -> list[bytes]:
-        """Associated data binding a ciphertext to its phase and sender (the server cannot swap rows)."""
-        prefix = phase.encode() + b"|"
-        return [prefix + self._user_ids[u] for u in users]
 
     # ------------------------------------------------------------------ phases
     def forward_propagation(self, prefix: str = "") -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -335,13 +329,19 @@ class LPGCN:
         m = self.topology.n_items
         pairs = np.unique(users.astype(np.int64) * m + neg)
         clients, counts = np.unique(pairs // m, return_counts=True)
+        requests = None
+        if self.net.real:  # each client's negatives' tokens, one message per client
+            flat = self._token_table[pairs % m].tobytes()
+            ends = np.cumsum(counts) * TOKEN_BYTES
+            requests = [flat[a:b] for a, b in zip(np.r_[0, ends[:-1]].tolist(), ends.tolist(), strict=True)]
         self.net.transmit(
             "loss/negative-requests",
             CLIENT,
             SERVER,
             counts * TOKEN_BYTES,
             kind="item_token",
-            protected=True,
+            protection="pseudonymous",
+            payloads=requests,
             senders=clients,
         )
         sizes = self._matrix_bytes(counts * (self.n_layers + 1))
@@ -382,7 +382,11 @@ class LPGCN:
         plain = len(tensor_header((0, 0), self.dtype)) + 2 * lens * row + TOKEN_BYTES * lens
         sizes = np.where(to_server, plain, plain + ciphertext_size(0))
         payloads: list[bytes] | None = None
-        if self.cipher is not None:
+        sealed_from: list[str] = []
+        sealed_to: list[str] = []
+        if self.net.real:
+            sealed_from = party_names(CLIENT, src[~to_server].tolist())
+            sealed_to = party_names(CONV_CLIENT, dst[~to_server].tolist())
             tid = torch.from_numpy(ids)
             dbuf = d_rows[tid].contiguous().numpy().tobytes()
             rbuf = r_rows[tid].contiguous().numpy().tobytes()
@@ -395,7 +399,8 @@ class LPGCN:
                 for s0, k in zip(starts.tolist(), lens.tolist(), strict=True)
             ]
             enc = [k for k in range(len(bodies)) if not to_server[k]]
-            sealed = self.cipher.encrypt_many([bodies[k] for k in enc], self._aads("loss", src[enc]))
+            sealed = self.net.seal("loss/item-gradients", [bodies[k] for k in enc], sealed_from, sealed_to)
+            assert sealed is not None
             payloads = list(bodies)
             for k, blob in zip(enc, sealed, strict=True):
                 payloads[k] = blob
@@ -411,7 +416,7 @@ class LPGCN:
                 SERVER,
                 sizes[sel],
                 kind="item_gradient",
-                protected=not srv,
+                protection="plain" if srv else "sealed",
                 payloads=None if payloads is None else [b for b, k in zip(payloads, sel, strict=True) if k],
                 senders=src[sel],
             )
@@ -426,13 +431,13 @@ class LPGCN:
             payloads=None if payloads is None else [b for b, k in zip(payloads, fwd, strict=True) if k],
             receivers=dst[fwd],
         )
-        if payloads is None or self.cipher is None:
+        if payloads is None or delivered is None:
             return d_rows, r_rows
         fwd_ids = np.flatnonzero(fwd)
         opened = dict(
             zip(
                 fwd_ids.tolist(),
-                self.cipher.decrypt_many(delivered or [], self._aads("loss", src[fwd_ids])),
+                self.net.open("loss/item-gradients", delivered, sealed_from, sealed_to),
                 strict=True,
             )
         )
@@ -475,6 +480,7 @@ class LPGCN:
         self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, keep_layers: bool = False
     ) -> StepRecord:
         """One minibatch of Algorithm 1: sync, forward, loss, backward, Adam update."""
+        self.net.begin_step(self._steps)
         with torch.no_grad():
             us, vs = self.forward_propagation()
             record, dU, rU, dV, rV = self.loss_and_gradients(users, pos, neg, us, vs)
@@ -507,6 +513,7 @@ class LPGCN:
         it can publish the final item table; each client ranks its non-interacted items with its own
         final user embedding. Both the forward pass and the download are counted in the ledger.
         """
+        self.net.begin_step(self._steps)
         with torch.no_grad():
             us, vs = self.forward_propagation(prefix="predict/")
         U, V = layer_mean(us), layer_mean(vs)

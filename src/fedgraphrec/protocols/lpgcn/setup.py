@@ -29,6 +29,9 @@ import scipy.sparse as sp
 
 from fedgraphrec.crypto import (
     ClientKeyPair,
+    DecryptionError,
+    IntegrityError,
+    ItemTokenizer,
     SharedKey,
     ciphertext_size,
     open_sealed,
@@ -40,11 +43,60 @@ from fedgraphrec.protocols.common import TOKEN_BYTES, distribute_shared_key, upl
 from fedgraphrec.protocols.lpgcn.cover import plan_convolution
 from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER
 from fedgraphrec.runtime import Network
+from fedgraphrec.runtime.sealing import Binding, party, party_names
 from fedgraphrec.seeding import numpy_rng
 
-__all__ = ["SetupResult", "Topology", "initialization", "sample_virtual_items"]
+__all__ = ["SetupResult", "Topology", "initialization", "sample_virtual_items", "verification_aad"]
 
-TOKEN_AAD = b"lpgcn/verification"
+
+def verification_aad(answerer: int, asker: int, question: bytes) -> bytes:
+    """Associated data of a verification answer: phase, sender, receiver and the item token asked.
+
+    Binding the token stops the server from swapping two answers of one holder to one
+    convolution-client (the answers would then describe the wrong items); binding the parties
+    stops it from re-routing an answer to another asker.
+    """
+    b = Binding("lpgcn", "setup/verification-answer", -1)
+    return b.aad(party(CLIENT, answerer), party(CONV_CLIENT, asker)) + b"|" + question
+
+
+def _open_answers(
+    delivered: list[bytes | None],
+    keypairs: list[ClientKeyPair],
+    answerers: np.ndarray,
+    askers: np.ndarray,
+    questions: list[bytes],
+) -> np.ndarray:
+    """Each convolution-client opens its answers; a missing or altered answer stops the set-up."""
+    flags = np.zeros(len(delivered), dtype=bool)
+    for k, (blob, a, c, q) in enumerate(zip(delivered, answerers, askers, questions, strict=True)):
+        who = f"setup/verification-answer: the answer from client:{int(a)} to conv-client:{int(c)}"
+        if blob is None:
+            raise IntegrityError(f"{who} never arrived (dropped); the receiver rejected the set-up")
+        try:
+            flags[k] = open_sealed(blob, keypairs[c], aad=verification_aad(int(a), int(c), q))[0] > 0
+        except DecryptionError:
+            raise IntegrityError(
+                f"{who} failed authentication (modified, replayed or re-routed); the receiver rejected it"
+            ) from None
+    return flags
+
+
+def _token_table(shared_key: SharedKey | None, m: int) -> list[bytes] | None:
+    """Every item's token under S (``None`` in ``accounted`` mode)."""
+    return None if shared_key is None else ItemTokenizer(shared_key).tokens(np.arange(m))
+
+
+def _tokens_by_owner(
+    tokens: list[bytes], token_of_item: np.ndarray, conv_of_item: np.ndarray, owners: np.ndarray
+) -> list[bytes]:
+    """The assignment message of each owner: its convolution-items' tokens, in the server's order."""
+    out = []
+    for o in owners.tolist():
+        items = np.flatnonzero(conv_of_item == o)
+        items = items[np.argsort(token_of_item[items], kind="stable")]
+        out.append(b"".join(tokens[i] for i in items))
+    return out
 
 
 @dataclass(frozen=True)
@@ -191,14 +243,17 @@ def initialization(
     plan = plan_convolution(server_view, seed)
     conv_of_item = np.asarray(plan.conv_client_of_item)[token_of_item]
     conv_items_per_client = np.bincount(conv_of_item[conv_of_item >= 0], minlength=n)
+    tokens = _token_table(shared_key, real.shape[1])
+    assigned = np.flatnonzero(conv_items_per_client > 0)
     net.transmit(
         "setup/assignment",
         SERVER,
         CONV_CLIENT,
-        conv_items_per_client[conv_items_per_client > 0] * TOKEN_BYTES,
+        conv_items_per_client[assigned] * TOKEN_BYTES,
         kind="item_token",
-        protected=True,
-        receivers=np.flatnonzero(conv_items_per_client > 0),
+        protection="pseudonymous",
+        payloads=None if tokens is None else _tokens_by_owner(tokens, token_of_item, conv_of_item, assigned),
+        receivers=assigned,
     )
 
     # --- Verification: other holders tell the convolution-client whether the item is virtual ----
@@ -207,59 +262,80 @@ def initialization(
     askers, answerers, items = conv_of_item[h.col][ask], h.row[ask], h.col[ask]
     answer_size = sealed_size(1)
     answers: list[bytes] | None = None
-    if keypairs is not None:
-        is_virtual = np.asarray(virtual[answerers, items]).ravel() > 0
-        answers = [
-            seal(bytes([int(v)]), keypairs[a].public, aad=TOKEN_AAD)
-            for v, a in zip(is_virtual, askers, strict=True)
-        ]
-        decoded = np.array(
-            [open_sealed(b, keypairs[a], aad=TOKEN_AAD)[0] for b, a in zip(answers, askers, strict=True)]
-        )
-        if not np.array_equal(decoded.astype(bool), is_virtual):
-            raise RuntimeError("verification answers did not decrypt to the holders' flags")
-        answer_size = len(answers[0]) if answers else answer_size
+    questions = None if tokens is None else [tokens[i] for i in items]
     net.transmit(
         "setup/verification-question",
         SERVER,
         CLIENT,
         np.full(len(askers), TOKEN_BYTES),
         kind="item_token",
-        protected=True,
+        protection="pseudonymous",
+        payloads=questions,
         receivers=answerers,
     )
+    if keypairs is not None and questions is not None:
+        is_virtual = np.asarray(virtual[answerers, items]).ravel() > 0
+        aads = [
+            verification_aad(int(a), int(c), q) for a, c, q in zip(answerers, askers, questions, strict=True)
+        ]
+        answers = [
+            seal(bytes([int(v)]), keypairs[c].public, aad=aad)
+            for v, c, aad in zip(is_virtual, askers, aads, strict=True)
+        ]
+        answer_size = len(answers[0]) if answers else answer_size
     net.transmit(
         "setup/verification-answer",
         CLIENT,
         SERVER,
         np.full(len(askers), answer_size),
         kind="virtual_flag",
-        protected=True,
+        protection="sealed",
         payloads=answers,
         senders=answerers,
     )
-    net.transmit(
+    delivered = net.transmit(
         "setup/verification-answer",
         SERVER,
         CONV_CLIENT,
         np.full(len(askers), answer_size),
         kind="virtual_flag",
-        protected=True,
+        protection="sealed",
         payloads=answers,
         receivers=askers,
     )
+    if keypairs is not None and delivered is not None and questions is not None:
+        decoded = _open_answers(delivered, keypairs, answerers, askers, questions)
+        if not np.array_equal(decoded, np.asarray(virtual[answerers, items]).ravel() > 0):
+            raise RuntimeError("verification answers did not decrypt to the holders' flags")
 
     nb_conv, nb_user = _neighbour_pairs(holdings, conv_of_item)
-    # neighbours' degrees |I_u'| reach the convolution-client under S (8-byte integer)
-    net.transmit(
+    # neighbours' degrees |I_u'| reach the convolution-client sealed under S (8-byte integer)
+    degrees = np.diff(real.indptr).astype(np.int64)
+    sealed_degrees = net.seal(
+        "setup/neighbour-degrees",
+        [int(d).to_bytes(8, "little") for d in degrees[nb_user]],
+        party_names(CLIENT, nb_user.tolist()),
+        party_names(CONV_CLIENT, nb_conv.tolist()),
+    )
+    got = net.transmit(
         "setup/neighbour-degrees",
         SERVER,
         CONV_CLIENT,
         np.full(len(nb_conv), ciphertext_size(8)),
         kind="user_degree",
-        protected=True,
+        protection="sealed",
+        payloads=sealed_degrees,
         receivers=nb_conv,
     )
+    if got is not None:
+        opened = net.open(
+            "setup/neighbour-degrees",
+            got,
+            party_names(CLIENT, nb_user.tolist()),
+            party_names(CONV_CLIENT, nb_conv.tolist()),
+        )
+        if [int.from_bytes(b, "little") for b in opened] != degrees[nb_user].tolist():
+            raise RuntimeError("setup/neighbour-degrees: a degree did not survive sealing")
     own = conv_of_item[holdings.indices] == np.repeat(np.arange(n), held)
     held_not_own = held - np.bincount(np.repeat(np.arange(n), held)[own], minlength=n)
     # real item degrees |U_i| go with the layer-0 embeddings to every other holder (plaintext)

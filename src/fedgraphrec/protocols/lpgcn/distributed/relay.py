@@ -170,6 +170,7 @@ class RelayServer:
                     "q_user": h_user[q],
                     "q_tok": self.tokens[h_col[q]],
                     "q_pk": pub[conv_user[h_col[q]]],
+                    "q_asker": conv_user[h_col[q]],
                 },
             )
         replies = self._round("verify", verify)

@@ -27,7 +27,7 @@ from fedgraphrec.crypto import (
 )
 from fedgraphrec.models.propagation import pair_weights, torch_csr
 from fedgraphrec.protocols.common import TOKEN_BYTES, layer_mean, local_bpr
-from fedgraphrec.protocols.lpgcn.setup import TOKEN_AAD
+from fedgraphrec.protocols.lpgcn.setup import verification_aad
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
 from fedgraphrec.runtime.rows import decode_rows, encode_rows
 from fedgraphrec.seeding import numpy_rng
@@ -312,15 +312,21 @@ class ShardClient:
                     f"the server assigned item token to user {int(self.users[k])}, who does not hold it"
                 )
         st["conv_items"], st["conv_owner"], st["conv_known"] = items, owner, conv_known
+        st["conv_tok"] = np.asarray(arrays["a_tok"])
         q_known = self._known_index(arrays["q_tok"])
         q_user = self._local(np.asarray(arrays["q_user"], dtype=np.int64))
         answers = []
-        for k, j, pk in zip(q_user, q_known, unpack_blobs(arrays["q_pk"]), strict=True):
+        questions = unpack_blobs(arrays["q_tok"])
+        askers = np.asarray(arrays["q_asker"], dtype=np.int64)
+        for k, j, pk, c, q in zip(
+            q_user, q_known, unpack_blobs(arrays["q_pk"]), askers, questions, strict=True
+        ):
             item = int(st["known"][j])
             real = st["real_idx"][st["real_ptr"][k] : st["real_ptr"][k + 1]]
             if item not in self._held(int(k)):
                 raise ValueError(f"the server asked user {int(self.users[k])} about an item it does not hold")
-            answers.append(seal(bytes([int(item not in real)]), PublicKey.from_bytes(pk), aad=TOKEN_AAD))
+            aad = verification_aad(int(self.users[k]), int(c), q)
+            answers.append(seal(bytes([int(item not in real)]), PublicKey.from_bytes(pk), aad=aad))
         return {}, {"ans": pack_blobs(answers, len(answers[0]) if answers else 0)}
 
     def _op_init(self, fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Msg:
@@ -331,14 +337,15 @@ class ShardClient:
         s, c = len(users), len(st["conv_items"])
         r_pos = np.asarray(arrays["r_pos"], dtype=np.int64)
         r_holder = np.asarray(arrays["r_holder"], dtype=np.int64)
+        conv_tok = unpack_blobs(st["conv_tok"])
         flags = np.asarray(
             [
                 open_sealed(
                     blob,
                     ClientKeyPair.from_private_bytes(bytes(st["priv"][st["conv_owner"][p]])),
-                    aad=TOKEN_AAD,
+                    aad=verification_aad(int(h), int(users[st["conv_owner"][p]]), conv_tok[p]),
                 )[0]
-                for blob, p in zip(unpack_blobs(arrays["r_ans"]), r_pos, strict=True)
+                for blob, p, h in zip(unpack_blobs(arrays["r_ans"]), r_pos, r_holder, strict=True)
             ],
             dtype=np.int64,
         )

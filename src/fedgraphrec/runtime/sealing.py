@@ -1,0 +1,202 @@
+"""Sealed messages: AEAD under a group key, bound to protocol, phase, step, sender and receiver.
+
+The lossless horizontal protocols (LP-GCN, GNN4FR) move user rows, gradients and shares between
+clients *through* the server, encrypted under the clients' shared key :math:`S`. Encryption alone
+stops a curious server from reading them; it does not stop an active one from replaying last step's
+ciphertext, handing client A's message to client C, or dropping a message. This module closes that
+gap with one rule: every sealed message carries, as AES-GCM associated data, the canonical encoding
+of its :class:`Binding` —
+
+    ``fedgraphrec/v2 | protocol | phase | step | sender | receiver``
+
+— and the receiver opens it with the binding *it expects* (its own name, the sender the protocol
+routes to it, the current step). Any difference fails authentication and raises
+:class:`~fedgraphrec.crypto.errors.IntegrityError` naming the phase and the parties; a missing
+message raises the same error.
+
+Party names are ``"role:id"`` (``"client:17"``, ``"conv-client:3"``) or ``"server"``. A message the
+server fans out unchanged to several receivers (a user's embedding to all its neighbours) is bound to
+the multicast receiver ``"role:*"``; each receiver then checks the *sender* against the routing it
+knows from set-up, so a copy re-routed to a party that expects another sender fails, and a copy
+delivered to another legitimate receiver of the same multicast carries the same content it would
+have received anyway.
+
+Key rotation: :class:`GroupChannel` seals step ``t`` under ``HKDF(S, "protocol/purpose/step=t")``
+(:meth:`~fedgraphrec.crypto.keys.SharedKey.subkey`). With 96-bit random nonces AES-GCM must stay
+below :math:`2^{32}` messages per key (NIST SP 800-38D §8.3); a fresh key per step keeps every key
+far below that, and :data:`MAX_MESSAGES_PER_KEY` (:math:`2^{31}`) is enforced, with an error telling
+the caller to shorten the step, rather than silently wearing a key out. Rotation also makes a replay
+across steps fail twice over (wrong key and wrong associated data).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from fedgraphrec.crypto._primitives import NONCE_BYTES, TAG_BYTES
+from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.crypto.keys import SharedKey
+
+__all__ = [
+    "AAD_VERSION",
+    "MAX_MESSAGES_PER_KEY",
+    "SERVER",
+    "Binding",
+    "GroupChannel",
+    "multicast",
+    "party",
+    "party_names",
+]
+
+AAD_VERSION = b"fedgraphrec/v2"
+"""Prefix of every associated-data string (changes if the encoding does)."""
+MAX_MESSAGES_PER_KEY = 1 << 31
+"""Messages one per-step key may seal: half the SP 800-38D bound for random 96-bit nonces."""
+SERVER = "server"
+"""The relaying server's party name."""
+_SEP = b"|"
+
+
+def party(role: str, ident: int) -> str:
+    """The party name ``"role:id"`` (e.g. ``party("client", 3) == "client:3"``)."""
+    return f"{role}:{int(ident)}"
+
+
+def party_names(role: str, ids: Sequence[int]) -> list[str]:
+    """:func:`party` for every id (vectorised over a list)."""
+    prefix = f"{role}:"
+    return [prefix + str(int(i)) for i in ids]
+
+
+def multicast(role: str) -> str:
+    """The receiver name of a message the server fans out unchanged to parties of ``role``."""
+    return f"{role}:*"
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where a sealed message belongs: protocol, phase and step (sender and receiver per message)."""
+
+    protocol: str
+    phase: str
+    step: int
+
+    def prefix(self) -> bytes:
+        """The associated-data bytes common to every message of this phase and step."""
+        return _SEP.join(
+            (AAD_VERSION, self.protocol.encode(), self.phase.encode(), str(self.step).encode(), b"")
+        )
+
+    def aad(self, sender: str, receiver: str) -> bytes:
+        """The associated data of one message from ``sender`` to ``receiver``."""
+        return self.prefix() + sender.encode() + _SEP + receiver.encode()
+
+    def aads(self, senders: Sequence[str], receivers: Sequence[str]) -> list[bytes]:
+        """:meth:`aad` for every (sender, receiver) pair, in order."""
+        p = self.prefix()
+        return [p + s.encode() + _SEP + r.encode() for s, r in zip(senders, receivers, strict=True)]
+
+
+class GroupChannel:
+    """AES-256-GCM under per-step sub-keys of the clients' shared key :math:`S`.
+
+    Every member of the group (all clients hold :math:`S`) can seal and open; the server, which
+    relays, holds no key. Messages are framed ``nonce (12) ‖ ciphertext ‖ tag (16)``, exactly the
+    size :func:`~fedgraphrec.crypto.aead.ciphertext_size` counts, so ``real`` and ``accounted``
+    ledgers agree.
+
+    Args:
+        key: the shared key :math:`S`.
+        protocol: protocol name, part of every sub-key's label (keys of two protocols never meet).
+        purpose: sub-key purpose (default ``"payload"``).
+    """
+
+    __slots__ = ("_cache", "_key", "_label", "_sealed")
+
+    def __init__(self, key: SharedKey, protocol: str, purpose: str = "payload") -> None:
+        if not isinstance(key, SharedKey):
+            raise TypeError(f"key must be a SharedKey, got {type(key).__name__}")
+        self._key = key
+        self._label = f"{protocol}/{purpose}"
+        self._cache: tuple[int, AESGCM] | None = None
+        self._sealed: dict[int, int] = {}
+
+    def _aead(self, step: int) -> AESGCM:
+        if self._cache is None or self._cache[0] != step:
+            self._cache = (step, AESGCM(self._key.subkey(f"{self._label}/step={step}")))
+        return self._cache[1]
+
+    def seal(self, binding: Binding, plaintexts: Sequence[bytes], aads: Sequence[bytes]) -> list[bytes]:
+        """Encrypt every plaintext with a fresh random nonce, binding its associated data.
+
+        Raises:
+            RuntimeError: the step's key would seal more than :data:`MAX_MESSAGES_PER_KEY` messages.
+        """
+        if len(plaintexts) != len(aads):
+            raise ValueError(f"{binding.phase}: {len(plaintexts)} plaintexts but {len(aads)} bindings")
+        count = self._sealed.get(binding.step, 0) + len(plaintexts)
+        if count > MAX_MESSAGES_PER_KEY:
+            raise RuntimeError(
+                f"{binding.phase}: step {binding.step} would seal {count} messages under one key, over the "
+                f"AES-GCM random-nonce limit {MAX_MESSAGES_PER_KEY}; use smaller steps (minibatches)"
+            )
+        self._sealed = {binding.step: count}  # keys never return to an earlier step
+        enc = self._aead(binding.step).encrypt
+        nonces = _random_nonces(len(plaintexts))
+        return [
+            nonces[k : k + NONCE_BYTES] + enc(nonces[k : k + NONCE_BYTES], p, a)
+            for k, p, a in zip(range(0, len(nonces), NONCE_BYTES), plaintexts, aads, strict=True)
+        ]
+
+    def open(
+        self,
+        binding: Binding,
+        blobs: Sequence[bytes | None],
+        aads: Sequence[bytes],
+        senders: Sequence[str],
+        receivers: Sequence[str],
+    ) -> list[bytes]:
+        """Authenticate and decrypt every blob with the binding its receiver expects.
+
+        Raises:
+            IntegrityError: a blob is missing (``None``), malformed, or fails authentication; the
+                message names the phase, the step, the expected sender and the receiver.
+        """
+        dec = self._aead(binding.step).decrypt
+        out: list[bytes] = []
+        for k, (blob, aad) in enumerate(zip(blobs, aads, strict=True)):
+            if blob is None:
+                raise IntegrityError(_rejected(binding, senders[k], receivers[k], "never arrived (dropped)"))
+            if len(blob) < NONCE_BYTES + TAG_BYTES:
+                raise IntegrityError(_rejected(binding, senders[k], receivers[k], "is truncated"))
+            try:
+                out.append(dec(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad))
+            except InvalidTag:
+                raise IntegrityError(
+                    _rejected(
+                        binding,
+                        senders[k],
+                        receivers[k],
+                        "failed authentication (modified, replayed from another step, or re-routed)",
+                    )
+                ) from None
+        return out
+
+    def __repr__(self) -> str:
+        return f"GroupChannel({self._label}, AES-256-GCM, per-step keys)"
+
+
+def _random_nonces(count: int) -> bytes:
+    return os.urandom(NONCE_BYTES * count)
+
+
+def _rejected(binding: Binding, sender: str, receiver: str, what: str) -> str:
+    return (
+        f"{binding.protocol} {binding.phase} (step {binding.step}): the message from {sender} to {receiver} "
+        f"{what}; the receiver rejected it"
+    )

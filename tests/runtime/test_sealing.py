@@ -1,0 +1,94 @@
+"""Sealed messages are bound to protocol, phase, step, sender and receiver; receivers check it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedgraphrec.crypto import IntegrityError, SharedKey
+from fedgraphrec.runtime import Network
+from fedgraphrec.runtime.sealing import Binding, GroupChannel, multicast, party_names
+
+KEY = SharedKey.generate()
+FROM = party_names("client", [0, 1])
+TO = party_names("client", [2, 3])
+
+
+def _sealed(step: int = 5, phase: str = "p") -> tuple[GroupChannel, Binding, list[bytes]]:
+    chan = GroupChannel(KEY, "lpgcn")
+    b = Binding("lpgcn", phase, step)
+    return chan, b, chan.seal(b, [b"row-a", b"row-b"], b.aads(FROM, TO))
+
+
+def test_the_expected_binding_opens() -> None:
+    chan, b, blobs = _sealed()
+    assert chan.open(b, blobs, b.aads(FROM, TO), FROM, TO) == [b"row-a", b"row-b"]
+
+
+@pytest.mark.parametrize(
+    ("what", "binding", "senders", "receivers"),
+    [
+        ("replayed at the next step", Binding("lpgcn", "p", 6), FROM, TO),
+        ("another phase", Binding("lpgcn", "q", 5), FROM, TO),
+        ("another protocol", Binding("gnn4fr", "p", 5), FROM, TO),
+        ("re-routed to another receiver", Binding("lpgcn", "p", 5), FROM, TO[::-1]),
+        ("claimed by another sender", Binding("lpgcn", "p", 5), FROM[::-1], TO),
+        ("bound to a multicast instead", Binding("lpgcn", "p", 5), FROM, [multicast("client")] * 2),
+    ],
+)
+def test_any_other_binding_is_rejected(
+    what: str, binding: Binding, senders: list[str], receivers: list[str]
+) -> None:
+    chan, _, blobs = _sealed()
+    chan = GroupChannel(KEY, binding.protocol)
+    with pytest.raises(IntegrityError, match="failed authentication"):
+        chan.open(binding, blobs, binding.aads(senders, receivers), senders, receivers)
+
+
+def test_keys_rotate_every_step() -> None:
+    """A step-5 message with its own associated data still fails under step 6's key."""
+    chan, b, blobs = _sealed(step=5)
+    with pytest.raises(IntegrityError):
+        chan.open(Binding("lpgcn", "p", 6), blobs, b.aads(FROM, TO), FROM, TO)
+
+
+def test_a_flipped_byte_a_truncation_and_a_drop_are_rejected_by_name() -> None:
+    chan, b, blobs = _sealed()
+    flipped = bytearray(blobs[1])
+    flipped[-1] ^= 1
+    with pytest.raises(IntegrityError, match=r"lpgcn p \(step 5\): the message from client:1 to client:3"):
+        chan.open(b, [blobs[0], bytes(flipped)], b.aads(FROM, TO), FROM, TO)
+    with pytest.raises(IntegrityError, match="truncated"):
+        chan.open(b, [blobs[0], blobs[1][:10]], b.aads(FROM, TO), FROM, TO)
+    with pytest.raises(IntegrityError, match="never arrived"):
+        chan.open(b, [blobs[0], None], b.aads(FROM, TO), FROM, TO)
+
+
+def test_equal_plaintexts_give_unrelated_ciphertexts() -> None:
+    chan, b, _ = _sealed()
+    one, two = chan.seal(b, [b"same", b"same"], b.aads(FROM, TO))
+    assert one != two and len(one) == len(two) == 12 + 4 + 16
+
+
+def test_real_mode_refuses_a_protected_message_without_payload() -> None:
+    net = Network(4, "real", protocol="t")
+    for protection in ("sealed", "pseudonymous", "masked", "homomorphic"):
+        with pytest.raises(ValueError, match="without payloads in real crypto mode"):
+            net.transmit("p", "client", "server", 10, count=2, kind="k", protection=protection)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="without payloads in real crypto mode"):
+        net.transmit("p", "client", "server", np.array([10, 10]), kind="k", protected=True)
+    net.transmit("p", "client", "server", 10, count=2, kind="k", protection="plain")  # plain may be counted
+    Network(4, "accounted").transmit("p", "client", "server", 10, count=2, kind="k", protected=True)
+
+
+def test_network_seal_and_open_bind_the_current_step() -> None:
+    net = Network(4, "real", protocol="t")
+    net.use_group_key(KEY)
+    net.begin_step(0)
+    blobs = net.seal("p", [b"x"], ["client:0"], ["client:1"])
+    assert blobs is not None
+    assert net.open("p", blobs, ["client:0"], ["client:1"]) == [b"x"]
+    net.begin_step(1)
+    with pytest.raises(IntegrityError, match=r"t p \(step 1\)"):
+        net.open("p", blobs, ["client:0"], ["client:1"])
+    assert Network(4, "accounted").seal("p", [b"x"], ["a"], ["b"]) is None
