@@ -36,7 +36,7 @@ def _ring_sum(values: list[np.ndarray]) -> np.ndarray:
 class TestShamir:
     def test_any_threshold_subset_recovers(self) -> None:
         xs = np.arange(1, 11)
-        shares = share_secrets([SECRET_A, SECRET_B], 4, xs, np.random.default_rng(1))
+        shares = share_secrets([SECRET_A, SECRET_B], 4, xs)
         assert shares.shape == (2, 10, LIMBS) and (shares >= 0).all() and (shares < PRIME).all()
         rng = np.random.default_rng(2)
         for _ in range(10):
@@ -46,31 +46,30 @@ class TestShamir:
 
     def test_below_threshold_gives_garbage_or_error(self) -> None:
         xs = np.arange(1, 8)
-        shares = share_secrets([SECRET_A], 5, xs, np.random.default_rng(3))
+        shares = share_secrets([SECRET_A], 5, xs)
         for _ in range(5):
             with contextlib.suppress(ValueError):  # garbage either fails to decode or differs
                 assert recover(xs[:4], shares[0, :4]) != SECRET_A
 
     def test_fewer_than_threshold_shares_are_uniform(self) -> None:
         """With t = 3, a single share of a fixed secret is uniform over the field (per limb)."""
-        rng = np.random.default_rng(4)
-        shares = np.stack([share_secrets([SECRET_A], 3, [7, 9, 11], rng)[0, 0] for _ in range(4000)])
+        shares = np.stack([share_secrets([SECRET_A], 3, [7, 9, 11])[0, 0] for _ in range(4000)])
         top = (shares >> 23).ravel()  # 8 top bits of each 31-bit element
         counts = np.bincount(top, minlength=256)
         expected = counts.sum() / 256
         assert ((counts - expected) ** 2 / expected).sum() < 400
 
     def test_bytes_round_trip_and_validation(self) -> None:
-        share = share_secrets([SECRET_A], 2, [1, 2], np.random.default_rng(0))[0, 0]
+        share = share_secrets([SECRET_A], 2, [1, 2])[0, 0]
         assert (share_from_bytes(share_to_bytes(share)) == share).all()
         with pytest.raises(ValueError, match="36 bytes"):
             share_from_bytes(b"x")
         with pytest.raises(ValueError, match="distinct"):
-            share_secrets([SECRET_A], 2, [1, 1], np.random.default_rng(0))
+            share_secrets([SECRET_A], 2, [1, 1])
         with pytest.raises(ValueError, match="threshold"):
-            share_secrets([SECRET_A], 3, [1, 2], np.random.default_rng(0))
+            share_secrets([SECRET_A], 3, [1, 2])
         with pytest.raises(ValueError, match="32 bytes"):
-            share_secrets([b"short"], 1, [1], np.random.default_rng(0))
+            share_secrets([b"short"], 1, [1])
 
 
 # --- secure aggregation -------------------------------------------------------------------------------
@@ -202,3 +201,17 @@ class TestSecureSum:
         clients[ids[0]].unmask(survivors, server.shared)
         with pytest.raises(ValueError, match="already answered"):
             clients[ids[0]].unmask(survivors[:2], server.shared)
+
+
+def test_shamir_coefficients_come_from_the_os_csprng_not_a_seed() -> None:
+    """Seeding every generator identically cannot reproduce a sharing (the old rng argument could)."""
+    import torch
+
+    draws = []
+    for _ in range(2):
+        np.random.seed(0)
+        torch.manual_seed(0)
+        draws.append(share_secrets([SECRET_A], 3, [1, 2, 3]))
+    assert not np.array_equal(draws[0], draws[1])
+    with pytest.raises(TypeError):
+        share_secrets([SECRET_A], 3, [1, 2, 3], np.random.default_rng(0))  # type: ignore[call-arg]

@@ -470,3 +470,14 @@ class TestGnn4frUploadScheme:
             assert _chi2_uniform(np.bincount(upload.view(np.uint8), minlength=256)) < CHI2_255_LOOSE
         half = reconstruct(uploads[: n // 2])
         assert _chi2_uniform(np.bincount(half.view(np.uint8), minlength=256)) < CHI2_255_LOOSE
+
+
+def test_a_sum_that_would_wrap_is_refused_before_it_silently_decodes_wrong() -> None:
+    """Without the check the ring sum wraps and decodes to a wrong value (the old behaviour)."""
+    fp = FixedPoint(52)
+    x = np.full(4, 1000.0)  # 4 × 1000 > 2^(63-52) = 2048: the exact sum leaves the decode range
+    wrapped = fp.decode(reconstruct([fp.encode(x[:1]) for _ in range(4)]))
+    assert wrapped[0] != 4000.0
+    with pytest.raises(OverflowError, match="4 summands"):
+        fp.check_sum(4, 1000.0, "aggregate")
+    fp.check_sum(2, 1000.0, "aggregate")  # 2000 < 2048 fits

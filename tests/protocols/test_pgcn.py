@@ -123,7 +123,10 @@ def test_server_sees_only_masked_uploads() -> None:
     users, pos, neg = _batch(train, np.random.default_rng(2), n=20)
     fed.train_step(users, pos, neg)
     server = fed.net.transcript.of("server")
-    assert server and all(e.protected for e in server if e.kind != "secagg-advertise-keys")
+    # in the clear the server gets only public keys and the unmasking shares the protocol reveals
+    plain = {"secagg-advertise-keys", "secagg-unmask"}
+    assert server and all(e.protected for e in server if e.kind not in plain)
+    assert {e.protection for e in server if e.kind == "secagg-masked-input"} == {"masked"}
     (entry,) = [e for e in server if e.kind == "secagg-masked-input"]
     assert sorted(entry.senders or []) == sorted(set(users.tolist()))
     n, N = len(set(users.tolist())), train.shape[1]

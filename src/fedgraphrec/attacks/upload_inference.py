@@ -88,6 +88,8 @@ def upload_inference(
     for entry in transcript.of("server"):
         if not entry.phase.startswith(phase) or entry.senders is None:
             continue
+        if entry.kind not in ("plain-upload", "secagg-masked-input"):  # keys and shares: not uploads
+            continue
         for user, payload in zip(entry.senders, entry.payloads, strict=True):
             truth = np.zeros(n_items, dtype=bool)
             truth[train.indices[train.indptr[user] : train.indptr[user + 1]]] = True

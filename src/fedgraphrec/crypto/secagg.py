@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import secrets as _secrets
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,7 +46,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from fedgraphrec.crypto._primitives import KEY_BYTES, gcm_decrypt, gcm_encrypt
 from fedgraphrec.crypto.aead import ciphertext_size
-from fedgraphrec.crypto.errors import CryptoError
+from fedgraphrec.crypto.errors import CryptoError, IntegrityError
 from fedgraphrec.crypto.keys import ClientKeyPair, PublicKey
 from fedgraphrec.crypto.shamir import (
     SHARE_BYTES,
@@ -247,8 +247,7 @@ class SecAggClient:
             raise ValueError(f"client {self.client}: the roster does not carry this client's own keys")
         self._roster = dict(roster)
         ids = sorted(roster)
-        rng = np.random.default_rng(_secrets.randbits(128))
-        shares = share_secrets([self._s.private_bytes(), self._b], self.threshold, [i + 1 for i in ids], rng)
+        shares = share_secrets([self._s.private_bytes(), self._b], self.threshold, [i + 1 for i in ids])
         out: dict[int, bytes] = {}
         for pos, v in enumerate(ids):
             s_share, b_share = shares[0, pos], shares[1, pos]
@@ -265,20 +264,27 @@ class SecAggClient:
         """Stage 1, receiving end: decrypt and keep the shares other clients sent (keyed by sender).
 
         Raises:
-            DecryptionError: a message fails authentication (tampered, or not meant for this client).
-            ValueError: a message names the wrong sender or recipient.
+            IntegrityError: a message fails authentication (tampered, replayed from another session,
+                or not meant for this client) or names the wrong sender or recipient.
         """
         for u, message in messages.items():
             if u not in self._roster:
-                raise ValueError(f"client {self.client}: shares from {u}, who is not in the roster")
+                raise IntegrityError(
+                    f"secagg share-keys: client {self.client} got shares from {u}, not in the roster"
+                )
             if int.from_bytes(message[:_ID_BYTES], "little") != self.client:
-                raise ValueError(f"client {self.client}: a share message from {u} is addressed elsewhere")
+                raise IntegrityError(
+                    f"secagg share-keys: the share message from {u} to client {self.client} is addressed "
+                    "elsewhere (re-routed); the receiver rejected it"
+                )
             aead = _channel(self._c, self._roster[u].c_pk, self.label)
             plain = gcm_decrypt(
                 aead, message[_ID_BYTES:], _share_aad(u, self.client, self.label), "secagg share"
             )
             if plain[: 2 * _ID_BYTES] != _share_aad(u, self.client, b""):
-                raise ValueError(f"client {self.client}: the share message from {u} names other parties")
+                raise IntegrityError(
+                    f"secagg share-keys: the share message from {u} to client {self.client} names others"
+                )
             body = plain[2 * _ID_BYTES :]
             self._held[u] = _Held(share_from_bytes(body[:SHARE_BYTES]), share_from_bytes(body[SHARE_BYTES:]))
 
@@ -290,6 +296,12 @@ class SecAggClient:
             x: ``uint64`` vector of length ``vector_length`` (ring elements).
             shared: ``U2``, the clients whose shares this client received (itself included).
         """
+        missing = [v for v in shared if v != self.client and v not in self._held]
+        if missing:
+            raise IntegrityError(
+                f"secagg masked-input: the server lists client(s) {missing[:5]} as having shared keys, but "
+                f"client {self.client} never received their shares (dropped); the receiver rejected the round"
+            )
         value = np.asarray(x)
         if value.dtype != np.uint64 or value.shape != (self.length,):
             raise ValueError(
@@ -344,6 +356,7 @@ class SecAggResult:
     unresponsive: tuple[int, ...] = ()
     traffic: list[StageTraffic] = field(default_factory=list)
     masked_inputs: dict[int, UInt64Array] = field(default_factory=dict)  # what the server saw, if kept
+    shares: dict[int, dict[int, bytes]] = field(default_factory=dict)  # sender → recipient → sealed share
 
 
 class SecAggServer:
@@ -477,6 +490,7 @@ def secure_sum(
     drop_before_input: Collection[int] = (),
     drop_after_input: Collection[int] = (),
     keep_uploads: bool = False,
+    tamper: Callable[[str, dict[int, dict[int, bytes]]], dict[int, dict[int, bytes]]] | None = None,
 ) -> SecAggResult:
     """Run all four stages in-process for the clients in ``inputs``; the exact sum of what arrived.
 
@@ -489,6 +503,8 @@ def secure_sum(
         drop_after_input: clients that go offline after uploading, before unmasking: their inputs
             *are* in the sum; their self masks are removed through the others' shares.
         keep_uploads: return the masked inputs the server received (for transcripts and audits).
+        tamper: an *active* server's hook on the routed share messages (stage name, recipient →
+            sender → message), for integrity audits; receivers detect what it alters or withholds.
 
     Raises:
         SecAggAbortError: fewer than ``threshold`` clients upload, or fewer answer the unmask request.
@@ -506,7 +522,10 @@ def secure_sum(
     clients = {u: SecAggClient(u, threshold, length, label) for u in ids}
     server = SecAggServer(threshold, length, label)
     roster = server.collect_keys(c.advertise() for c in clients.values())
-    inbox = server.route_shares({u: c.share_keys(roster) for u, c in clients.items()})
+    outgoing = {u: c.share_keys(roster) for u, c in clients.items()}
+    inbox = server.route_shares(outgoing)
+    if tamper is not None:
+        inbox = tamper("share-keys", inbox)
     for v, messages in inbox.items():
         clients[v].receive_shares(messages)
     shared = server.shared
@@ -521,4 +540,5 @@ def secure_sum(
         unresponsive=tuple(sorted(after)),
         traffic=secagg_traffic(ids, shared, survivors, responders, length),
         masked_inputs=uploads if keep_uploads else {},
+        shares=outgoing,
     )

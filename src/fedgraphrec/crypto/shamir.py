@@ -20,6 +20,7 @@ A share is :data:`SHARE_BYTES` = 36 bytes on the wire (:func:`share_to_bytes`).
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -67,7 +68,7 @@ def _check_points(xs: NDArray[np.int64] | Sequence[int]) -> NDArray[np.int64]:
 
 
 def share_secrets(
-    secrets: Sequence[bytes], threshold: int, xs: NDArray[np.int64] | Sequence[int], rng: np.random.Generator
+    secrets: Sequence[bytes], threshold: int, xs: NDArray[np.int64] | Sequence[int]
 ) -> NDArray[np.int64]:
     """Shares of each secret at each point: any ``threshold`` of them recover it, fewer reveal nothing.
 
@@ -75,8 +76,6 @@ def share_secrets(
         secrets: the 32-byte secrets to share.
         threshold: ``t``, the number of shares needed (``1 ≤ t ≤ len(xs)``).
         xs: the parties' distinct public evaluation points in ``[1, p - 1]``.
-        rng: source of the polynomial coefficients. The hiding is as good as this generator: seed it
-            from :mod:`secrets` (as :mod:`~fedgraphrec.crypto.secagg` does), not from a run seed.
 
     Returns:
         ``int64`` array of shape ``(len(secrets), len(xs), LIMBS)`` with entries in ``[0, p)``.
@@ -88,12 +87,24 @@ def share_secrets(
     if not 1 <= threshold <= len(points):
         raise ValueError(f"threshold must be in [1, {len(points)}] (the number of parties), got {threshold}")
     constant = np.array([_limbs(bytes(s)) for s in secrets], dtype=np.int64)  # (S, LIMBS)
-    coeffs = rng.integers(0, PRIME, size=(len(secrets), threshold - 1, LIMBS), dtype=np.int64)
+    coeffs = random_field_elements((len(secrets), threshold - 1, LIMBS))
     acc = np.zeros((len(secrets), len(points), LIMBS), dtype=np.int64)
     x = points[None, :, None]
     for j in range(threshold - 2, -1, -1):  # Horner over the random coefficients, highest first
         acc = (acc * x + coeffs[:, j, None, :]) % PRIME
     return (acc * x + constant[:, None, :]) % PRIME
+
+
+def random_field_elements(shape: tuple[int, ...]) -> NDArray[np.int64]:
+    """Uniform elements of ``GF(p)`` from the operating system's CSPRNG (``os.urandom``).
+
+    Each element is a 64-bit draw reduced modulo ``p = 2^31 - 1``: the statistical distance from
+    uniform is below ``p / 2^64 < 2^-32`` per element. Polynomial coefficients are the secret of
+    Shamir sharing, so they never come from a seeded generator.
+    """
+    count = int(np.prod(shape, dtype=np.int64))
+    words = np.frombuffer(os.urandom(8 * count), dtype=np.uint64)
+    return (words % np.uint64(PRIME)).astype(np.int64).reshape(shape)
 
 
 def _lagrange_at_zero(points: NDArray[np.int64]) -> NDArray[np.int64]:

@@ -202,6 +202,30 @@ class FixedPoint:
         per_term = max(1, int(np.floor(np.ldexp(b, self._frac_bits) + 0.5)))
         return ((1 << (RING_BITS - 1)) - 1) // per_term
 
+    def check_sum(self, n_summands: int, max_abs: float, what: str) -> None:
+        """Raise a clear :class:`OverflowError` when ``n_summands`` values of magnitude ``max_abs`` may wrap.
+
+        A ring sum that leaves :attr:`decode_range` silently decodes to a wrong value, so every
+        place that adds encodings calls this first with the count and the largest magnitude.
+
+        Args:
+            n_summands: how many encodings are added.
+            max_abs: the largest ``|x|`` among them (0 is fine).
+            what: the phase or quantity, named in the error.
+        """
+        if n_summands <= 1 or max_abs == 0:
+            return
+        if not np.isfinite(max_abs) or max_abs >= self.max_abs:
+            raise OverflowError(
+                f"{what}: a value of magnitude {max_abs!r} is not encodable with frac_bits={self._frac_bits}"
+            )
+        limit = self.max_summands(max_abs)
+        if n_summands > limit:
+            raise OverflowError(
+                f"{what}: {n_summands} summands of magnitude up to {max_abs:.3g} may wrap the ring "
+                f"(at most {limit} fit with frac_bits={self._frac_bits}); lower frac_bits"
+            )
+
     def encode(self, x: np.ndarray | torch.Tensor) -> UInt64Array:
         """Encode reals as ring elements: ``round(x · 2^f) mod 2^64`` (two's complement for negatives).
 

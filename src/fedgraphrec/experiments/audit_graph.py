@@ -51,7 +51,7 @@ def audit_lpgcn(
     n = data.train.shape[0]
     rows = []
     for alpha in alphas:
-        net = Network(n, crypto="real", transcripts=True)
+        net = Network(n, crypto="real", transcripts=True, protocol="lpgcn")
         setup = initialization(data.train, alpha, cfg.seed, net)
         for c in coalitions:
             colluders = numpy_rng(cfg.seed, "audit", "colluders", str(c)).permutation(n)[: min(c, n - 1)]
@@ -110,8 +110,8 @@ def audit_gnn4fr(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
     proto.forward_propagation()
     table = proto.item_emb.detach()
     arms = {}
-    for name, cipher in (("neighbour (holds S)", proto.cipher), ("server (no S)", None)):
-        res = gnn4fr_neighbour(proto.net.transcript, data.train, table, proto.pair_sender, cipher)  # type: ignore[attr-defined]
+    for name, key in (("neighbour (holds S)", proto.shared_key), ("server (no S)", None)):
+        res = gnn4fr_neighbour(proto.net.transcript, data.train, table, proto.pair_sender, key)  # type: ignore[attr-defined]
         arms[name] = res.summary()
     report = {"protocol": "gnn4fr", "dataset": cfg.dataset, "seed": cfg.seed, "dim": cfg.dim, "attack": arms}
     (out / "audit.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ from fedgraphrec.crypto.secagg import (
 )
 from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.runtime import Network
-from fedgraphrec.runtime.transcript import Received
+from fedgraphrec.runtime.network import Protection
 
 __all__ = [
     "AggregateResult",
@@ -107,12 +108,36 @@ def _flat(start: torch.Tensor, width: int) -> torch.Tensor:
     return (start[:, None] + torch.arange(width, device=start.device)).reshape(-1)
 
 
-def _record(net: Network, phase: str, traffic: Sequence[StageTraffic]) -> None:
-    """Put each stage's messages in the ledger (``repeat`` avoids an n² array for the share stage)."""
+_PROTECTION: dict[str, Protection] = {
+    "advertise-keys": "plain",  # public keys
+    "share-keys": "sealed",  # Shamir shares, AES-GCM between two clients
+    "masked-input": "masked",  # x_u plus masks that cancel only in the sum
+    "unmask": "plain",  # the shares the protocol reveals to the server by design
+}
+
+
+def _record(net: Network, phase: str, traffic: Sequence[StageTraffic], result: SecAggResult | None) -> None:
+    """Put each stage's messages in the ledger (``repeat`` avoids an n² array for the share stage).
+
+    With a ``real`` run's ``result``, the protected stages carry what was actually sent: each
+    client's sealed share messages (one bundle per sender, and per recipient on the way down) and
+    the masked inputs.
+    """
     for t in traffic:
         if not t.clients or not t.messages_each:
             continue
         ids = np.asarray(t.clients, dtype=np.int64)
+        payloads: list[Any] | None = None
+        if result is not None and t.stage == "share-keys":
+            if t.sender == "client":
+                payloads = [[result.shares[u][v] for v in sorted(result.shares[u])] for u in t.clients]
+            else:
+                payloads = [
+                    [result.shares[u][v] for u in sorted(result.shares) if u != v and v in result.shares[u]]
+                    for v in t.clients
+                ]
+        elif result is not None and t.stage == "masked-input":
+            payloads = [result.masked_inputs[u] for u in t.clients]
         net.transmit(
             f"{phase}/secagg-{t.stage}",
             t.sender,
@@ -121,7 +146,8 @@ def _record(net: Network, phase: str, traffic: Sequence[StageTraffic]) -> None:
             count=len(ids),
             repeat=t.messages_each,
             kind=f"secagg-{t.stage}",
-            protected=t.stage in ("share-keys", "masked-input"),
+            protection=_PROTECTION[t.stage],
+            payloads=payloads,
             senders=ids if t.sender == "client" else None,
             receivers=ids if t.receiver == "client" else None,
         )
@@ -161,6 +187,8 @@ def secure_aggregate(
     after = np.intersect1d(clients, drop_after if drop_after is not None else [])
     device = upload.blocks[0][2].device if upload.blocks else torch.device("cpu")
     keep_pos = torch.from_numpy(~np.isin(clients, before)).to(device)
+    top = max((float(v.abs().max()) for _, _, v in upload.blocks if v.numel()), default=0.0)
+    fp.check_sum(len(clients), top, phase)
     included = clients[keep_pos.numpy()]
     if net.real:
         dense = torch.zeros((len(clients), upload.length), dtype=torch.int64)
@@ -175,24 +203,11 @@ def secure_aggregate(
             label=label,
             drop_before_input=[int(u) for u in before],
             drop_after_input=[int(u) for u in after],
-            keep_uploads=net.transcript.enabled,
+            keep_uploads=True,
         )
-        if result.masked_inputs:  # the server's view: one masked vector per uploading client
-            senders = np.array(sorted(result.masked_inputs), dtype=np.int64)
-            net.transcript.add(
-                "server",
-                Received(
-                    f"{phase}/secagg-masked-input",
-                    "client",
-                    "secagg-masked-input",
-                    True,
-                    [result.masked_inputs[int(u)] for u in senders],
-                    None,
-                    [int(u) for u in senders],
-                ),
-            )
         total = torch.from_numpy(result.total.view(np.int64).copy()).to(device)
         traffic = result.traffic
+        real_result: SecAggResult | None = result
         included = np.asarray(result.included, dtype=np.int64)
         before = np.asarray(result.dropped, dtype=np.int64)
         after = np.asarray(result.unresponsive, dtype=np.int64)
@@ -217,7 +232,8 @@ def secure_aggregate(
         traffic = secagg_traffic(
             clients.tolist(), clients.tolist(), survivors.tolist(), responders.tolist(), upload.length
         )
-    _record(net, phase, traffic)
+        real_result = None
+    _record(net, phase, traffic, real_result)
     decoded = torch.ldexp(
         total.to(torch.float64), torch.tensor(-fp.frac_bits, dtype=torch.float64, device=device)
     )

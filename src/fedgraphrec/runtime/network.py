@@ -192,7 +192,11 @@ class Network:
         if self.transcript.enabled:
             recv = None if receivers is None else [int(r) for r in np.asarray(receivers)]
             sent = None if senders is None else [int(r) for r in np.asarray(senders)]
-            each = [int(sizes)] * n_msgs if count is not None else [int(x) for x in np.asarray(sizes)]
+            each = (
+                [int(np.asarray(sizes))] * n_msgs
+                if count is not None
+                else [int(x) for x in np.asarray(sizes)]
+            )
             self.transcript.add(
                 receiver,
                 Received(

@@ -341,6 +341,10 @@ class GNN4FR:
     def _aggregate(self, g_edge: torch.Tensor) -> torch.Tensor:
         """Secret-shared sum over clients of their layer-0 item-gradient shares (fixed point)."""
         n, m, d = self.train.shape[0], self.train.shape[1], self.dim
+        holders = int(np.diff(self.train.tocsc().indptr).max(initial=0))
+        self.fixed.check_sum(
+            holders, float(g_edge.detach().abs().max()) if g_edge.numel() else 0.0, "aggregate"
+        )
         enc = self.fixed.encode(g_edge.detach().to(torch.float64))  # (E, d) uint64
         vec_bytes = m * d * 8
         clients = np.arange(n)

@@ -304,7 +304,7 @@ def initialization(
         receivers=askers,
     )
     if keypairs is not None and delivered is not None and questions is not None:
-        decoded = _open_answers(delivered, keypairs, answerers, askers, questions)
+        decoded = _open_answers(list(delivered), keypairs, answerers, askers, questions)
         if not np.array_equal(decoded, np.asarray(virtual[answerers, items]).ravel() > 0):
             raise RuntimeError("verification answers did not decrypt to the holders' flags")
 

@@ -306,4 +306,5 @@ class FlowerSecureSum:
             unresponsive=tuple(sorted(set(survivors) - set(responses))),
             traffic=secagg_traffic(sorted(roster), shared, survivors, sorted(responses), length),
             masked_inputs=uploads if keep_uploads else {},
+            shares=outgoing,
         )
