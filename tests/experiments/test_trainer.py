@@ -115,8 +115,13 @@ def test_killed_process_resumes_to_identical_metrics(tmp_path):
 
 
 def test_float64_run(tmp_path):
-    res = Trainer(tiny_config("dtype=float64", "epochs=2"), tmp_path / "f64", progress=False).fit()
-    assert res.summary["epochs_run"] == 2
+    """dtype=float64 trains float64 tables (and float32 float32) without touching torch's default."""
+    for dtype, want in (("float64", torch.float64), ("float32", torch.float32)):
+        trainer = Trainer(tiny_config(f"dtype={dtype}", "epochs=2"), tmp_path / dtype, progress=False)
+        res = trainer.fit()
+        assert res.summary["epochs_run"] == 2
+        params = dict(trainer.learner.model.named_parameters())  # type: ignore[attr-defined]
+        assert {p.dtype for p in params.values()} == {want}, dtype
     assert torch.get_default_dtype() == torch.float32
 
 

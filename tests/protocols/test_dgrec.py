@@ -138,6 +138,14 @@ def test_memory_is_linear_in_users_and_items() -> None:
     m = UserModels(10, 50, ModelConfig(d=8), torch.Generator().manual_seed(0))
     assert m.params["E"].shape == (10, 50, 8)
     assert torch.equal(m.params["E"][0], m.params["E"][9])  # identical start for everyone
+
+    def mem(n: int, items: int) -> int:
+        return UserModels(n, items, ModelConfig(d=8), torch.Generator().manual_seed(0)).memory_bytes()
+
+    # linear in users (no state shared across or between pairs of users) and affine in items, with
+    # exactly one d-float row per (user, item): an n×n or m×m table anywhere would break these
+    assert mem(20, 50) == 2 * mem(10, 50) and mem(30, 50) == 3 * mem(10, 50)
+    assert mem(10, 150) - mem(10, 100) == mem(10, 100) - mem(10, 50) == 10 * 50 * 8 * 4
     per_user = m.memory_bytes() / 10
     # Flixster: 3,000 users × 3,000 items at d = 16 stays far below 8 GB
     est = 3000 * (3000 * 16 * 4 + (per_user - 50 * 8 * 4))

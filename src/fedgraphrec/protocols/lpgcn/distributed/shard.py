@@ -17,7 +17,6 @@ import torch
 from fedgraphrec.crypto import (
     ClientKeyPair,
     ItemTokenizer,
-    PayloadCipher,
     PublicKey,
     SharedKey,
     open_sealed,
@@ -27,9 +26,11 @@ from fedgraphrec.crypto import (
 )
 from fedgraphrec.models.propagation import pair_weights, torch_csr
 from fedgraphrec.protocols.common import TOKEN_BYTES, layer_mean, local_bpr
+from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT
 from fedgraphrec.protocols.lpgcn.setup import verification_aad
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
 from fedgraphrec.runtime.rows import decode_rows, encode_rows
+from fedgraphrec.runtime.sealing import Binding, GroupChannel, multicast, party_names
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = [
@@ -49,7 +50,12 @@ Msg = tuple[dict[str, Any], dict[str, np.ndarray]]
 """A message: scalar fields and named NumPy arrays (binary payloads as ``uint8`` matrices)."""
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-_DEGREE_AAD = b"lpgcn/degree|"
+_ANY_CONV = multicast(CONV_CLIENT)
+
+
+def _owner_of(token: bytes) -> str:
+    """The receiver bound into an item-gradient message: whichever convolution-client owns the item."""
+    return f"{CONV_CLIENT}-of:{token.hex()}"
 
 
 def rounds_per_minibatch(n_layers: int) -> int:
@@ -188,8 +194,21 @@ class ShardClient:
             raise RuntimeError("this node has no shared key yet (the 'tokens' round has not run)")
         return SharedKey.from_bytes(bytes(self.st["S"]))
 
-    def _cipher(self) -> PayloadCipher:
-        return PayloadCipher(self._key())
+    def _channel(self) -> GroupChannel:
+        """AES-GCM under per-step sub-keys of S, AD bound to phase, step, sender and receiver."""
+        return GroupChannel(self._key(), "lpgcn")
+
+    def _seal(
+        self, phase: str, step: int, plain: list[bytes], senders: list[str], to: list[str]
+    ) -> list[bytes]:
+        b = Binding("lpgcn", phase, step)
+        return self._channel().seal(b, plain, b.aads(senders, to))
+
+    def _open(
+        self, phase: str, step: int, blobs: list[bytes], senders: list[str], to: list[str]
+    ) -> list[bytes]:
+        b = Binding("lpgcn", phase, step)
+        return self._channel().open(b, blobs, b.aads(senders, to), senders, to)
 
     def _held(self, k: int) -> np.ndarray:
         st = self.st
@@ -197,21 +216,17 @@ class ShardClient:
         virt = st["virt_idx"][st["virt_ptr"][k] : st["virt_ptr"][k + 1]]
         return np.union1d(real, virt)
 
-    @staticmethod
-    def _aads(kind: str, t: int, layer: int, ids: np.ndarray) -> list[bytes]:
-        prefix = f"lpgcn/{kind}/{t}/{layer}|".encode()
-        return [prefix + str(int(u)).encode() for u in ids]
-
     def _seal_rows(self, rows: torch.Tensor, kind: str, t: int, layer: int, ids: np.ndarray) -> np.ndarray:
-        plain = encode_rows(rows)
-        sealed = self._cipher().encrypt_many(plain, self._aads(kind, t, layer, ids))
+        names = party_names(CLIENT, ids.tolist())
+        sealed = self._seal(f"{kind}/l={layer}", t, encode_rows(rows), names, [_ANY_CONV] * len(names))
         width = len(sealed[0]) if sealed else 0
         return pack_blobs(sealed, width)
 
     def _open_rows(self, blob: np.ndarray, kind: str, t: int, layer: int, ids: np.ndarray) -> torch.Tensor:
         if not len(ids):
             return torch.zeros((0, self.s.dim), dtype=self.dtype)
-        plain = self._cipher().decrypt_many(unpack_blobs(blob), self._aads(kind, t, layer, ids))
+        names = party_names(CLIENT, ids.tolist())
+        plain = self._open(f"{kind}/l={layer}", t, unpack_blobs(blob), names, [_ANY_CONV] * len(names))
         return decode_rows(plain, self.s.dim, self.dtype).clone()
 
     # ------------------------------------------------------------------ set-up (Algorithm 2, verification)
@@ -276,9 +291,13 @@ class ShardClient:
             uploads.extend(tok_of[int(i)] for i in held[order])
             counts.append(len(held))
         degrees = np.diff(st["real_ptr"]).astype("<i8")
-        sealed = self._cipher().encrypt_many(
+        names = party_names(CLIENT, self.users.tolist())
+        sealed = self._seal(
+            "setup/degree",
+            -1,
             [int(d).to_bytes(8, "little") for d in degrees],
-            [_DEGREE_AAD + str(int(u)).encode() for u in self.users],
+            names,
+            [_ANY_CONV] * len(names),
         )
         return {}, {
             "tok": pack_blobs(uploads, TOKEN_BYTES),
@@ -353,8 +372,12 @@ class ShardClient:
         nb_deg = np.asarray(
             [
                 int.from_bytes(b, "little")
-                for b in self._cipher().decrypt_many(
-                    unpack_blobs(arrays["nb_deg"]), [_DEGREE_AAD + str(int(u)).encode() for u in nb_users]
+                for b in self._open(
+                    "setup/degree",
+                    -1,
+                    unpack_blobs(arrays["nb_deg"]),
+                    party_names(CLIENT, nb_users.tolist()),
+                    [_ANY_CONV] * len(nb_users),
                 )
             ],
             dtype=np.int64,
@@ -528,8 +551,13 @@ class ShardClient:
         senders = self.users[uniq // len(items_all)]
         tokens = ItemTokenizer(self._key()).tokens(items_all[uniq % len(items_all)])
         bodies = [encode_tensor(torch.stack([d_sum[j], r_sum[j]])) for j in range(len(uniq))]
-        aads = [f"lpgcn/i-grad/{t}|{int(u)}|".encode() + tok for u, tok in zip(senders, tokens, strict=True)]
-        sealed = self._cipher().encrypt_many(bodies, aads)
+        sealed = self._seal(
+            "loss/item-gradients",
+            t,
+            bodies,
+            party_names(CLIENT, senders.tolist()),
+            [_owner_of(k) for k in tokens],
+        )
         self._put("dU", loc.dU)
         self._put("rU", loc.rU)
         self._put("dV", dV)
@@ -551,10 +579,13 @@ class ShardClient:
         g_user = np.asarray(arrays["g_user"], dtype=np.int64)
         if len(g_user):
             tokens = unpack_blobs(arrays["g_tok"])
-            aads = [
-                f"lpgcn/i-grad/{t}|{int(u)}|".encode() + tok for u, tok in zip(g_user, tokens, strict=True)
-            ]
-            bodies = self._cipher().decrypt_many(unpack_blobs(arrays["g_ct"]), aads)
+            bodies = self._open(
+                "loss/item-gradients",
+                t,
+                unpack_blobs(arrays["g_ct"]),
+                party_names(CLIENT, g_user.tolist()),
+                [_owner_of(k) for k in tokens],
+            )
             rows = torch.stack([decode_tensor(b) for b in bodies]).to(self.dtype)
             conv_of_known = np.full(len(st["known"]), -1, dtype=np.int64)
             conv_of_known[st["conv_known"]] = np.arange(len(st["conv_items"]))
