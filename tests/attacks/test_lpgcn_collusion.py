@@ -31,6 +31,27 @@ def test_without_any_client_the_server_is_left_with_a_random_guess() -> None:
     assert s["mean_precision"] == s["mean_random_precision"]
 
 
+def test_the_server_cannot_regenerate_the_tokens_from_the_seed_or_the_ids() -> None:
+    """Without S the tokens are opaque: two set-ups with the same seed share no token, and no token
+    is an item id or a hash of one. (Were S, or the tokens, derived from the run seed, the server
+    could rebuild the id dictionary from config.toml and the guess above would not be random.)"""
+    import hashlib
+
+    def tokens() -> set[bytes]:
+        net, _, _ = _setup(alpha=5)
+        uploads = next(e for e in net.transcript.of("server") if e.phase == "setup/item-tokens").payloads
+        return {p[k : k + 16] for p in uploads for k in range(0, len(p), 16)}
+
+    first, second = tokens(), tokens()
+    assert len(first) > 30 and not first & second
+    guesses = {h(i) for i in range(40) for h in (
+        lambda i: int(i).to_bytes(16, "little"),
+        lambda i: hashlib.sha256(str(i).encode()).digest()[:16],
+        lambda i: hashlib.sha256(int(i).to_bytes(8, "little")).digest()[:16],
+    )}  # fmt: skip
+    assert not first & guesses
+
+
 def test_one_client_with_s_breaks_the_tokens_and_alpha_zero_gives_everything() -> None:
     s = _attack(alpha=0, colluders=[0])
     assert s["mean_held_precision"] == 1.0 and s["mean_recall"] == 1.0 and s["mean_auc"] > 0.99
