@@ -80,3 +80,24 @@ def test_a_flipped_ciphertext_byte_is_rejected(monkeypatch):
     users, pos, neg = next(BPRSampler(train, seed=0).batches(0, 10))
     with pytest.raises(IntegrityError, match="forward/l=1/user-embeddings"):
         fed.train_step(users, pos, neg)
+
+
+def test_secret_cover_is_not_reproducible_from_the_seed_and_changes_no_number():
+    """With secure virtual items the cover differs between two runs of one seed; training is equal."""
+    from fedgraphrec.protocols.lpgcn.setup import sample_virtual_items
+
+    train = random_train(n_users=30, n_items=40, density=0.1, seed=1)
+    seeded = [sample_virtual_items(train, 4, seed=3).toarray() for _ in range(2)]
+    secret = [sample_virtual_items(train, 4, seed=3, secret=True).toarray() for _ in range(2)]
+    assert (seeded[0] == seeded[1]).all()
+    assert not (secret[0] == secret[1]).all()
+    for v in secret:  # still α distinct non-held items per client
+        assert (v.sum(1) == 4).all() and not (v * train.toarray()).any()
+    g = torch.Generator().manual_seed(0)
+    u0 = torch.randn(30, 4, generator=g, dtype=torch.float64)
+    v0 = torch.randn(40, 4, generator=g, dtype=torch.float64)
+    a = LPGCN(train, u0, v0, n_layers=2, alpha=4, seed=2, secret_cover=True)
+    b = LPGCN(train, u0, v0, n_layers=2, alpha=4, seed=2)
+    for users, pos, neg in BPRSampler(train, seed=0).batches(0, 16):
+        assert a.train_step(users, pos, neg).loss == b.train_step(users, pos, neg).loss
+    assert torch.equal(a.item_emb, b.item_emb)

@@ -82,6 +82,9 @@ class TrainConfig:
         checkpoint_every: epochs between checkpoints (0: none).
         threads: torch intra-op threads (0: leave torch's default).
         alpha: LP-GCN virtual items per client.
+        secure_virtual_items: LP-GCN: draw virtual items and the token upload order from the OS
+            CSPRNG (secret from anyone who knows the seed; same numbers, run-dependent byte counts)
+            instead of the run seed (reproducible ledgers, for research runs).
         crypto: ``real`` (every protected payload encrypted) or ``accounted`` (bytes counted as if).
         verify: run the centralized oracle in lockstep and log the largest parameter deviation.
         transcripts: keep what each party received (for audits; memory-hungry on large data).
@@ -144,6 +147,7 @@ class TrainConfig:
     checkpoint_every: int = 1
     threads: int = 0
     alpha: int = 0
+    secure_virtual_items: bool = False
     crypto: str = "accounted"
     verify: bool = False
     transcripts: bool = False

@@ -122,6 +122,7 @@ class LPGCNLearner:
             **network_options(cfg),
             item_w0=tables.get("item_w"),
             paper_literal=cfg.paper_literal,
+            secret_cover=cfg.secure_virtual_items,
         )
 
     def _oracle_tables(self, cfg: TrainConfig, data: Interactions) -> dict[str, torch.Tensor]:

@@ -300,6 +300,12 @@ class Trainer:
             "train_seconds": st.train_seconds,
             "mean_epoch_seconds": st.train_seconds / max(st.epoch, 1),
         }
+        if cfg.protocol == "lpgcn" and cfg.alpha:  # where the secret of the cover came from
+            summary["virtual_items_source"] = (
+                "CSPRNG (os.urandom): secret from anyone who knows the run seed"
+                if cfg.secure_virtual_items
+                else "run seed (reproducible; anyone who knows the seed and S can tell virtual items apart)"
+            )
         if (ledger := self.learner.ledger) is not None:
             per_client = ledger.client_sent + ledger.client_received
             summary["communication"] = {

@@ -10,6 +10,7 @@ they run the cryptography for real.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -122,8 +123,19 @@ def distribute_shared_key(n: int, net: Network, key_client: int) -> KeySetup:
     return KeySetup(shared_key, keypairs)
 
 
+class Uniforms(Protocol):
+    """A source of uniform floats in [0, 1): a seeded numpy generator, or a CSPRNG-backed one."""
+
+    def random(self, size: int) -> np.ndarray:
+        """``size`` uniform floats."""
+        ...
+
+
 def upload_item_tokens(
-    holdings: sp.csr_matrix, net: Network, shared_key: SharedKey | None, order_rng: np.random.Generator
+    holdings: sp.csr_matrix,
+    net: Network,
+    shared_key: SharedKey | None,
+    order_rng: Uniforms | np.random.Generator,
 ) -> np.ndarray:
     """Every client uploads the tokens of its held items; returns the server's column of each item.
 

@@ -93,6 +93,9 @@ class LPGCN:
         reg: :math:`\lambda` of the layer-0 L2 term.
         crypto: ``"real"`` or ``"accounted"``.
         transcripts: keep what each role received (for audits).
+        adversary: an active server that may alter relayed sealed messages (integrity audits).
+        secret_cover: virtual items and upload order from the OS CSPRNG, not the run seed (the
+            numbers are the same; the ledger's byte counts vary from run to run).
     """
 
     def __init__(
@@ -111,6 +114,7 @@ class LPGCN:
         item_w0: torch.Tensor | None = None,
         paper_literal: bool = False,
         adversary: Adversary | None = None,
+        secret_cover: bool = False,
     ) -> None:
         self.backbone = "lightgcn+" if item_w0 is not None else "lightgcn"
         if (user0 is None) == (item_w0 is None):
@@ -128,7 +132,7 @@ class LPGCN:
         self.dim = int(item0.shape[1])
         self.net = Network(train.shape[0], crypto=crypto, transcripts=transcripts, protocol="lpgcn")
         self.net.adversary = adversary  # an active server, for integrity audits
-        setup = initialization(train, alpha, seed, self.net)
+        setup = initialization(train, alpha, seed, self.net, secret_cover=secret_cover)
         self.topology: Topology = setup.topology
         self.shared_key = setup.shared_key
         m = train.shape[1]

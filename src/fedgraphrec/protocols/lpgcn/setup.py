@@ -22,7 +22,9 @@ Gaps resolved as ``lpgcn.md`` §11 recommends: real degrees (G2: the convolution
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -159,16 +161,20 @@ class SetupResult:
     keypairs: list[ClientKeyPair] | None
 
 
-def sample_virtual_items(real: sp.csr_matrix, alpha: int, seed: int) -> sp.csr_matrix:
+def sample_virtual_items(real: sp.csr_matrix, alpha: int, seed: int, secret: bool = False) -> sp.csr_matrix:
     r"""α distinct virtual items per client, uniform over :math:`\mathcal I\setminus\mathcal I_u`.
 
-    Vectorised rejection sampling from the stream ``("lpgcn", "virtual")``; a client that holds
-    more than ``m - α`` items gets all its non-held items.
+    Vectorised rejection sampling; a client that holds more than ``m - α`` items gets all its
+    non-held items. Virtual items hide the real ones from the server and from clients colluding
+    with it, so they are a client's secret: with ``secret`` they are drawn from the OS CSPRNG (the
+    default of a deployment). Without it they come from the run seed's stream
+    ``("lpgcn", "virtual")``, which makes ledgers reproducible for research runs, but lets anyone who
+    knows the seed and :math:`S` tell virtual from real items (``SECURITY.md``).
     """
     n, m = real.shape
     if alpha <= 0:
         return sp.csr_matrix((n, m), dtype=np.float32)
-    rng = numpy_rng(seed, "lpgcn", "virtual")
+    rng: _Draws = _CsprngDraws() if secret else numpy_rng(seed, "lpgcn", "virtual")
     real_keys = np.sort(np.repeat(np.arange(n, dtype=np.int64), np.diff(real.indptr)) * m + real.indices)
     need = np.minimum(alpha, m - np.diff(real.indptr)).astype(np.int64)
     chosen_u: list[np.ndarray] = []
@@ -197,6 +203,24 @@ def sample_virtual_items(real: sp.csr_matrix, alpha: int, seed: int) -> sp.csr_m
     return binary_csr(np.concatenate(chosen_u), np.concatenate(chosen_i), n, m)
 
 
+class _Draws(Protocol):
+    def integers(self, low: int, high: int, size: int) -> np.ndarray: ...
+
+    def random(self, size: int) -> np.ndarray: ...
+
+
+class _CsprngDraws:
+    """Uniform integers and floats from ``os.urandom`` (64-bit words; bias ≤ high / 2^64)."""
+
+    def integers(self, low: int, high: int, size: int) -> np.ndarray:
+        words = np.frombuffer(os.urandom(8 * int(size)), dtype=np.uint64)
+        return (words % np.uint64(high - low)).astype(np.int64) + low
+
+    def random(self, size: int) -> np.ndarray:
+        words = np.frombuffer(os.urandom(8 * int(size)), dtype=np.uint64)
+        return (words >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
 def _neighbour_pairs(real: sp.csr_matrix, conv_of_item: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     coo = real.tocoo()
     conv = conv_of_item[coo.col]
@@ -210,14 +234,17 @@ def initialization(
     alpha: int,
     seed: int,
     net: Network,
+    secret_cover: bool = False,
 ) -> SetupResult:
     """Algorithms 2 and 3 plus verification; records every set-up message in ``net``'s ledger.
 
     Args:
         real: the training interactions (client u's row is its private data).
         alpha: virtual items per client.
-        seed: run seed (virtual items, the key-client, the assignment).
+        seed: run seed (the key-client, the assignment; virtual items and the token upload order
+            unless ``secret_cover``).
         net: the runtime; in ``real`` crypto mode keys, tokens and answers are computed for real.
+        secret_cover: draw every client's virtual items and upload order from the OS CSPRNG.
     """
     real = sp.csr_matrix(real, dtype=np.float32)
     n = real.shape[0]
@@ -228,12 +255,13 @@ def initialization(
     shared_key, keypairs = keys.shared_key, keys.keypairs
 
     # --- Algorithm 2, lines 8-14: virtual items, encrypted item IDs ------------------------------
-    virtual = sample_virtual_items(real, alpha, seed)
+    virtual = sample_virtual_items(real, alpha, seed, secret=secret_cover)
     holdings = sp.csr_matrix(real + virtual)
     holdings.data[:] = 1.0
     holdings.sort_indices()
     held = np.diff(holdings.indptr)
-    token_of_item = upload_item_tokens(holdings, net, shared_key, numpy_rng(seed, "lpgcn", "upload-order"))
+    order_rng: _Draws = _CsprngDraws() if secret_cover else numpy_rng(seed, "lpgcn", "upload-order")
+    token_of_item = upload_item_tokens(holdings, net, shared_key, order_rng)
 
     # --- Algorithm 3: the server's token graph, set cover, assignment ----------------------------
     server_view = sp.csr_matrix(
