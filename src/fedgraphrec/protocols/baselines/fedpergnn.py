@@ -176,7 +176,7 @@ class FedPerGNN:
             columns = t.indices  # the same partition of pairs into columns, without the cipher
         self.net.transmit(
             "setup/expand-upload", "client", THIRD_PARTY, n_items * TOKEN_BYTES + d * size,
-            kind="item-tokens-and-embedding", protected=True, payloads=payloads,
+            kind="item-tokens-and-embedding", protection="pseudonymous", payloads=payloads,
             senders=np.arange(t.shape[0]),
         )  # fmt: skip
         n_cols = int(columns.max()) + 1 if len(columns) else 0

@@ -135,7 +135,9 @@ class P4GCN:
         """Transmit ``enc`` (serialised bytes in ``real`` mode) and return it as delivered."""
         payloads = self.backend.to_bytes(enc) if self.net.real else [enc]
         size = self.backend.nbytes(enc)
-        self.net.transmit(phase, sender, receiver, size, kind=kind, protected=True, payloads=[payloads])
+        self.net.transmit(
+            phase, sender, receiver, size, kind=kind, protection="homomorphic", payloads=[payloads]
+        )
         return enc
 
     def train_batch(self, idx: np.ndarray) -> float:
