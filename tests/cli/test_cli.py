@@ -235,7 +235,7 @@ def test_fedgrec_below_secagg_threshold_fails_cleanly(tmp_path):
         ],
     )
     assert res.exit_code == 2
-    assert "secure aggregation aborted" in res.output and "below the threshold 15" in res.output
+    assert "secure aggregation aborted" in res.output and "below the threshold 18" in res.output
     assert "Traceback" not in res.output
 
 

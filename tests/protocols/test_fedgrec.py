@@ -137,11 +137,11 @@ class TestRound:
 class TestDropout:
     def test_users_lost_before_upload_keep_their_state(self) -> None:
         train = random_train(16, 14, seed=9)
-        p = _make(train, clients_per_round=10, dropout_before=0.3, dropout_after=0.2)
+        p = _make(train, clients_per_round=10, dropout_before=0.3, dropout_after=0.1)
         rs = p.sample(0)
         U_before = p.U.clone()
         rec = p.train_round(0)
-        assert rec.lost == 3 and rec.recovered == 2 and len(rs.drop_before) == 3
+        assert rec.lost == 3 and rec.recovered == 1 and len(rs.drop_before) == 3
         lost = torch.from_numpy(rs.drop_before)
         assert torch.equal(p.U[:, lost], U_before[:, lost])
         kept = torch.from_numpy(np.setdiff1d(rs.clients, rs.drop_before))
@@ -152,9 +152,19 @@ class TestDropout:
 
     def test_refuses_below_threshold(self) -> None:
         train = random_train(16, 14, seed=10)
-        p = _make(train, clients_per_round=10, dropout_before=0.6, secagg_threshold=0.5)
+        p = _make(
+            train, clients_per_round=10, dropout_before=0.6, secagg_threshold=0.5, secagg_semi_honest=True
+        )
         with pytest.raises(SecAggAbortError, match="only 4 clients left, below the threshold 5"):
             p.train_round(0)
+
+    def test_a_threshold_at_or_below_half_needs_the_semi_honest_flag(self) -> None:
+        from fedgraphrec.protocols.fedgrec import FedGRecSettings
+
+        with pytest.raises(ValueError, match=r"secagg_threshold must exceed 0.5 \(t > n/2\).*dropouts"):
+            FedGRecSettings(secagg_threshold=0.5)
+        assert FedGRecSettings(secagg_threshold=0.5, secagg_semi_honest=True).secagg_threshold == 0.5
+        assert FedGRecSettings().secagg_threshold > 0.5
 
     def test_bad_settings_name_the_parameter(self) -> None:
         with pytest.raises(ValueError, match="aggregation"):

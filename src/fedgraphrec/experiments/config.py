@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
+from fedgraphrec.protocols.secure_aggregation import check_threshold
 
 __all__ = ["ConfigError", "TrainConfig", "load_config"]
 
@@ -102,7 +103,9 @@ class TrainConfig:
         eval_latents: FedGRec user latents at evaluation: ``refresh`` or ``stored``.
         dropout_before: fraction of a round's users lost before uploading.
         dropout_after: fraction lost after uploading (secure aggregation recovers them).
-        secagg_threshold: fraction of a round's users secure aggregation needs at every stage.
+        secagg_threshold: fraction of a round's users secure aggregation needs at every stage;
+            must exceed 0.5 (t > n/2, safe against a malicious server; tolerates n - t dropouts).
+        secagg_semi_honest: accept secagg_threshold <= 0.5 (an honest-but-curious server only).
         frac_bits: fixed-point fractional bits of secure aggregation.
         loss: FedGRec-family local loss: ``bpr`` or ``mse`` (FCF).
         confidence: FCF's ``α``.
@@ -164,6 +167,7 @@ class TrainConfig:
     dropout_before: float = _FEDGREC.dropout_before
     dropout_after: float = _FEDGREC.dropout_after
     secagg_threshold: float = _FEDGREC.secagg_threshold
+    secagg_semi_honest: bool = _FEDGREC.secagg_semi_honest
     frac_bits: int = _FEDGREC.frac_bits
     loss: str = _FEDGREC.loss
     confidence: float = _FEDGREC.confidence
@@ -246,6 +250,10 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        try:
+            check_threshold(self.secagg_threshold, self.secagg_semi_honest)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         if self.device != "cpu":
             if self.protocol != "fedgrec":
                 raise ConfigError(

@@ -75,7 +75,7 @@ class FlowerJob:
     lr: float = 0.05
     reg: float = 1e-3
     frac_bits: int = 40
-    secagg_threshold: float = 0.5
+    secagg_threshold: float = 0.6
     out: str = ""
     stage_timeout: float = 0.0
     min_nodes: int = 1

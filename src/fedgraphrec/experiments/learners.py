@@ -227,6 +227,7 @@ class FedMFLearner(LPGCNLearner):
             **network_options(cfg),
             frac_bits=cfg.frac_bits,
             secagg_threshold=cfg.secagg_threshold,
+            secagg_semi_honest=cfg.secagg_semi_honest,
         )
 
 
@@ -252,6 +253,7 @@ class PGCNLearner(LPGCNLearner):
             **network_options(cfg),
             frac_bits=cfg.frac_bits,
             secagg_threshold=cfg.secagg_threshold,
+            secagg_semi_honest=cfg.secagg_semi_honest,
         )
 
 

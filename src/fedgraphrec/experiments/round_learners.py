@@ -105,6 +105,7 @@ class FedNCFLearner(_LossRoundLearner):
             **network_options(cfg),
             frac_bits=cfg.frac_bits,
             secagg_threshold=cfg.secagg_threshold,
+            secagg_semi_honest=cfg.secagg_semi_honest,
         )
         self.last_round: dict[str, int] = {}
 

@@ -39,6 +39,7 @@ __all__ = [
     "AggregateResult",
     "SecureSum",
     "SparseUpload",
+    "check_threshold",
     "plain_aggregate",
     "secure_aggregate",
     "threshold_for",
@@ -52,6 +53,27 @@ The in-process default is :func:`~fedgraphrec.crypto.secagg.secure_sum`; an engi
 processes (``fedgraphrec.runtime.flower``) passes one that runs each stage on the nodes hosting the
 clients. Its result names who actually took part, which may include clients that really went offline.
 """
+
+
+def check_threshold(fraction: float, semi_honest: bool = False) -> None:
+    """Refuse a secure-aggregation threshold fraction that does not hold against the assumed server.
+
+    ``t = ceil(fraction · n)`` survivors are needed at every stage. Against a server that may act
+    maliciously (the model Flower's SecAgg+ documents), ``t > n/2`` is required: otherwise the server
+    can tell two halves of the clients different survivor sets and collect, for one client, both the
+    shares of its self mask and those of its pairwise key, unmasking its input. The trade-off: a
+    higher ``t`` tolerates fewer dropouts (at most ``n − t`` per round). ``semi_honest=True`` accepts
+    ``fraction ≤ 1/2`` for an honest-but-curious server only.
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"secagg_threshold must be in (0, 1], got {fraction}")
+    if fraction <= 0.5 and not semi_honest:
+        raise ValueError(
+            f"secagg_threshold must exceed 0.5 (t > n/2) so that secure aggregation holds against a "
+            f"malicious server; got {fraction}. A higher threshold tolerates fewer dropouts (at most "
+            "n - t); set secagg_semi_honest = true to accept a lower one against an honest-but-curious "
+            "server only"
+        )
 
 
 def threshold_for(n_clients: int, fraction: float) -> int:

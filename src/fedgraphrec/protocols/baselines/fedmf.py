@@ -28,7 +28,12 @@ import torch
 
 from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.protocols.common import CLIENT, SERVER, StepRecord, local_bpr
-from fedgraphrec.protocols.secure_aggregation import SparseUpload, secure_aggregate, threshold_for
+from fedgraphrec.protocols.secure_aggregation import (
+    SparseUpload,
+    check_threshold,
+    secure_aggregate,
+    threshold_for,
+)
 from fedgraphrec.runtime import CryptoMode, Network
 
 __all__ = ["FedMF"]
@@ -48,7 +53,9 @@ class FedMF:
             encodings directly and counts the same bytes.
         transcripts: keep what each party received.
         frac_bits: fixed-point fractional bits of the secure sum.
-        secagg_threshold: fraction of a minibatch's users secure aggregation needs.
+        secagg_threshold: fraction of a minibatch's users secure aggregation needs (> 0.5; see
+            :func:`~fedgraphrec.protocols.secure_aggregation.check_threshold`).
+        secagg_semi_honest: accept a threshold <= 0.5 (honest-but-curious server only).
     """
 
     def __init__(
@@ -63,7 +70,8 @@ class FedMF:
         crypto: CryptoMode = "accounted",
         transcripts: bool = False,
         frac_bits: int = 32,
-        secagg_threshold: float = 0.5,
+        secagg_threshold: float = 0.6,
+        secagg_semi_honest: bool = False,
     ) -> None:
         self.n_users, self.n_items = train.shape
         self.seed = seed
@@ -73,6 +81,7 @@ class FedMF:
         self.optimizer = torch.optim.Adam([self.user, self.item], lr=lr)
         self.net = Network(self.n_users, crypto, transcripts)
         self.fp = FixedPoint(frac_bits)
+        check_threshold(secagg_threshold, secagg_semi_honest)
         self.secagg_threshold = secagg_threshold
         self.step_index = 0
 

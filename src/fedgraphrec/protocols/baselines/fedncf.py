@@ -26,7 +26,12 @@ import torch.nn.functional as F
 from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.models import NCF
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample, sample_round
-from fedgraphrec.protocols.secure_aggregation import SparseUpload, secure_aggregate, threshold_for
+from fedgraphrec.protocols.secure_aggregation import (
+    SparseUpload,
+    check_threshold,
+    secure_aggregate,
+    threshold_for,
+)
 from fedgraphrec.runtime import CryptoMode, Network
 
 __all__ = ["FedNCF", "ncf_pair_logits"]
@@ -83,7 +88,8 @@ class FedNCF:
         crypto: CryptoMode = "accounted",
         transcripts: bool = False,
         frac_bits: int = 32,
-        secagg_threshold: float = 0.5,
+        secagg_threshold: float = 0.6,
+        secagg_semi_honest: bool = False,
     ) -> None:
         self.train = sp.csr_matrix(train)
         self.model = model
@@ -96,6 +102,7 @@ class FedNCF:
         self.lr, self.reg = lr, reg
         self.net = Network(train.shape[0], crypto, transcripts)
         self.fp = FixedPoint(frac_bits)
+        check_threshold(secagg_threshold, secagg_semi_honest)
         self.secagg_threshold = secagg_threshold
 
     def sample(self, round_index: int) -> RoundSample:

@@ -44,7 +44,12 @@ from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.models.lightgcn import fism_operator
 from fedgraphrec.models.propagation import NormalizedBipartite, propagate, spmm, torch_csr
 from fedgraphrec.protocols.common import StepRecord, local_bpr
-from fedgraphrec.protocols.secure_aggregation import SparseUpload, secure_aggregate, threshold_for
+from fedgraphrec.protocols.secure_aggregation import (
+    SparseUpload,
+    check_threshold,
+    secure_aggregate,
+    threshold_for,
+)
 from fedgraphrec.runtime import CryptoMode, Network
 
 __all__ = ["PGCN", "participant_edges", "star_backward"]
@@ -114,7 +119,8 @@ class PGCN:
         crypto: CryptoMode = "accounted",
         transcripts: bool = False,
         frac_bits: int = 32,
-        secagg_threshold: float = 0.5,
+        secagg_threshold: float = 0.6,
+        secagg_semi_honest: bool = False,
     ) -> None:
         if n_layers < 0:
             raise ValueError(f"n_layers must be >= 0, got {n_layers}")
@@ -133,6 +139,7 @@ class PGCN:
         self.optimizer = torch.optim.Adam([self.item, self.item_w], lr=lr)
         self.net = Network(self.n_users, crypto, transcripts)
         self.fp = FixedPoint(frac_bits)
+        check_threshold(secagg_threshold, secagg_semi_honest)
         self.secagg_threshold = secagg_threshold
         self.step_index = 0
 

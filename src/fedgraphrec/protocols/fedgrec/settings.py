@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fedgraphrec.protocols.secure_aggregation import check_threshold
+
 __all__ = ["AGGREGATIONS", "ITEM_AGGREGATIONS", "FedGRecSettings"]
 
 AGGREGATIONS = ("mean", "last", "concat")
@@ -33,7 +35,14 @@ class FedGRecSettings:
             (their work is lost; secure aggregation removes their masks).
         dropout_after: fraction that go offline after uploading, before unmasking (their update
             still counts; secure aggregation recovers their self masks).
-        secagg_threshold: fraction of the participants that secure aggregation needs at every stage.
+        secagg_threshold: fraction of the participants that secure aggregation needs at every stage
+            (``t = ceil(fraction · n)``). It must exceed 1/2: against a server that may act
+            maliciously (as Flower's SecAgg+ documents), ``t > n/2`` stops it from showing two halves
+            of the clients different survivor sets and collecting, for one client, both the shares of
+            its self mask and of its pairwise key. The trade-off: a higher ``t`` resists a server
+            with more colluding clients but tolerates fewer dropouts (at most ``n − t`` per round).
+        secagg_semi_honest: allow ``secagg_threshold ≤ 1/2``, protecting only against an
+            honest-but-curious server (more dropouts tolerated).
         frac_bits: fixed-point fractional bits of the secure-aggregation ring encoding.
         loss: ``bpr`` (FedGRec, FedeRank) or ``mse``: FCF's confidence-weighted squared error
             ``(1+α)(1 − ŷ_ui)² + ŷ_uj²`` over the same (positive, sampled negative) pairs.
@@ -58,7 +67,8 @@ class FedGRecSettings:
     eval_latents: str = "refresh"
     dropout_before: float = 0.0
     dropout_after: float = 0.0
-    secagg_threshold: float = 0.5
+    secagg_threshold: float = 0.6
+    secagg_semi_honest: bool = False
     frac_bits: int = 32
     loss: str = "bpr"
     confidence: float = 1.0
@@ -88,10 +98,6 @@ class FedGRecSettings:
             ),
             (0 <= self.dropout_before < 1, f"dropout_before must be in [0, 1), got {self.dropout_before}"),
             (0 <= self.dropout_after < 1, f"dropout_after must be in [0, 1), got {self.dropout_after}"),
-            (
-                0 < self.secagg_threshold <= 1,
-                f"secagg_threshold must be in (0, 1], got {self.secagg_threshold}",
-            ),
             (8 <= self.frac_bits <= 48, f"frac_bits must be in [8, 48], got {self.frac_bits}"),
             (not (self.aggregation == "last" and self.K == 0), "aggregation='last' needs K >= 1"),
             (self.loss in ("bpr", "mse"), f"loss must be 'bpr' or 'mse', got {self.loss!r}"),
@@ -105,6 +111,7 @@ class FedGRecSettings:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+        check_threshold(self.secagg_threshold, self.secagg_semi_honest)
 
     def layer_weights(self) -> list[float]:
         """``α_0 … α_K`` of the representation ``ē = Σ_k α_k e^k`` (``concat`` uses 1 per order)."""
