@@ -45,7 +45,7 @@ class FlowerJob:
     """A FedGRec or LP-GCN run (Flower ``run_config`` keys are these names with ``-`` for ``_``).
 
     Attributes:
-        protocol: ``"fedgrec"`` (the fields below up to ``secagg_threshold``) or ``"lpgcn"`` (the
+        protocol: ``"fedgrec"`` (the fields below up to ``secagg_semi_honest``) or ``"lpgcn"`` (the
             fields from ``train_config`` on; see :meth:`lpgcn_config`).
         dataset: ``"synthetic"`` (sized by ``users``/``items``/``mean_degree``) or a registry name
             such as ``"ml-100k"`` (needs ``FEDGRAPHREC_DATA``).
@@ -76,6 +76,7 @@ class FlowerJob:
     reg: float = 1e-3
     frac_bits: int = 40
     secagg_threshold: float = 0.6
+    secagg_semi_honest: bool = False
     out: str = ""
     stage_timeout: float = 0.0
     min_nodes: int = 1
@@ -166,6 +167,7 @@ class FlowerJob:
             reg=self.reg,
             frac_bits=self.frac_bits,
             secagg_threshold=self.secagg_threshold,
+            secagg_semi_honest=self.secagg_semi_honest,
         )
 
     def data(self) -> Interactions:
