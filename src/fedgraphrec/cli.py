@@ -371,7 +371,10 @@ def audit(
         str, typer.Argument(help="fedgrec, federank, fcf, lpgcn, gnn4fr, p4gcn, dgrec, or 'integrity'.")
     ],
     target: Annotated[
-        str | None, typer.Argument(help="With 'integrity': the protocol to attack (lpgcn, gnn4fr, fedgrec).")
+        str | None,
+        typer.Argument(
+            help="With 'integrity': the protocol to attack (lpgcn, gnn4fr, fedgrec, fedmf, fedncf, pgcn)."
+        ),
     ] = None,
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML configuration file.")] = None,
@@ -400,7 +403,10 @@ def audit(
             from fedgraphrec.experiments.audit_integrity import audit_integrity
 
             if target is None:
-                raise ValueError("audit integrity: name the protocol to attack (lpgcn, gnn4fr or fedgrec)")
+                raise ValueError(
+                    "audit integrity: name the protocol to attack "
+                    "(lpgcn, gnn4fr, fedgrec, fedmf, fedncf or pgcn)"
+                )
             cfg = load_config(
                 config, ["dataset_options.n_users=40", "dataset_options.n_items=60", *(overrides or [])],
                 protocol=target, dataset=dataset or "synthetic", dim=8, n_layers=2, batch_size=64, seed=seed,
@@ -447,16 +453,25 @@ def dgrec_cmd(
     ] = 1.0,
     lr: Annotated[float | None, typer.Option(help="SGD learning rate.")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Result folder.")] = Path("results/dgrec/runs"),
+    secure_noise: Annotated[
+        bool,
+        typer.Option(
+            "--secure-noise",
+            help="Draw the LDP randomness from the OS CSPRNG (a guarantee; not reproducible).",
+        ),
+    ] = False,
 ) -> None:
     """Train DGREC (decentralised, one-bit LDP gradient flooding) or a variant; write one JSON."""
     from fedgraphrec.data import DataError
     from fedgraphrec.experiments.dgrec import run_and_save
 
     try:
-        res = run_and_save(dataset, variant, seed, epochs, out_dir, centres, public_ratio, lr)
+        res = run_and_save(
+            dataset, variant, seed, epochs, out_dir, centres, public_ratio, lr, secure_noise=secure_noise
+        )
     except (DataError, ValueError) as exc:
         raise _fail(str(exc)) from None
-    out.print(json.dumps({k: res[k] for k in ("variant", "seed", "metrics", "seconds")}))
+    out.print(json.dumps({k: res[k] for k in ("variant", "seed", "metrics", "noise_source", "seconds")}))
 
 
 @app.command()

@@ -347,6 +347,29 @@ def test_train_pgcn_and_fedpergnn(tmp_path, protocol, model):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["protocol"] == protocol and summary["communication"]["total_bytes"] > 0
     assert 0.0 <= summary["test"]["recall@5"] <= 1.0
+    if protocol == "fedpergnn":
+        assert summary["noise_source"].startswith("seeded")
+
+
+def test_secure_noise_is_reported_and_refused_where_there_is_no_noise(tmp_path):
+    args = [
+        "train",
+        "fedpergnn",
+        "--epochs",
+        "1",
+        "--no-progress",
+        *TINY,
+        *FEDGREC,
+        "--set",
+        "secure_noise=true",
+    ]
+    res = runner.invoke(app, [*args, "--out", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "a" / "summary.json").read_text())["noise_source"].startswith("csprng")
+    res = runner.invoke(
+        app, ["train", "lpgcn", *TINY, "--set", "secure_noise=true", "--out", str(tmp_path / "b")]
+    )
+    assert res.exit_code == 2 and "secure_noise applies to" in res.output and not (tmp_path / "b").exists()
 
 
 def test_pgcn_refuses_the_wrong_backbone(tmp_path):

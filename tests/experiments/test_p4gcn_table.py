@@ -44,6 +44,20 @@ def test_every_method_runs(method: str) -> None:
     assert 0 < res["test_rmse"] < 5 and 0 < res["test_mae"] <= res["test_rmse"] + 1e-12
     if method == "p4gcn":
         assert 0 < res["epsilon_spent"] <= 5.0 + 1e-9
+        privacy = res["privacy"]
+        assert privacy["dp_guarantee"] is True and privacy["delta"] == 1e-4 and "GDP" in privacy["accountant"]
+    if method == "p4gcn-gcn*":
+        assert res["privacy"]["dp_guarantee"] is False and res["privacy"]["epsilon_spent"] is None
+
+
+def test_the_paper_calibration_is_labelled_not_a_guarantee() -> None:
+    args = argparse.Namespace(
+        dim=8, layers=2, lr=1e-2, batch=16, epochs=1, patience=2, beta=1.0, social_lr=1.0,
+        social_reg=1e-2, clip=0.1, eps=5.0, sensitivity="paper-local",
+    )  # fmt: skip
+    privacy = p4gcn_table.run_method("p4gcn", _ratings(), 0, args)["privacy"]
+    assert privacy["sensitivity"] == "paper-local" and privacy["dp_guarantee"] is False
+    assert "no DP guarantee" in privacy["note"]
 
 
 def test_packed_ckks_backend_matches_plain() -> None:

@@ -8,8 +8,8 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.evaluation.ranking import evaluate_embeddings
+from fedgraphrec.privacy.noise_source import laplace_from_uniform
 from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings, ModelConfig
-from fedgraphrec.protocols.dgrec.trainer import laplace_from_uniform
 from fedgraphrec.seeding import numpy_rng
 
 
@@ -69,3 +69,23 @@ def test_a_diverged_member_stops_training_with_a_clear_error() -> None:
     rec.models.params["user"][2] = float("nan")
     with pytest.raises(FloatingPointError, match=r"users \[2\].*lr=0.5"):
         rec.group_step({0: {1, 2}, 1: {0}, 2: {0}}, numpy_rng(0, "probe"))
+
+
+def _toy_one_bit(secure: bool) -> DGREC:
+    rng = np.random.default_rng(0)
+    train = (sp.random(30, 25, density=0.2, random_state=rng, format="csr") > 0).astype(np.float64).tocsr()
+    social = (sp.random(30, 30, density=0.2, random_state=rng, format="csr") > 0).astype(np.float64).tocsr()
+    s = DGRECSettings(model=ModelConfig(kind="mf", d=4), hops=1, lr=0.5, secure_noise=secure)
+    return DGREC(train, social, sp.identity(25, format="csr"), s, seed=0)
+
+
+def test_secure_noise_draws_one_bit_encodings_the_seed_cannot_regenerate() -> None:
+    links = {0: {1, 2}, 1: {0}, 2: {0}}
+    runs = {secure: [_toy_one_bit(secure) for _ in range(2)] for secure in (False, True)}
+    for recs in runs.values():
+        for rec in recs:
+            rec.group_step(links, numpy_rng(0, "probe"))
+    seeded, secure = runs[False], runs[True]
+    assert seeded[0].noise.name == "seeded" and secure[0].noise.name == "csprng"
+    assert torch.equal(seeded[0].models.params["E"], seeded[1].models.params["E"])
+    assert not torch.equal(secure[0].models.params["E"], secure[1].models.params["E"])

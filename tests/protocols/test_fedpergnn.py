@@ -122,3 +122,23 @@ def test_training_lowers_the_loss() -> None:
     fed = _make(random_train(20, 15, density=0.3), clients_per_round=20, n_pseudo=2)
     losses = [fed.train_round(r)[0] for r in range(40)]
     assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:5])
+
+
+def _uploaded_values(fed: FedPerGNN) -> np.ndarray:
+    fed.train_round(0)
+    (entry,) = [e for e in fed.net.transcript.of("server") if e.kind == "plain-upload"]
+    return np.concatenate([np.asarray(p[0][1]).ravel() for p in entry.payloads])
+
+
+def test_secure_noise_cannot_be_regenerated_from_the_seed() -> None:
+    """Seeded LDP noise is the same in two runs of one seed (so whoever has the seed can subtract it);
+    secure noise is not, while the clipped signal underneath is the same."""
+    train = random_train(14, 30, density=0.2)
+    opts = dict(transcripts=True, n_pseudo=0, ldp_clip=0.05, ldp_scale=0.01)
+    seeded = [_uploaded_values(_make(train, **opts)) for _ in range(2)]
+    np.testing.assert_array_equal(seeded[0], seeded[1])
+    secure = [_uploaded_values(_make(train, secure_noise=True, **opts)) for _ in range(2)]
+    diff = secure[0] - secure[1]
+    assert np.all(diff != 0)
+    # two independent Laplace(λ) draws differ with standard deviation 2λ
+    assert diff.std() == pytest.approx(2 * 0.01, rel=0.3)

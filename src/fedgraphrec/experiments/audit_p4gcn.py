@@ -81,6 +81,8 @@ def _arm(data: Ratings, eps: float | None, epochs: int, seed: int, dim: int) -> 
         "eps": eps,
         "releases_K": proto.releases,
         "epsilon_spent": _spent(proto, cfg.delta) if cfg.noise else None,
+        "sensitivity": cfg.sensitivity,
+        "dp_guarantee": cfg.noise and cfg.sensitivity == "global",
         "mean_noise_row_norm": float(np.mean(proto.p2.sigma) * np.sqrt(dim)),
         **_signal(proto),
         "train_seconds": time.perf_counter() - t0,

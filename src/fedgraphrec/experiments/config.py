@@ -118,6 +118,9 @@ class TrainConfig:
         n_pseudo: FedPerGNN pseudo-interacted items per user and round.
         ldp_clip: FedPerGNN per-coordinate clipping ``δ`` of uploads (0: none).
         ldp_scale: FedPerGNN Laplace noise scale ``λ`` (0: none).
+        secure_noise: draw DP/LDP noise (FedPerGNN's Laplace) from the OS CSPRNG instead of the run
+            seed: the stated ε then holds against whoever has ``config.toml``; metrics are no longer
+            reproducible bit for bit. ``summary.json`` records ``noise_source``.
         local_graph: FedPerGNN expands users' local graphs (``false``: ``h_u = e_u``, federated MF
             with the same uploads; DGREC's FedRec baseline).
         ncf_hidden: NCF's MLP widths (empty: ``[2d, d]`` centralized as LP-GCN's NCF, ``[32, 16, 8]``
@@ -182,6 +185,7 @@ class TrainConfig:
     ldp_clip: float = 0.01
     ldp_scale: float = 0.001
     local_graph: bool = True
+    secure_noise: bool = False
 
     def validate(self) -> None:
         """Check ranges and choices; raise :class:`ConfigError` naming the parameter."""
@@ -238,6 +242,11 @@ class TrainConfig:
             (self.n_pseudo >= 0, f"n_pseudo must be >= 0; got {self.n_pseudo}"),
             (self.ldp_clip >= 0, f"ldp_clip must be >= 0; got {self.ldp_clip}"),
             (self.ldp_scale >= 0, f"ldp_scale must be >= 0; got {self.ldp_scale}"),
+            (
+                not self.secure_noise or self.protocol == "fedpergnn",
+                f"secure_noise applies to protocols that add DP noise (fedpergnn here; p4gcn and dgrec "
+                f"take --secure-noise); got protocol={self.protocol!r}",
+            ),
             (
                 self.local_graph or self.protocol == "fedpergnn",
                 f"local_graph=false applies to protocol fedpergnn only; got protocol={self.protocol!r}",

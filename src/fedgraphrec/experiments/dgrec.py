@@ -169,6 +169,7 @@ def run(dataset: str, variant: str, seed: int, epochs: int, **overrides: Any) ->
         "seed": seed,
         "epochs": epochs,
         "settings": asdict(s),
+        "noise_source": rec.noise.name,
         "loss_curve": curve,
         "metrics": metrics,
         "n_s": n_s,
@@ -194,14 +195,20 @@ def run_and_save(
     fanout: int | None = None,
     n_interests: int | None = None,
     d_interest: int | None = None,
+    secure_noise: bool = False,
 ) -> dict[str, Any]:
     """Run one variant and write ``<out>/<dataset>_<variant>_r<ratio>_s<seed>.json``.
 
     ``lr``, ``delta`` (clip bound δ), ``beta`` (sharing budget β), ``hops`` (H), ``fanout`` (n_u),
-    ``n_interests`` (n_i) and ``d_interest`` (d_i): the variant's values when None.
+    ``n_interests`` (n_i) and ``d_interest`` (d_i): the variant's values when None. ``secure_noise``
+    draws the LDP randomness from the OS CSPRNG (the record's ``noise_source`` says which).
     """
     torch.set_num_threads(1)
-    over: dict[str, Any] = {"centres_per_epoch": centres, "public_ratio": public_ratio}
+    over: dict[str, Any] = {
+        "centres_per_epoch": centres,
+        "public_ratio": public_ratio,
+        "secure_noise": secure_noise,
+    }
     for key, value in (("lr", lr), ("delta", delta), ("beta", beta), ("hops", hops), ("fanout", fanout)):
         if value is not None:
             over[key] = value
@@ -249,12 +256,16 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--out", default="results/dgrec/runs")
     ap.add_argument("--summarize", action="store_true", help="print the table of the runs in --out and exit")
+    ap.add_argument("--secure-noise", action="store_true", help="LDP randomness from the OS CSPRNG")
     a = ap.parse_args()
     if a.summarize:
         print(summarize(a.out), end="")
         return
-    res = run_and_save(a.dataset, a.variant, a.seed, a.epochs, a.out, a.centres, a.public_ratio, a.lr)
-    print(json.dumps({k: res[k] for k in ("variant", "seed", "metrics", "seconds")}))
+    res = run_and_save(
+        a.dataset, a.variant, a.seed, a.epochs, a.out, a.centres, a.public_ratio, a.lr,
+        secure_noise=a.secure_noise,
+    )  # fmt: skip
+    print(json.dumps({k: res[k] for k in ("variant", "seed", "metrics", "noise_source", "seconds")}))
 
 
 if __name__ == "__main__":

@@ -142,6 +142,7 @@ class FedPerGNNLearner(_LossRoundLearner):
             n_pseudo=cfg.n_pseudo,
             ldp_clip=cfg.ldp_clip,
             ldp_scale=cfg.ldp_scale,
+            secure_noise=cfg.secure_noise,
             expand=cfg.local_graph,
             **network_options(cfg),
         )

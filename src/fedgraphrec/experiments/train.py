@@ -306,6 +306,12 @@ class Trainer:
                 if cfg.secure_virtual_items
                 else "run seed (reproducible; anyone who knows the seed and S can tell virtual items apart)"
             )
+        if cfg.protocol == "fedpergnn" and cfg.ldp_scale:  # where the LDP noise came from
+            summary["noise_source"] = (
+                "csprng (os.urandom-keyed ChaCha20): the stated ε holds against whoever knows the seed"
+                if cfg.secure_noise
+                else "seeded (reproducible; anyone with config.toml can regenerate the noise)"
+            )
         if (ledger := self.learner.ledger) is not None:
             per_client = ledger.client_sent + ledger.client_received
             summary["communication"] = {

@@ -29,6 +29,8 @@ from typing import Literal
 
 import torch
 
+from fedgraphrec.privacy.noise_source import NoiseSource, SeededNoise
+
 __all__ = [
     "OneBitAccounting",
     "accounting",
@@ -56,14 +58,17 @@ def prob_plus_one(grad: torch.Tensor, delta: float, beta: float) -> torch.Tensor
     return 1.0 / (e + 1.0) + (e - 1.0) * (clipped + delta) / (2.0 * (e + 1.0) * delta)
 
 
-def encode(grad: torch.Tensor, delta: float, beta: float, generator: torch.Generator) -> torch.Tensor:
+def encode(
+    grad: torch.Tensor, delta: float, beta: float, generator: torch.Generator | NoiseSource
+) -> torch.Tensor:
     """One-bit encoding of ``grad``: a tensor of the same shape holding only ``-1`` and ``+1`` (int8).
 
     Args:
         grad: raw gradient (any shape); it never leaves this function.
         delta: per-coordinate clipping threshold δ.
         beta: perturbation strength β (smaller = noisier = more private).
-        generator: the random stream (CPU) for the Bernoulli draws.
+        generator: the random stream (CPU) for the Bernoulli draws: a seeded torch generator, or a
+            :class:`~fedgraphrec.privacy.noise_source.NoiseSource` (``SecureNoise`` for a guarantee).
     """
     _check(delta, beta)
     x = grad.detach().to("cpu")
@@ -72,7 +77,9 @@ def encode(grad: torch.Tensor, delta: float, beta: float, generator: torch.Gener
     e = math.exp(beta)
     # P(+1) = 1/2 + (e^β-1)/(2(e^β+1)δ)·clip(g): Eq. 5 simplified, computed in the input's precision
     p = x.clamp(-delta, delta).mul_((e - 1.0) / (2.0 * (e + 1.0) * delta)).add_(0.5)
-    bits = torch.rand(p.shape, generator=generator, dtype=p.dtype) < p
+    if isinstance(generator, torch.Generator):
+        generator = SeededNoise(generator=generator)
+    bits = generator.uniform(tuple(p.shape), p.dtype) < p
     return (bits.to(torch.int8) * 2 - 1).to(grad.device)
 
 

@@ -49,6 +49,7 @@ import torch
 
 from fedgraphrec.crypto import ItemTokenizer, SharedKey
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
+from fedgraphrec.privacy.noise_source import NoiseSource, SecureNoise, SeededNoise
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample, negatives_of, sample_round
 from fedgraphrec.protocols.secure_aggregation import SparseUpload, plain_aggregate
 from fedgraphrec.runtime import CryptoMode, Network
@@ -111,6 +112,8 @@ class FedPerGNN:
         n_pseudo: pseudo-interacted items per user and round (0: off).
         ldp_clip: :math:`\delta`, per-coordinate clipping of uploads (0: no clipping).
         ldp_scale: :math:`\lambda`, Laplace noise scale (0: no noise).
+        secure_noise: draw the Laplace noise from the OS CSPRNG instead of the run seed (the LDP ε
+            then holds against whoever knows the seed; runs are no longer bit-for-bit reproducible).
         crypto: ``real`` computes the item tokens for real; ``accounted`` counts their bytes.
         transcripts: keep what each party received.
         expand: expand local graphs through the third party (``False``: :math:`h_u = e_u`, federated
@@ -136,6 +139,7 @@ class FedPerGNN:
         crypto: CryptoMode = "accounted",
         transcripts: bool = False,
         expand: bool = True,
+        secure_noise: bool = False,
     ) -> None:
         for name, value in (("n_pseudo", n_pseudo), ("ldp_clip", ldp_clip), ("ldp_scale", ldp_scale)):
             if value < 0:
@@ -151,6 +155,8 @@ class FedPerGNN:
         self.lr, self.reg, self.loss = lr, reg, loss
         self.n_pseudo, self.ldp_clip, self.ldp_scale = n_pseudo, ldp_clip, ldp_scale
         self.expand = expand
+        # LDP noise: the run seed's named stream per round (reproducible), or the OS CSPRNG
+        self.secure_noise: NoiseSource | None = SecureNoise() if secure_noise else None
         self.net = Network(self.train.shape[0], crypto, transcripts)
         self.membership = self._expand()
         self.stale = self.user.clone()  # the embeddings the third party holds
@@ -307,8 +313,8 @@ class FedPerGNN:
         if self.ldp_clip:
             rows = rows.clamp(-self.ldp_clip, self.ldp_clip)
         if self.ldp_scale:
-            rng = numpy_rng(self.seed, "fedpergnn", "ldp", round_index)
-            rows = rows + torch.from_numpy(rng.laplace(0.0, self.ldp_scale, rows.shape))
+            noise = self.secure_noise or SeededNoise(numpy_rng(self.seed, "fedpergnn", "ldp", round_index))
+            rows = rows + torch.from_numpy(noise.laplace(self.ldp_scale, tuple(rows.shape)))
         upload = SparseUpload(rs.clients, N * d + N)
         seg_t, items_t = torch.from_numpy(seg), torch.from_numpy(items)
         upload.add(seg_t, items_t * d, rows)

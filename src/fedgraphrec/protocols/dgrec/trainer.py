@@ -28,6 +28,7 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.evaluation.ranking import evaluate_scores
+from fedgraphrec.privacy.noise_source import laplace_from_uniform, noise_source
 from fedgraphrec.privacy.one_bit import decode, encode
 from fedgraphrec.protocols.dgrec.gossip import flood
 from fedgraphrec.protocols.dgrec.hypergraph import UserHypergraphs, build_hypergraphs, public_split
@@ -36,27 +37,20 @@ from fedgraphrec.protocols.dgrec.sampling import sample_group, sampling_weights
 from fedgraphrec.runtime.network import Network
 from fedgraphrec.seeding import numpy_rng, torch_generator
 
-__all__ = ["DGREC", "DGRECSettings", "comm_bits_formula", "laplace_from_uniform"]
+__all__ = ["DGREC", "DGRECSettings", "comm_bits_formula"]
 
 SHARING = ("one_bit", "laplace", "plain", "none")
 
 
-def laplace_from_uniform(r: torch.Tensor, scale: float) -> torch.Tensor:
-    """Laplace(0, ``scale``) samples from uniforms ``r`` in [0, 1) by the inverse CDF.
-
-    ``r = 0`` (which ``torch.rand`` does return, about once per 2^24 float32 draws, i.e. hundreds
-    of times in one DGREC run) would give an infinite sample; ``r`` is kept inside the open
-    interval, so the largest magnitude is ``scale · ln 2^24`` in float32.
-    """
-    u = r.double() - 0.5
-    tiny = float(torch.finfo(r.dtype).eps) / 4
-    u = u.clamp(-0.5 + tiny, 0.5 - tiny)
-    return -scale * torch.sign(u) * torch.log1p(-2 * u.abs())
-
-
 @dataclass(frozen=True)
 class DGRECSettings:
-    """Protocol settings (defaults: paper's H = 4, n_u = 3, δ = 0.1, β = 1)."""
+    """Protocol settings (defaults: paper's H = 4, n_u = 3, δ = 0.1, β = 1).
+
+    ``secure_noise`` draws the one-bit encodings' Bernoulli thresholds and the Laplace noise from the
+    OS CSPRNG (:class:`~fedgraphrec.privacy.noise_source.SecureNoise`) instead of the run seed: the
+    stated LDP ε then holds against whoever knows the seed, and runs are no longer bit-for-bit
+    reproducible.
+    """
 
     model: ModelConfig = field(default_factory=ModelConfig)
     hops: int = 4
@@ -71,6 +65,7 @@ class DGRECSettings:
     hypergraph: bool = True
     sharing: str = "one_bit"
     centres_per_epoch: int | None = None
+    secure_noise: bool = False
 
     def __post_init__(self) -> None:
         if self.sharing not in SHARING:
@@ -125,7 +120,10 @@ class DGREC:
         self.deg = np.diff(self.train.indptr)
         self.loss = np.ones(n_users)
         self.count = np.zeros(n_users)
+        # message ids always come from the seeded stream; the LDP noise from it too unless
+        # secure_noise (then from the OS CSPRNG: a guarantee, not reproducible bit for bit)
         self._enc = torch_generator(seed, "encode")
+        self.noise = noise_source(settings.secure_noise, generator=self._enc)
         self.step_no = 0
 
     def _share_public(self) -> None:
@@ -222,10 +220,10 @@ class DGREC:
             return flat.mean(0, keepdim=True)
         if s.sharing == "laplace":
             b = 2 * s.delta / s.beta
-            noise = laplace_from_uniform(torch.rand(flat.shape, generator=self._enc), b).to(flat.dtype)
+            noise = laplace_from_uniform(self.noise.uniform(tuple(flat.shape)), b).to(flat.dtype)
             self._account(links, 8 * flat.shape[1], "laplace_gradient")
             return (flat.clamp(-s.delta, s.delta) + noise).mean(0, keepdim=True)
-        enc = encode(flat, s.delta, s.beta, self._enc)
+        enc = encode(flat, s.delta, s.beta, self.noise)
         ids = torch.randint(0, 2**62, (len(users),), generator=self._enc).tolist()
         held = flood(links, {int(v): (ids[r], enc[r]) for r, v in enumerate(users)}, s.hops, self.network)
         if any(len(h) != len(users) for h in held.values()):

@@ -17,6 +17,7 @@ import torch
 
 from fedgraphrec.crypto.he import EncMatrix, HEBackend
 from fedgraphrec.models.propagation import NormalizedBipartite
+from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.protocols.p4gcn.recommender import Recommender
 from fedgraphrec.protocols.p4gcn.roles import (
     PH_BWD,
@@ -29,15 +30,23 @@ from fedgraphrec.protocols.p4gcn.roles import (
     RECOMMENDER,
     SOCIAL,
 )
-from fedgraphrec.protocols.p4gcn.social import SocialParty
+from fedgraphrec.protocols.p4gcn.social import SENSITIVITIES, SocialParty
 from fedgraphrec.runtime.network import Network
 
 __all__ = ["P4GCN", "P4GCNConfig", "batch_schedule", "release_count"]
 
+ACCOUNTANT = "Gaussian privacy loss, mu-GDP composition, analytic (eps, delta) conversion"
+
 
 @dataclass(frozen=True)
 class P4GCNConfig:
-    """Hyper-parameters (spec §7.4; the [I] choices are documented in the results README)."""
+    """Hyper-parameters (spec §7.4; the [I] choices are documented in the results README).
+
+    ``sensitivity``: ``global`` (default) calibrates the noise to a data-independent bound so the
+    stated ``(ε, δ)`` is an edge-level DP guarantee; ``paper-local`` is the paper's per-user,
+    data-dependent calibration (not a guarantee; see :mod:`.social`). ``secure_noise`` draws the
+    noise from the OS CSPRNG instead of the run seed.
+    """
 
     dim: int = 64
     backbone: str = "lightgcn"
@@ -50,7 +59,8 @@ class P4GCNConfig:
     eps: float = 15.0
     delta: float = 1e-4
     noise: bool = True
-    strict: bool = False
+    sensitivity: str = "global"
+    secure_noise: bool = False
     batch_size: int = 256
     epochs: int = 20
     weight_decay: float = 0.0
@@ -69,8 +79,16 @@ def batch_schedule(
     return out
 
 
-def release_count(schedule: list[np.ndarray], users: np.ndarray, n_users: int) -> int:
-    """``K``: max over users of (forward + backward releases) + 1 evaluation release."""
+def release_count(
+    schedule: list[np.ndarray], users: np.ndarray, n_users: int, sensitivity: str = "paper-local"
+) -> int:
+    """``K``: releases to calibrate for, plus 1 evaluation release.
+
+    ``global``: every forward and backward of the schedule (an edge flip can move any user's row);
+    ``paper-local``: the largest per-user count of forward + backward releases.
+    """
+    if sensitivity == "global":
+        return 2 * len(schedule) + 1
     counts = np.zeros(n_users, dtype=np.int64)
     for idx in schedule:
         counts[np.unique(users[idx])] += 1
@@ -104,6 +122,8 @@ class P4GCN:
         seed: int = 0,
         network: Network | None = None,
     ) -> None:
+        if cfg.sensitivity not in SENSITIVITIES:
+            raise ValueError(f"sensitivity must be one of {SENSITIVITIES}, got {cfg.sensitivity!r}")
         self.users, self.items, self.ratings = (np.asarray(a) for a in train)
         self.cfg, self.backend = cfg, backend
         self.net = network or Network(n_clients=0)
@@ -113,8 +133,7 @@ class P4GCN:
             len(self.users), cfg.batch_size, cfg.epochs, np.random.default_rng(sched_ss)
         )
         self.n_batches_per_epoch = -(-len(self.users) // cfg.batch_size)
-        k = release_count(self.schedule, self.users, n_users)
-        max_b = max((len(np.unique(self.users[i])) for i in self.schedule), default=1)
+        k = release_count(self.schedule, self.users, n_users, cfg.sensitivity)
         binary = sp.csr_matrix((np.ones(len(self.users)), (self.users, self.items)), shape=(n_users, n_items))
         binary.data[:] = 1.0
         graph = NormalizedBipartite.from_train(binary, dtype=torch.float64)
@@ -125,7 +144,8 @@ class P4GCN:
         )  # fmt: skip
         self.p2 = SocialParty(
             social_adj, cfg.dim, cfg.clip, k, cfg.eps, cfg.delta, backend, np.random.default_rng(p2_ss),
-            noise=cfg.noise, strict=cfg.strict, max_batch_users=max_b,
+            noise=cfg.noise, sensitivity=cfg.sensitivity,
+            noise_source=SecureNoise() if cfg.secure_noise else None,
         )  # fmt: skip
         self.releases = k
         self.step_index = 0
@@ -169,8 +189,30 @@ class P4GCN:
         n = self.p1.n_users
         for lo in range(0, n, chunk):
             users = np.arange(lo, min(n, lo + chunk))
-            enc_y = self._send(PH_EVAL, SOCIAL, RECOMMENDER, self.p2.forward(users), "social_rows")
+            enc_y = self._send(
+                PH_EVAL, SOCIAL, RECOMMENDER, self.p2.forward(users, evaluation=True), "social_rows"
+            )
             self.p1.y_cache[users] = self.p1.social_rows(enc_y)
+
+    def privacy(self) -> dict[str, object]:
+        """What the run folder reports: ε spent at δ, the accountant, and whether ε is a guarantee."""
+        guarantee = self.cfg.noise and self.cfg.sensitivity == "global"
+        return {
+            "epsilon_spent": self.p2.accountant.epsilon(self.cfg.delta) if self.cfg.noise else None,
+            "epsilon_target": self.cfg.eps if self.cfg.noise else None,
+            "delta": self.cfg.delta,
+            "accountant": ACCOUNTANT,
+            "sensitivity": self.cfg.sensitivity,
+            "releases_K": self.releases,
+            "dp_guarantee": guarantee,
+            "noise_source": self.p2.source.name if self.cfg.noise else None,
+            "note": (
+                "edge-level (eps, delta)-DP of the social graph against the recommender"
+                if guarantee
+                else "no DP guarantee: "
+                + ("no noise (P4GCN*)" if not self.cfg.noise else "the paper's data-dependent sensitivity")
+            ),
+        }
 
     @torch.no_grad()
     def predict(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:

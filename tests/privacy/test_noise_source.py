@@ -1,0 +1,34 @@
+"""DP noise sources: the seeded one replays the run's generators, the secure one cannot be replayed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fedgraphrec.privacy.noise_source import SecureNoise, SeededNoise, noise_source
+
+
+def test_seeded_noise_is_exactly_the_generators_stream() -> None:
+    src = SeededNoise(np.random.default_rng(4), torch.Generator().manual_seed(4))
+    np.testing.assert_array_equal(
+        src.standard_normal((3, 2)), np.random.default_rng(4).standard_normal((3, 2))
+    )
+    assert torch.equal(src.uniform((5,)), torch.rand(5, generator=torch.Generator().manual_seed(4)))
+    with pytest.raises(RuntimeError, match="no torch generator"):
+        SeededNoise(np.random.default_rng(0)).uniform((2,))
+
+
+def test_secure_noise_differs_per_source_and_has_the_right_distributions() -> None:
+    a, b = SecureNoise(), SecureNoise()
+    assert a.name == "csprng" and noise_source(True).name == "csprng" and noise_source(False).name == "seeded"
+    assert not np.array_equal(a.standard_normal((8,)), b.standard_normal((8,)))
+    n = 200_000
+    u = a.uniform((n,), torch.float64)
+    assert float(u.min()) > 0 and float(u.max()) < 1 and abs(float(u.mean()) - 0.5) < 0.005
+    z = a.standard_normal((n,))
+    assert abs(z.mean()) < 0.01 and z.std() == pytest.approx(1.0, abs=0.01)
+    assert np.mean(np.abs(z) > 1.96) == pytest.approx(0.05, abs=0.003)  # Gaussian tails, not just moments
+    lap = a.laplace(0.3, (n,))
+    assert abs(lap.mean()) < 0.005 and np.abs(lap).mean() == pytest.approx(0.3, rel=0.02)
+    assert a.standard_normal((3, 5)).shape == (3, 5) and a.standard_normal((7,)).shape == (7,)
