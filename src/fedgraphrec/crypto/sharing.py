@@ -21,6 +21,7 @@ The layering follows :mod:`fedgraphrec.crypto`'s other modules: the ring-level f
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeAlias
@@ -304,42 +305,32 @@ class FixedPoint:
         return f"FixedPoint(frac_bits={self._frac_bits})"
 
 
-def split(value: UInt64Array, n_shares: int, rng: np.random.Generator | None = None) -> list[UInt64Array]:
+def split(value: UInt64Array, n_shares: int) -> list[UInt64Array]:
     """Split ring elements into ``n_shares`` additive shares: ``Σ shares ≡ value (mod 2^64)``.
 
-    The first ``n_shares - 1`` shares are independent uniform draws from ``Z_{2^64}``; the last is
-    ``value - Σ others mod 2^64``. With truly uniform draws any ``n_shares - 1`` of the shares are
-    jointly uniform and independent of ``value`` (so each single share reveals nothing); all of them
-    together give ``value`` back through :func:`reconstruct`.
-
-    The hiding is only as good as ``rng``: numpy's PCG64 is reproducible but not a cryptographic
-    generator. For shares that leave the process in a real deployment, derive the random shares with
-    :func:`mask_from_seed` (AES-256-CTR) from a secret seed instead, or seed ``rng`` from
-    :mod:`secrets` and accept PCG64's statistical (not cryptographic) guarantees.
+    The first ``n_shares - 1`` shares are independent uniform draws from ``Z_{2^64}`` taken from the
+    operating system's CSPRNG (:func:`os.urandom`); the last is ``value - Σ others mod 2^64``. Any
+    ``n_shares - 1`` of the shares are then jointly uniform and independent of ``value`` (so each
+    single share reveals nothing); all of them together give ``value`` back through
+    :func:`reconstruct`. There is deliberately no seed parameter: shares that a run seed could
+    regenerate would hide nothing from whoever holds the seed. Protocols that need reproducible
+    numbers get them from the sum, which does not depend on the draws.
 
     Args:
         value: a ``uint64`` array (e.g. :meth:`FixedPoint.encode` output), any shape.
         n_shares: number of shares, at least 2.
-        rng: the generator the random shares are drawn from (``rng.integers`` over ``[0, 2^64)``).
 
     Returns:
         ``n_shares`` new ``uint64`` arrays with the shape of ``value``.
 
     Raises:
-        TypeError: ``value`` is not a ``uint64`` array, ``n_shares`` is not an int, or ``rng`` is not
-            a :class:`numpy.random.Generator`.
+        TypeError: ``value`` is not a ``uint64`` array or ``n_shares`` is not an int.
         ValueError: ``n_shares < 2``.
     """
     ring = _check_ring_array(value, "value")
     count = _check_count(n_shares, "n_shares", 2)
-    if rng is None:
-        import os
-
-        size = (count - 1) * int(np.prod(ring.shape, dtype=np.int64))
-        random_shares = np.frombuffer(os.urandom(8 * size), dtype=np.uint64).reshape(count - 1, *ring.shape)
-    else:
-        gen = _check_rng(rng)
-        random_shares = gen.integers(0, 1 << RING_BITS, size=(count - 1, *ring.shape), dtype=np.uint64)
+    size = (count - 1) * int(np.prod(ring.shape, dtype=np.int64))
+    random_shares = np.frombuffer(os.urandom(8 * size), dtype=np.uint64).reshape(count - 1, *ring.shape)
     # ufuncs on arrays wrap modulo 2^64 without warnings (unlike numpy scalar arithmetic).
     last = np.subtract(ring, np.sum(random_shares, axis=0, dtype=np.uint64), dtype=np.uint64)
     return [*(np.array(share) for share in random_shares), np.asarray(last, dtype=np.uint64)]
