@@ -13,7 +13,7 @@ from fedgraphrec.experiments.audit_integrity import audit_integrity
 SMALL = ["dataset_options.n_users=24", "dataset_options.n_items=30"]
 
 
-@pytest.mark.parametrize("protocol", ["lpgcn", "gnn4fr", "fedgrec"])
+@pytest.mark.parametrize("protocol", ["lpgcn", "gnn4fr", "fedgrec", "fedmf", "fedncf", "pgcn"])
 def test_every_attack_is_detected_and_none_accepted(tmp_path, protocol):
     cfg = load_config(None, SMALL, protocol=protocol, dataset="synthetic", dim=4, n_layers=2, batch_size=32)
     report = audit_integrity(cfg, tmp_path)

@@ -9,7 +9,8 @@ nothing happened. The goal is ``accepted = 0`` everywhere. ``integrity.json`` / 
 list attempts, detected and accepted per attack and per phase.
 
 LP-GCN and GNN4FR are attacked on their group-key relays (and the verification answers, degrees
-and key wrapping of set-up); FedGRec on secure aggregation's pairwise share messages.
+and key wrapping of set-up); FedGRec and the horizontal baselines that aggregate securely (FedMF,
+FedNCF, P-GCN) on secure aggregation's pairwise share messages.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from fedgraphrec.seeding import numpy_rng, torch_generator
 
 __all__ = ["INTEGRITY_PROTOCOLS", "audit_integrity"]
 
-INTEGRITY_PROTOCOLS = ("lpgcn", "gnn4fr", "fedgrec")
+INTEGRITY_PROTOCOLS = ("lpgcn", "gnn4fr", "fedgrec", "fedmf", "fedncf", "pgcn")
 """Protocols whose relayed messages are sealed, hence attacked here."""
 STEPS = 3
 """Steps per attempt: enough for a replay of an earlier step's message."""
@@ -65,16 +66,28 @@ def _graph_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
     return proto.net
 
 
-def _secagg_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
-    """``STEPS`` rounds of FedGRec with secure aggregation whose share routing is attacked."""
-    from fedgraphrec.experiments.round_learners import FedGRecLearner
+_SECAGG_MODEL = {"fedmf": "mf", "fedncf": "ncf", "pgcn": "lightgcn+"}
+"""The backbone each horizontal baseline trains (FedGRec keeps the configured one)."""
 
-    arm = dataclasses.replace(cfg, crypto="real", secure_aggregation=True)
-    learner = FedGRecLearner(arm, prepare_interactions(arm))
+
+def _secagg_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
+    """``STEPS`` rounds (or minibatches) of a protocol whose secure-aggregation share routing is attacked."""
+    from fedgraphrec.experiments.learners import make_learner
+
+    arm = dataclasses.replace(
+        cfg, crypto="real", secure_aggregation=True, model=_SECAGG_MODEL.get(cfg.protocol, cfg.model), alpha=0
+    )
+    data = prepare_interactions(arm)
+    learner: Any = make_learner(arm, data)
     if adversary is not None:
         learner.protocol.secure_sum = functools.partial(secure_sum, tamper=tamper_inbox(adversary))
-    for r in range(STEPS):
-        learner.train_round(r)
+    if hasattr(learner, "train_round"):
+        for r in range(STEPS):
+            learner.train_round(r)
+    else:
+        batches = BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.batch_size)
+        for _ in range(STEPS):
+            learner.train_batch(*next(batches))
     return learner.protocol.net
 
 

@@ -29,6 +29,7 @@ import torch
 from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.protocols.common import CLIENT, SERVER, StepRecord, local_bpr
 from fedgraphrec.protocols.secure_aggregation import (
+    SecureSum,
     SparseUpload,
     check_threshold,
     secure_aggregate,
@@ -83,6 +84,7 @@ class FedMF:
         self.fp = FixedPoint(frac_bits)
         check_threshold(secagg_threshold, secagg_semi_honest)
         self.secagg_threshold = secagg_threshold
+        self.secure_sum: SecureSum | None = None  # who runs real secure aggregation (default in-process)
         self.step_index = 0
 
     def parameters_by_name(self) -> dict[str, torch.Tensor]:
@@ -118,6 +120,7 @@ class FedMF:
             threshold=threshold_for(len(participants), self.secagg_threshold),
             fp=self.fp,
             label=f"fedmf/step/{self.step_index}".encode(),
+            summer=self.secure_sum,
         )
         self.step_index += 1
         self.user.grad = local.dU + local.rU

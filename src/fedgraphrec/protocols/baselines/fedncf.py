@@ -27,6 +27,7 @@ from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.models import NCF
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample, sample_round
 from fedgraphrec.protocols.secure_aggregation import (
+    SecureSum,
     SparseUpload,
     check_threshold,
     secure_aggregate,
@@ -104,6 +105,7 @@ class FedNCF:
         self.fp = FixedPoint(frac_bits)
         check_threshold(secagg_threshold, secagg_semi_honest)
         self.secagg_threshold = secagg_threshold
+        self.secure_sum: SecureSum | None = None  # who runs real secure aggregation (default in-process)
 
     def sample(self, round_index: int) -> RoundSample:
         """The round's users, negatives and pairs (FedGRec's sampler and streams)."""
@@ -184,6 +186,7 @@ class FedNCF:
             threshold=threshold_for(S, self.secagg_threshold),
             fp=self.fp,
             label=f"fedncf/round/{round_index}".encode(),
+            summer=self.secure_sum,
         )
         self._apply(result.total, len(result.included), n_weights)
         with torch.no_grad():  # users keep their own embeddings

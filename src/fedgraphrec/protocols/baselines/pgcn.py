@@ -45,6 +45,7 @@ from fedgraphrec.models.lightgcn import fism_operator
 from fedgraphrec.models.propagation import NormalizedBipartite, propagate, spmm, torch_csr
 from fedgraphrec.protocols.common import StepRecord, local_bpr
 from fedgraphrec.protocols.secure_aggregation import (
+    SecureSum,
     SparseUpload,
     check_threshold,
     secure_aggregate,
@@ -141,6 +142,7 @@ class PGCN:
         self.fp = FixedPoint(frac_bits)
         check_threshold(secagg_threshold, secagg_semi_honest)
         self.secagg_threshold = secagg_threshold
+        self.secure_sum: SecureSum | None = None  # who runs real secure aggregation (default in-process)
         self.step_index = 0
 
     def parameters_by_name(self) -> dict[str, torch.Tensor]:
@@ -204,6 +206,7 @@ class PGCN:
             threshold=threshold_for(len(participants), self.secagg_threshold),
             fp=self.fp,
             label=f"pgcn/step/{self.step_index}".encode(),
+            summer=self.secure_sum,
         )
         self.step_index += 1
         self.item.grad = result.total[: N * d].view(N, d).to(self.item.dtype)
