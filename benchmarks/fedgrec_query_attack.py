@@ -14,9 +14,9 @@ import argparse
 import json
 
 from fedgraphrec.attacks import query_intersection
-from fedgraphrec.experiments.config import load_config
-from fedgraphrec.experiments.learners import FedGRecLearner
-from fedgraphrec.experiments.train import prepare_interactions
+from fedgraphrec.training.config import load_config
+from fedgraphrec.training.learners import FedGRecLearner
+from fedgraphrec.training.trainer import prepare_interactions
 
 
 def main() -> None:

@@ -17,10 +17,10 @@ import time
 
 import torch
 
-from fedgraphrec.experiments.config import load_config
-from fedgraphrec.experiments.learners import FedGRecLearner
-from fedgraphrec.experiments.train import prepare_interactions
 from fedgraphrec.protocols.fedgrec.reference import reference_round
+from fedgraphrec.training.config import load_config
+from fedgraphrec.training.learners import FedGRecLearner
+from fedgraphrec.training.trainer import prepare_interactions
 
 
 def main() -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from fedgraphrec.experiments.flower_job import FlowerJob, run_fedgrec_job
-from fedgraphrec.experiments.flower_local import flwr_run, local_federation
+from fedgraphrec.engines.flower.job import FlowerJob, run_fedgrec_job
+from fedgraphrec.engines.flower.local import flwr_run, local_federation
 
 
 def main() -> None:

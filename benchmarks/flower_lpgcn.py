@@ -1,6 +1,6 @@
 r"""LP-GCN on Flower (simulation or loopback deployment) next to the in-process engine.
 
-Runs a :class:`~fedgraphrec.experiments.flower_job.FlowerJob` with ``protocol = "lpgcn"`` either in
+Runs a :class:`~fedgraphrec.engines.flower.job.FlowerJob` with ``protocol = "lpgcn"`` either in
 Flower's simulation runtime (``--engine simulate``: Ray backend, ``--supernodes`` virtual SuperNodes)
 or on a SuperLink and SuperNodes started on loopback (``--engine deploy``, submitted with
 ``flwr run``), or submitted with ``flwr run`` to a SuperLink running Flower's simulation runtime with
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from fedgraphrec.experiments.flower_job import FlowerJob
+from fedgraphrec.engines.flower.job import FlowerJob
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -56,9 +56,9 @@ def main() -> None:
         stage_timeout=args.timeout,
     )
     cfg = job.lpgcn_config()
-    from fedgraphrec.experiments.flower_app import simulate
-    from fedgraphrec.experiments.flower_local import flwr_run, local_federation
-    from fedgraphrec.experiments.flower_lpgcn import run_lpgcn_in_process
+    from fedgraphrec.engines.flower.app import simulate
+    from fedgraphrec.engines.flower.local import flwr_run, local_federation
+    from fedgraphrec.engines.flower.lpgcn import run_lpgcn_in_process
 
     got: dict[str, Any]
     if args.engine == "simulate":

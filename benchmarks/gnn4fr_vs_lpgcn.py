@@ -29,10 +29,10 @@ import torch
 
 from fedgraphrec.crypto import ciphertext_size
 from fedgraphrec.data import load_dataset
-from fedgraphrec.experiments.sampler import BPRSampler
 from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger, encoded_size
+from fedgraphrec.training.sampler import BPRSampler
 
 
 def per_client_epoch_bytes(ledger: Ledger, setup: np.ndarray, scale: float) -> float:

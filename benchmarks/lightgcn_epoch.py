@@ -68,7 +68,7 @@ from fedgraphrec.models.lightgcn import LightGCN
 from fedgraphrec.models.propagation import NormalizedBipartite
 
 if TYPE_CHECKING:
-    from fedgraphrec.experiments.sampler import BPRSampler
+    from fedgraphrec.training.sampler import BPRSampler
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -130,16 +130,16 @@ def load_lightgcn_dir(directory: Path) -> Data:
 def load_sampler_class() -> tuple[type[BPRSampler], str]:
     """``BPRSampler`` and where it came from.
 
-    The package ``fedgraphrec.experiments`` imports the training loop and the data layer; while those
+    The package ``fedgraphrec.training`` imports the training loop and the data layer; while those
     are being edited its ``__init__`` may fail, so fall back to loading ``sampler.py`` by file (it
     depends only on ``fedgraphrec.seeding``).
     """
     try:
-        from fedgraphrec.experiments.sampler import BPRSampler
+        from fedgraphrec.training.sampler import BPRSampler
     except Exception as exc:
         import fedgraphrec
 
-        path = Path(fedgraphrec.__file__).parent / "experiments" / "sampler.py"
+        path = Path(fedgraphrec.__file__).parent / "training" / "sampler.py"
         name = "_fedgraphrec_bench_sampler"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
@@ -149,7 +149,7 @@ def load_sampler_class() -> tuple[type[BPRSampler], str]:
         spec.loader.exec_module(module)
         origin = f"{path} (loaded by file: package import failed with {type(exc).__name__}: {exc})"
         return module.BPRSampler, origin
-    return BPRSampler, "fedgraphrec.experiments.sampler"
+    return BPRSampler, "fedgraphrec.training.sampler"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -29,9 +29,9 @@ from pathlib import Path
 import torch
 
 from fedgraphrec.data import load_dataset
-from fedgraphrec.experiments.sampler import BPRSampler
 from fedgraphrec.models import LightGCN, NormalizedBipartite
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
+from fedgraphrec.training.sampler import BPRSampler
 
 
 def peak_rss_gib() -> float:

@@ -23,7 +23,7 @@ import torch
 
 from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.types import Ratings
-from fedgraphrec.experiments.p4gcn_table import run_method
+from fedgraphrec.reproduce.p4gcn_table import run_method
 
 KEYS = ("val_rmse", "test_rmse", "test_mae")
 

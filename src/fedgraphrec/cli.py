@@ -135,8 +135,8 @@ def train(
     """Train a recommender and write a run folder (config, metrics.jsonl, summary.json, curves.png)."""
     from fedgraphrec.crypto import CryptoError
     from fedgraphrec.data import DataError
-    from fedgraphrec.experiments import ConfigError, RunDir, Trainer, default_run_dir, load_config
-    from fedgraphrec.experiments.config import PROTOCOLS
+    from fedgraphrec.training import ConfigError, RunDir, Trainer, default_run_dir, load_config
+    from fedgraphrec.training.config import PROTOCOLS
 
     if protocol not in PROTOCOLS:
         raise _fail(f"unknown protocol {protocol!r}; available: {', '.join(PROTOCOLS)}")
@@ -225,9 +225,9 @@ def compare(
     """Run several methods on one dataset with the same split, seeds and budget; write a table."""
     from fedgraphrec.crypto import CryptoError
     from fedgraphrec.data import DataError
-    from fedgraphrec.experiments import ConfigError
-    from fedgraphrec.experiments.compare import compare as run_compare
-    from fedgraphrec.experiments.compare import parse_method
+    from fedgraphrec.reproduce.compare import compare as run_compare
+    from fedgraphrec.reproduce.compare import parse_method
+    from fedgraphrec.training import ConfigError
 
     base = [*(overrides or []), *([f"dataset={dataset}"] if dataset else [])]
     try:
@@ -265,11 +265,8 @@ def reproduce(
     """Reproduce a paper table: our numbers beside the paper's, with a verdict per cell."""
     from fedgraphrec.crypto import CryptoError
     from fedgraphrec.data import DataError
-    from fedgraphrec.experiments import ConfigError
-    from fedgraphrec.experiments.reproduce import TABLES, PaperTable
-    from fedgraphrec.experiments.reproduce import reproduce as run_reproduce
-    from fedgraphrec.experiments.reproduce_figs import FIGURES, reproduce_figure
-    from fedgraphrec.experiments.reproduce_runs import (
+    from fedgraphrec.reproduce.figures import FIGURES, reproduce_figure
+    from fedgraphrec.reproduce.runs import (
         COMM_TABLES,
         FIG13,
         RUN_TABLES,
@@ -278,6 +275,9 @@ def reproduce(
         reproduce_fig13,
         reproduce_runs,
     )
+    from fedgraphrec.reproduce.tables import TABLES, PaperTable
+    from fedgraphrec.reproduce.tables import reproduce as run_reproduce
+    from fedgraphrec.training import ConfigError
 
     if table is None or list_tables:
         listed: list[PaperTable | RunTable] = [*TABLES.values(), *RUN_TABLES.values()]
@@ -347,9 +347,9 @@ def frontier(
     """Every horizontal method on one dataset: utility, privacy (ε, measured leakage) and bytes."""
     from fedgraphrec.crypto import CryptoError
     from fedgraphrec.data import DataError
-    from fedgraphrec.experiments import ConfigError
-    from fedgraphrec.experiments.frontier import HORIZONTAL
-    from fedgraphrec.experiments.frontier import frontier as run_frontier
+    from fedgraphrec.reproduce.frontier import HORIZONTAL
+    from fedgraphrec.reproduce.frontier import frontier as run_frontier
+    from fedgraphrec.training import ConfigError
 
     methods = [m for m in HORIZONTAL if not only or m.label in only]
     if not methods:
@@ -393,14 +393,14 @@ def audit(
     ``audit integrity PROTOCOL`` instead runs PROTOCOL in real crypto mode against an active server
     that flips, replays, swaps and drops relayed messages, and reports what the receivers caught.
     """
+    from fedgraphrec.audits.report import audit as run_audit
     from fedgraphrec.crypto import CryptoError
     from fedgraphrec.data import DataError
-    from fedgraphrec.experiments import ConfigError, load_config
-    from fedgraphrec.experiments.audit import audit as run_audit
+    from fedgraphrec.training import ConfigError, load_config
 
     try:
         if protocol == "integrity":
-            from fedgraphrec.experiments.audit_integrity import audit_integrity
+            from fedgraphrec.audits.integrity import audit_integrity
 
             if target is None:
                 raise ValueError(
@@ -423,11 +423,11 @@ def audit(
             if dataset is None:
                 raise ValueError(f"audit {protocol}: --dataset is required")
             if protocol == "p4gcn":
-                from fedgraphrec.experiments.audit_p4gcn import audit_p4gcn
+                from fedgraphrec.audits.p4gcn import audit_p4gcn
 
                 audit_p4gcn(dataset, out_dir, epochs=epochs, seed=seed)
             else:
-                from fedgraphrec.experiments.audit_dgrec import audit_dgrec
+                from fedgraphrec.audits.dgrec import audit_dgrec
 
                 audit_dgrec(dataset, out_dir, steps=rounds, seed=seed)
         else:
@@ -463,7 +463,7 @@ def dgrec_cmd(
 ) -> None:
     """Train DGREC (decentralised, one-bit LDP gradient flooding) or a variant; write one JSON."""
     from fedgraphrec.data import DataError
-    from fedgraphrec.experiments.dgrec import run_and_save
+    from fedgraphrec.reproduce.dgrec_runs import run_and_save
 
     try:
         res = run_and_save(
@@ -487,7 +487,7 @@ def demo(
     LP-GCN with real cryptography (X25519 key wrapping, HMAC item tokens, AES-GCM embeddings) and
     5 virtual items per client, verified in lockstep against centralized LightGCN.
     """
-    from fedgraphrec.experiments import Trainer, default_run_dir, load_config
+    from fedgraphrec.training import Trainer, default_run_dir, load_config
 
     cfg = load_config(
         None,
@@ -539,8 +539,8 @@ def flower_simulate(
     deploy/flower <superlink>`` (README, "Running on Flower"); both run the same ServerApp and ClientApp.
     """
     try:
-        from fedgraphrec.experiments.flower_app import run_in_process, simulate
-        from fedgraphrec.experiments.flower_job import FlowerJob
+        from fedgraphrec.engines.flower.app import run_in_process, simulate
+        from fedgraphrec.engines.flower.job import FlowerJob
     except ImportError as exc:
         raise _fail(f"the Flower engine needs: pip install 'fedgraphrec\\[flower]' ({exc})") from None
     try:
@@ -563,9 +563,9 @@ def flower_simulate(
 def p4gcn(ctx: typer.Context) -> None:
     """P4GCN rating table (Table 1/2): ``fedgraphrec p4gcn --dataset filmtrust --seeds 0 --out DIR``.
 
-    Options are those of ``python -m fedgraphrec.experiments.p4gcn_table --help``.
+    Options are those of ``python -m fedgraphrec.reproduce.p4gcn_table --help``.
     """
-    from fedgraphrec.experiments.p4gcn_table import main as p4gcn_main
+    from fedgraphrec.reproduce.p4gcn_table import main as p4gcn_main
 
     p4gcn_main(list(ctx.args))
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from fedgraphrec.attacks import gnn4fr_neighbour
-from fedgraphrec.experiments.sampler import BPRSampler
 from fedgraphrec.protocols.gnn4fr import GNN4FR
+from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train
 
 

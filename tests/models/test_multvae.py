@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedgraphrec.experiments import Trainer, load_config
 from fedgraphrec.models.multvae import MultVAE
+from fedgraphrec.training import Trainer, load_config
 
 TINY = ["model=multvae", "epochs=4", "dataset_options.n_users=60", "dataset_options.n_items=70", "ks=[5]",
         "metric=recall@5", "lr=0.01", "vae_batch_users=16"]  # fmt: skip

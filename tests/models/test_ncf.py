@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from fedgraphrec.experiments import Trainer, load_config
 from fedgraphrec.models import NCF, NormalizedBipartite
+from fedgraphrec.training import Trainer, load_config
 from tests.helpers import random_train
 
 

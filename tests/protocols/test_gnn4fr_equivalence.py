@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.experiments.sampler import BPRSampler
 from fedgraphrec.models import LightGCN, NormalizedBipartite, propagate_layers
 from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.runtime.transcript import payload_bytes
+from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import assert_forward_and_loss_match, random_train, rel_err
 
 RTOL = 1e-10

@@ -12,7 +12,6 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.data.synthetic import synthetic_interactions
-from fedgraphrec.experiments.sampler import BPRSampler
 from fedgraphrec.models.lightgcn import init_table
 from fedgraphrec.protocols.lpgcn import LPGCN
 from fedgraphrec.protocols.lpgcn.distributed import (
@@ -23,6 +22,7 @@ from fedgraphrec.protocols.lpgcn.distributed import (
     rounds_per_minibatch,
 )
 from fedgraphrec.seeding import torch_generator
+from fedgraphrec.training.sampler import BPRSampler
 
 N_LAYERS, DIM, ALPHA, SEED, LR, REG = 2, 4, 2, 3, 0.01, 1e-3
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.experiments.sampler import BPRSampler
 from fedgraphrec.models import LightGCN, NormalizedBipartite, propagate_layers
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
+from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import assert_forward_and_loss_match, random_train, rel_err
 
 RTOL = 1e-10

@@ -4,10 +4,10 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto import ciphertext_size
-from fedgraphrec.experiments.sampler import BPRSampler
 from fedgraphrec.protocols.lpgcn.communication import neighbour_sets, per_client_cost
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import encoded_size
+from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train
 
 

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from fedgraphrec.crypto import IntegrityError
-from fedgraphrec.experiments.sampler import BPRSampler
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Network, encode_tensor
 from fedgraphrec.runtime.transcript import payload_bytes
+from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train
 
 PLAINTEXT_KINDS_ALLOWED = {"public_key", "item_embedding", "item_gradient", "item_degree"}

@@ -3,7 +3,7 @@ r"""LP-GCN as separate party programs: client shards on nodes, the relay server,
 :class:`~fedgraphrec.protocols.lpgcn.protocol.LPGCN` runs every party in one process on whole
 tables. Here the same algorithm (spec ``lpgcn.md`` Algorithms 1–6 and 9, LightGCN backbone) is cut
 along party lines for an engine that runs parties in different processes (Flower, see
-``fedgraphrec.experiments.flower_lpgcn``):
+``fedgraphrec.engines.flower.lpgcn``):
 
 * :class:`ShardClient` is the client-side program for a *shard* of users hosted by one node: their
   user rows and Adam state, their real and virtual items and weights :math:`c_{ui}`, the

@@ -1,0 +1,1 @@
+"""Engines that run the protocols across processes; today Flower (:mod:`fedgraphrec.engines.flower`)."""

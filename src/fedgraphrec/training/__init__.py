@@ -1,0 +1,38 @@
+"""Training: the one loop (:class:`Trainer`), its configuration, learners, sampler, run folders, plots.
+
+May import data, models, evaluation, crypto, privacy, runtime, protocols and attacks; audits, reproduce,
+engines and the CLI build on it.
+"""
+
+from fedgraphrec.training.config import ConfigError, TrainConfig, load_config
+from fedgraphrec.training.learners import (
+    BatchStats,
+    CentralLearner,
+    Learner,
+    LPGCNLearner,
+    build_model,
+    make_learner,
+)
+from fedgraphrec.training.rundir import RunDir, default_run_dir
+from fedgraphrec.training.sampler import BPRSampler, Triples
+from fedgraphrec.training.trainer import RunResult, Trainer, evaluate_embeddings_on, prepare_interactions
+
+__all__ = [
+    "BPRSampler",
+    "BatchStats",
+    "CentralLearner",
+    "ConfigError",
+    "LPGCNLearner",
+    "Learner",
+    "RunDir",
+    "RunResult",
+    "TrainConfig",
+    "Trainer",
+    "Triples",
+    "build_model",
+    "default_run_dir",
+    "evaluate_embeddings_on",
+    "load_config",
+    "make_learner",
+    "prepare_interactions",
+]

@@ -1,0 +1,103 @@
+"""The run folder: resolved config, per-epoch metrics, summary, checkpoint and plots.
+
+Layout of ``RUN_DIR``::
+
+    config.toml      the resolved TrainConfig (a run can be repeated or resumed from it)
+    metrics.jsonl    one JSON record per evaluated or trained epoch
+    summary.json     the selected epoch's metrics, timings, dataset statistics
+    curves.png       learning curves
+    checkpoint.pt    model + optimizer + loop state after the last checkpointed epoch
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from fedgraphrec.training.config import TrainConfig, load_config
+
+__all__ = ["RunDir", "default_run_dir"]
+
+
+def default_run_dir(protocol: str, dataset: str, root: str | Path = "runs") -> Path:
+    """``runs/<UTC timestamp>-<protocol>-<dataset>`` (dataset paths reduced to their folder name)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    name = Path(dataset).name or "data"
+    return Path(root) / f"{stamp}-{protocol}-{name}"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+class RunDir:
+    """Reads and writes the files of one run folder."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def config_path(self) -> Path:
+        """``config.toml``."""
+        return self.path / "config.toml"
+
+    @property
+    def metrics_path(self) -> Path:
+        """``metrics.jsonl``."""
+        return self.path / "metrics.jsonl"
+
+    @property
+    def summary_path(self) -> Path:
+        """``summary.json``."""
+        return self.path / "summary.json"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """``checkpoint.pt``."""
+        return self.path / "checkpoint.pt"
+
+    @property
+    def curves_path(self) -> Path:
+        """``curves.png``."""
+        return self.path / "curves.png"
+
+    def create(self, config: TrainConfig) -> None:
+        """Make the folder and write the resolved config."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.config_path, tomli_w.dumps(config.to_dict()).encode())
+
+    def load_config(self) -> TrainConfig:
+        """The resolved config stored in the folder."""
+        return load_config(self.config_path)
+
+    def append_metrics(self, record: dict[str, Any]) -> None:
+        """Append one record to ``metrics.jsonl``."""
+        with self.metrics_path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def rewrite_metrics(self, records: Iterable[dict[str, Any]]) -> None:
+        """Replace ``metrics.jsonl`` (used on resume, to drop records after the checkpoint)."""
+        _atomic_write(self.metrics_path, "".join(json.dumps(r) + "\n" for r in records).encode())
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        """All records of ``metrics.jsonl``."""
+        if not self.metrics_path.exists():
+            return []
+        return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        """Write ``summary.json``."""
+        _atomic_write(self.summary_path, (json.dumps(summary, indent=2) + "\n").encode())
+
+    def read_summary(self) -> dict[str, Any]:
+        """Read ``summary.json``."""
+        data: dict[str, Any] = json.loads(self.summary_path.read_text())
+        return data

@@ -1,0 +1,333 @@
+"""Centralized training loop: BPR minibatches, Adam, evaluation, early stopping, checkpoints.
+
+This is the reference loop the federated protocols are measured against. It is deterministic:
+initial tables come from the stream ``("init",)``, triples from ``("sampler", epoch)`` and the
+validation carve-out from the data layer's seeded split, so the same config and seed give the same
+numbers, and a run resumed from its checkpoint ends exactly where an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import scipy.sparse as sp
+import torch
+
+from fedgraphrec.data import Interactions, Ratings, carve_validation, load_dataset
+from fedgraphrec.evaluation import evaluate_embeddings, evaluate_scores
+from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.learners import BatchStats, Learner, make_learner
+from fedgraphrec.training.plots import plot_curves, plot_ledger
+from fedgraphrec.training.progress import EpochProgress
+from fedgraphrec.training.rundir import RunDir
+from fedgraphrec.training.sampler import BPRSampler, SamplerScheme
+
+__all__ = ["RunResult", "Trainer", "evaluate_embeddings_on", "prepare_interactions"]
+
+
+def prepare_interactions(cfg: TrainConfig) -> Interactions:
+    """Load the dataset named in ``cfg`` as implicit feedback, carving validation if asked."""
+    data = load_dataset(cfg.dataset, data_dir=cfg.data_dir or None, **cfg.dataset_options)
+    if isinstance(data, Ratings):
+        threshold = cfg.dataset_options.get("implicit_threshold")
+        data = data.to_interactions(threshold=threshold)
+    if cfg.valid_fraction > 0 and data.valid is None:
+        data = carve_validation(data, cfg.valid_fraction, seed=cfg.seed)
+    return data
+
+
+def _target(data: Interactions, split: str) -> tuple[sp.csr_matrix, list[sp.csr_matrix]]:
+    """Held-out matrix of ``split`` and what to mask (``test``: train+valid; ``valid``: train)."""
+    if split == "valid":
+        if data.valid is None:
+            raise ValueError("the dataset has no validation split")
+        return data.valid, [data.train]
+    return data.test, [data.train] + ([data.valid] if data.valid is not None else [])
+
+
+def evaluate_embeddings_on(
+    U: torch.Tensor, V: torch.Tensor, data: Interactions, ks: list[int], split: str = "test"
+) -> dict[str, float]:
+    """Full-ranking metrics on ``split`` (``test`` masks train+valid items; ``valid`` masks train)."""
+    target, exclude = _target(data, split)
+    return dict(evaluate_embeddings(U.float(), V.float(), target, exclude, ks=tuple(ks)).metrics)
+
+
+def evaluate_scorer_on(
+    score_users: Callable[[torch.Tensor], torch.Tensor],
+    data: Interactions,
+    ks: list[int],
+    split: str = "test",
+) -> dict[str, float]:
+    """As :func:`evaluate_embeddings_on`, for models whose score is not a dot product (NCF)."""
+    target, exclude = _target(data, split)
+    n_users, n_items = target.shape
+    result = evaluate_scores(score_users, n_users, n_items, target, exclude, ks=tuple(ks), chunk_size=256)
+    return dict(result.metrics)
+
+
+@dataclass
+class RunResult:
+    """What a finished run leaves behind."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    history: list[dict[str, Any]]
+
+
+@dataclass
+class _LoopState:
+    epoch: int = 0  # epochs completed
+    best_value: float = float("-inf")
+    best_epoch: int = -1
+    bad_evals: int = 0
+    stopped_early: bool = False
+    train_seconds: float = 0.0
+    clients_lost: int = 0  # round-based protocols: users whose round's work never reached the model
+    clients_recovered: int = 0  # users that dropped after uploading; secure aggregation recovered them
+
+
+class Trainer:
+    """Trains one centralized model and writes its run folder.
+
+    Args:
+        cfg: validated configuration.
+        run_dir: output folder (created; an existing checkpoint there is resumed if ``resume``).
+        progress: show a progress bar on stderr.
+        resume: continue from ``run_dir/checkpoint.pt`` if it exists.
+        on_epoch_end: optional hook called with the completed epoch number (tests use it to
+            simulate a crash).
+        data: train on this dataset instead of loading ``cfg.dataset`` (for derived subsets that
+            are not registered, such as DGREC's ``ciao-10core``); ``cfg.valid_fraction`` is then
+            not applied.
+    """
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        run_dir: str | Path,
+        progress: bool = True,
+        resume: bool = False,
+        on_epoch_end: Callable[[int], None] | None = None,
+        data: Interactions | None = None,
+    ) -> None:
+        cfg.validate()
+        self.cfg = cfg
+        self.run = RunDir(run_dir)
+        self.progress = progress
+        self.resume = resume
+        self.on_epoch_end = on_epoch_end
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        self.data = prepare_interactions(cfg) if data is None else data
+        self.learner: Learner = make_learner(cfg, self.data)
+        scheme: SamplerScheme = "users" if cfg.sampler == "users" else "interactions"
+        self.sampler = BPRSampler(self.data.train, cfg.seed, scheme)
+        self._rounds: Callable[[int], BatchStats] | None = getattr(self.learner, "train_round", None)
+        self.state = _LoopState()
+        self.history: list[dict[str, Any]] = []
+
+    # ---------------------------------------------------------------- checkpoints
+    def _save_checkpoint(self) -> None:
+        payload = {
+            "learner": self.learner.state_dict(),
+            "state": vars(self.state).copy(),
+            "history": self.history,
+            "config": self.cfg.to_dict(),
+        }
+        tmp = self.run.checkpoint_path.with_suffix(".pt.tmp")
+        torch.save(payload, tmp)
+        tmp.replace(self.run.checkpoint_path)
+
+    def _load_checkpoint(self) -> bool:
+        path = self.run.checkpoint_path
+        if not path.exists():
+            return False
+        payload = torch.load(path, weights_only=False)
+        # keys added to TrainConfig after the checkpoint was written take their defaults
+        saved, wanted = {**TrainConfig().to_dict(), **payload["config"]}, self.cfg.to_dict()
+        if saved.pop("epochs") > wanted.pop("epochs"):
+            raise ValueError(f"{path}: a run can be extended (more epochs) on resume, not shortened")
+        if saved != wanted:
+            raise ValueError(f"{path}: checkpoint was written with a different config; refusing to resume")
+        if payload["config"]["epochs"] != self.cfg.epochs:
+            self.run.create(self.cfg)  # extending: the folder's config.toml states the new length
+        self.learner.load_state_dict(payload["learner"])
+        self.state = _LoopState(**payload["state"])
+        self.history = list(payload["history"])
+        self.run.rewrite_metrics(self.history)
+        return True
+
+    # ---------------------------------------------------------------- loop
+    def _evaluate(self, record: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
+        scorer: Callable[[torch.Tensor], torch.Tensor] | None = getattr(self.learner, "score_users", None)
+        splits = (["valid"] if self.data.valid is not None else []) + ["test"]
+        if scorer is not None:
+            for name in splits:
+                record[name] = evaluate_scorer_on(scorer, self.data, self.cfg.ks, name)
+        else:
+            U, V = self.learner.embeddings()
+            for name in splits:
+                record[name] = evaluate_embeddings_on(U, V, self.data, self.cfg.ks, name)
+        record["eval_seconds"] = time.perf_counter() - t0
+        cfg, st = self.cfg, self.state
+        split = {"valid": "valid" if self.data.valid is not None else None, "test": "test"}.get(cfg.select)
+        if split is None:  # "last", or "valid" without a validation split
+            return
+        value = record[split][cfg.metric]
+        if value > st.best_value:
+            st.best_value, st.best_epoch, st.bad_evals = value, record["epoch"], 0
+        else:
+            st.bad_evals += 1
+            if split == "valid" and cfg.patience and st.bad_evals >= cfg.patience:
+                st.stopped_early = True
+
+    def _train_epoch(self, epoch: int, bar: EpochProgress) -> dict[str, Any]:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        total = bpr = reg = 0.0
+        n = 0
+        if self._rounds is not None:  # round-based protocol: one epoch is one communication round
+            out = self._rounds(epoch)
+            total, bpr, reg, n = out.loss, out.bpr, out.reg, 1
+            bar.advance_batch()
+        else:
+            for users, pos, neg in self.sampler.batches(epoch, cfg.batch_size):
+                out = self.learner.train_batch(users, pos, neg)
+                total += out.loss
+                bpr += out.bpr
+                reg += out.reg
+                n += 1
+                bar.advance_batch()
+        seconds = time.perf_counter() - t0
+        self.state.train_seconds += seconds
+        record: dict[str, Any] = {
+            "epoch": epoch + 1,
+            "loss": total / n,
+            "bpr": bpr / n,
+            "reg": reg / n,
+            "train_seconds": seconds,
+        }
+        if (dev := self.learner.pop_deviation()) is not None:
+            record["verify_max_deviation"] = dev
+        if (ledger := self.learner.ledger) is not None:
+            record["bytes_total"] = ledger.total_bytes()
+        rounds: dict[str, int] = getattr(self.learner, "last_round", {})
+        record.update(rounds)
+        self.state.clients_lost += rounds.get("clients_lost", 0)
+        self.state.clients_recovered += rounds.get("clients_recovered", 0)
+        return record
+
+    def fit(self) -> RunResult:
+        """Run (or resume) training to the end and write summary and curves."""
+        cfg = self.cfg
+        resumed = self.resume and self._load_checkpoint()
+        if not resumed:
+            self.run.create(cfg)
+            self.run.rewrite_metrics([])
+            if cfg.eval_initial:
+                record: dict[str, Any] = {"epoch": 0, "loss": None}
+                self._evaluate(record)
+                self._log(record)
+        n_batches = 1 if self._rounds is not None else self.sampler.n_batches(cfg.batch_size)
+        with EpochProgress(cfg.epochs, n_batches, enabled=self.progress, start=self.state.epoch) as bar:
+            for epoch in range(self.state.epoch, cfg.epochs):
+                if self.state.stopped_early:
+                    break
+                record = self._train_epoch(epoch, bar)
+                self.state.epoch = epoch + 1
+                evaluate = (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs
+                if evaluate:
+                    self._evaluate(record)
+                if evaluate or (epoch + 1) % cfg.log_every == 0:
+                    self._log(record)
+                bar.end_epoch(record, cfg.metric)
+                if cfg.checkpoint_every and (
+                    (epoch + 1) % cfg.checkpoint_every == 0
+                    or epoch + 1 == cfg.epochs
+                    or self.state.stopped_early
+                ):
+                    self._save_checkpoint()
+                if self.on_epoch_end is not None:
+                    self.on_epoch_end(epoch + 1)
+        summary = self._summary()
+        self.run.write_summary(summary)
+        plot_curves(
+            self.history, self.run.curves_path, title=f"{cfg.protocol}/{cfg.model} on {self.data.name}"
+        )
+        net = getattr(getattr(self.learner, "protocol", None), "net", None)
+        if cfg.transcripts and net is not None:  # what each party received, for the user's own audit
+            net.transcript.save(self.run.path / "transcripts")
+        if (ledger := self.learner.ledger) is not None:
+            ledger.save(self.run.path)
+            plot_ledger(
+                ledger, self.run.path / "communication.png", title=f"{cfg.protocol} on {self.data.name}"
+            )
+        return RunResult(self.run.path, summary, self.history)
+
+    def _log(self, record: dict[str, Any]) -> None:
+        self.history.append(record)
+        self.run.append_metrics(record)
+
+    def _summary(self) -> dict[str, Any]:
+        cfg, st = self.cfg, self.state
+        evaluated = [r for r in self.history if "test" in r]
+        last = evaluated[-1] if evaluated else None
+        selected: dict[str, Any] | None
+        if st.best_epoch >= 0:
+            selected = next(r for r in evaluated if r["epoch"] == st.best_epoch)
+            rule = cfg.select
+        else:
+            selected, rule = last, "last"
+        summary: dict[str, Any] = {
+            "protocol": cfg.protocol,
+            "model": cfg.model,
+            "dataset": self.data.name,
+            "dataset_stats": self.data.stats(),
+            "seed": cfg.seed,
+            "epochs_run": st.epoch,
+            "stopped_early": st.stopped_early,
+            "selection": rule,
+            "selected_epoch": selected["epoch"] if selected else None,
+            "test": selected["test"] if selected else {},
+            "valid": selected.get("valid", {}) if selected else {},
+            "last_epoch_test": last["test"] if last else {},
+            "train_seconds": st.train_seconds,
+            "mean_epoch_seconds": st.train_seconds / max(st.epoch, 1),
+        }
+        if cfg.protocol == "lpgcn" and cfg.alpha:  # where the secret of the cover came from
+            summary["virtual_items_source"] = (
+                "CSPRNG (os.urandom): secret from anyone who knows the run seed"
+                if cfg.secure_virtual_items
+                else "run seed (reproducible; anyone who knows the seed and S can tell virtual items apart)"
+            )
+        if cfg.protocol == "fedpergnn" and cfg.ldp_scale:  # where the LDP noise came from
+            summary["noise_source"] = (
+                "csprng (os.urandom-keyed ChaCha20): the stated ε holds against whoever knows the seed"
+                if cfg.secure_noise
+                else "seeded (reproducible; anyone with config.toml can regenerate the noise)"
+            )
+        if (ledger := self.learner.ledger) is not None:
+            per_client = ledger.client_sent + ledger.client_received
+            summary["communication"] = {
+                "total_bytes": ledger.total_bytes(),
+                "mean_bytes_per_client": float(per_client.mean()),
+                "mean_bytes_per_client_per_epoch": float(per_client.mean()) / max(st.epoch, 1),
+            }
+        if self._rounds is not None and self.learner.ledger is not None:  # federated rounds
+            summary["clients_lost"] = st.clients_lost
+            summary["clients_recovered"] = st.clients_recovered
+        devs = [r["verify_max_deviation"] for r in self.history if "verify_max_deviation" in r]
+        if devs:
+            summary["verify_max_deviation"] = max(devs)
+        if rule == "test":
+            summary["warning"] = (
+                "the epoch was selected on the test metric (the protocol of the reproduced script); "
+                "this is optimistic — use select='valid' for honest model selection"
+            )
+        return summary

@@ -1,0 +1,63 @@
+"""DGREC runner settings: a variant's own values can be overridden."""
+
+from __future__ import annotations
+
+from fedgraphrec.reproduce.dgrec_runs import settings_for
+
+
+def test_dgrec_settings_for_lets_an_override_replace_a_variant_value() -> None:
+    """``dmf`` fixes ``hops=1``; asking for ``hops=4`` used to raise (two values for one keyword)."""
+    s = settings_for("dmf", hops=4, lr=2.0)
+    assert (s.hops, s.lr, s.sharing, s.model.kind) == (4, 2.0, "plain", "mf")
+    assert settings_for("dmf").hops == 1
+
+
+def test_load_side_with_a_filter_keeps_side_information_aligned_to_the_compact_ids() -> None:
+    """Top-N items + k-core: the social graph and tags follow the kept users and items."""
+    import numpy as np
+
+    from fedgraphrec.reproduce.dgrec_runs import data_sizes, load_side
+
+    full = load_side("synthetic-ratings")
+    train, test, social, tags = load_side("synthetic-ratings", top_items=80, min_user=3, min_item=2)
+    assert train.shape == test.shape and train.shape[1] <= 80
+    assert train.shape[0] < full[0].shape[0] or train.shape[1] < full[0].shape[1]
+    assert social.shape == (train.shape[0], train.shape[0])
+    assert tags.shape[0] == train.shape[1]
+    assert np.asarray(tags.sum(axis=0)).min() > 0  # tags left without items are dropped
+    sizes = data_sizes(train, test, social, tags)
+    assert sizes["users"] == train.shape[0] and sizes["test"] == test.nnz
+
+
+def test_load_side_rejects_a_filter_on_a_named_subset_and_bad_filter_values() -> None:
+    import pytest
+
+    from fedgraphrec.reproduce.dgrec_runs import SUBSETS, load_side
+
+    assert SUBSETS["ciao-10core"] == ("ciao", {"top_items": None, "min_user": 10, "min_item": 10})
+    with pytest.raises(ValueError, match="named subset"):
+        load_side("ciao-10core", min_user=5)
+    with pytest.raises(ValueError, match="min_user"):
+        load_side("synthetic-ratings", min_user=0)
+
+
+def test_model_overrides_merge_with_the_variants_model() -> None:
+    """Fig. 3's n_i / d_i sweep: overriding n_interests keeps the variant's own model kind."""
+    s = settings_for("dlgnn", model={"n_interests": 12})
+    assert (s.model.kind, s.model.n_interests, s.model.d_interest) == ("lgn", 12, 10)
+    assert settings_for("dgrec", model={"d_interest": 30}).model.d_interest == 30
+
+
+def test_train_runner_passes_fig3_arguments_and_refuses_unknown_ones(monkeypatch, tmp_path) -> None:
+    import pytest
+
+    from fedgraphrec.reproduce import dgrec_runs as dgrec
+    from fedgraphrec.reproduce.runs import train_runner
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(dgrec, "run_and_save", lambda *a, **kw: seen.update(kw))
+    args = ("--epochs", "1", "--hops", "2", "--fanout", "1", "--n-interests", "12", "--d-interest", "5")
+    train_runner("dgrec", "flixster", "dgrec", 0, args, tmp_path)
+    assert (seen["hops"], seen["fanout"], seen["n_interests"], seen["d_interest"]) == (2, 1, 12, 5)
+    with pytest.raises(ValueError, match="--hop"):
+        train_runner("dgrec", "flixster", "dgrec", 0, ("--epochs", "1", "--hop", "2"), tmp_path)
