@@ -1,0 +1,22 @@
+"""The ``fedgraphrec`` command line: one small module per command, no logic beyond parsing and printing.
+
+Commands: ``datasets``, ``train``, ``compare``, ``frontier``, ``reproduce``, ``audit``, ``dgrec``,
+``p4gcn``, ``flower``, ``demo``, ``version``. They parse options, call the layer that does the work
+(:mod:`fedgraphrec.training`, :mod:`fedgraphrec.reproduce`, :mod:`fedgraphrec.audits`,
+:mod:`fedgraphrec.engines`) and print; errors go through :func:`~fedgraphrec.cli._app.user_errors`.
+The top layer: it may import every other, and nothing imports it.
+"""
+
+from __future__ import annotations
+
+from fedgraphrec.cli import audit, compare, datasets, demo, dgrec, flower, p4gcn, reproduce, train
+from fedgraphrec.cli._app import app
+
+__all__ = ["app", "main"]
+
+_COMMANDS = (audit, compare, datasets, demo, dgrec, flower, p4gcn, reproduce, train)  # registered on import
+
+
+def main() -> None:
+    """Entry point of the ``fedgraphrec`` script."""
+    app()
