@@ -45,10 +45,6 @@ class CoreSubset:
         """Kept (user, item) pairs over all parts."""
         return int(sum(p.nnz for p in self.parts))
 
-    def users_map(self) -> dict[int, int]:
-        """Original user id → new user id."""
-        return {int(u): k for k, u in enumerate(self.users)}
-
 
 def _positive_int(value: int | None, name: str, allow_none: bool = False) -> None:
     if value is None and allow_none:

@@ -146,11 +146,6 @@ class Topology:
         r""":math:`\tilde{\mathcal U}`: clients holding at least one convolution-item."""
         return np.flatnonzero(self.conv_items_per_client > 0)
 
-    @property
-    def neighbour_counts(self) -> np.ndarray:
-        r""":math:`|\mathcal N_{\tilde u}|` per client (0 for ordinary clients)."""
-        return np.bincount(self.nb_conv, minlength=self.n_clients)
-
 
 @dataclass(frozen=True)
 class SetupResult:
