@@ -6,7 +6,7 @@ what both parties do per iteration around the two sandwiches: the social party's
 ``G`` and decryption of both results. ``[X]`` is set-up (encrypted once) and not timed.
 
 Packed CKKS (``ckks-packed``: SEAL via TenSEAL, N = 8192, interleaved rows and the baby-step/giant-step
-diagonal method, see ``fedgraphrec.crypto.he_packed``) is timed on the whole batch, decryptions
+diagonal method, see ``fedgraphrec.crypto.he.packed``) is timed on the whole batch, decryptions
 included. Paillier (2048-bit by default) is timed per output row on ``--paillier-rows`` rows of each
 sandwich and per element for encryption/decryption, then scaled linearly to the batch (every row and
 element costs the same kind of work; stated in the output). Both run in this one process, alternating
@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from fedgraphrec.crypto.he import PaillierBackend
-from fedgraphrec.crypto.he_packed import PackedCKKSBackend
+from fedgraphrec.crypto.he.packed import PackedCKKSBackend
 from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.types import Ratings
 from fedgraphrec.privacy.matrix_gaussian import clip_frobenius, normalized_adjacency

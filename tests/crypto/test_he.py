@@ -67,3 +67,21 @@ def test_bad_backend_and_shapes() -> None:
     be = PlainBackend()
     with pytest.raises(ValueError, match="left has"):
         be.sandwich(sp.csr_matrix(np.ones((2, 3))), be.encrypt(np.ones((4, 2))), np.ones((2, 2)))
+
+
+def test_backends_are_registered_by_name_without_an_import_cycle() -> None:
+    """Each backend module builds on ``he.base`` only; the package registers them by name."""
+    import ast
+    from pathlib import Path
+
+    import fedgraphrec.crypto.he as he_pkg
+
+    folder = Path(he_pkg.__file__).parent
+    for module in ("base", "plain", "paillier", "ckks", "packed"):
+        tree = ast.parse((folder / f"{module}.py").read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert "fedgraphrec.crypto.he" not in imported, module
+    assert he_pkg.BACKENDS == ("plain", "paillier", "ckks", "ckks-packed")
+    assert type(he_pkg.make_backend("plain")).__name__ == "PlainBackend"
+    with pytest.raises(ValueError, match="backend must be one of plain, paillier, ckks, ckks-packed"):
+        he_pkg.make_backend("rsa")

@@ -14,7 +14,7 @@ from fedgraphrec.privacy.matrix_gaussian import clip_frobenius, normalized_adjac
 
 seal = pytest.importorskip("tenseal.sealapi")
 
-from fedgraphrec.crypto.he_packed import PackedCKKSBackend, packed_sandwich  # noqa: E402
+from fedgraphrec.crypto.he.packed import PackedCKKSBackend, packed_sandwich  # noqa: E402
 
 N, D = 100, 64  # 100 users; the 70-user batch spans two blocks of R = 4096 / 64 = 64 rows
 
@@ -130,7 +130,7 @@ def test_bad_inputs_and_registry(be: PackedCKKSBackend) -> None:
 def test_out_of_range_inputs_are_refused_not_decrypted_wrong() -> None:
     import scipy.sparse as sp
 
-    from fedgraphrec.crypto.he_packed import PackedCKKSBackend, packed_sandwich
+    from fedgraphrec.crypto.he.packed import PackedCKKSBackend, packed_sandwich
 
     be = PackedCKKSBackend(dim=4, middle_bound=1.0)
     with pytest.raises(ValueError, match="middle_bound"):

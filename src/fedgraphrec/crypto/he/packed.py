@@ -1,6 +1,6 @@
 r"""Packed CKKS sandwich ``[left · M · right + E]`` with slot-interleaved rows (Microsoft SEAL via TenSEAL).
 
-Why a second CKKS backend: :class:`~fedgraphrec.crypto.he.CKKSBackend` computes one TenSEAL
+Why a second CKKS backend: :class:`~fedgraphrec.crypto.he.ckks.CKKSBackend` computes one TenSEAL
 ``enc_matmul_plain`` per output column and block (``d`` of them, each with its own rotations and
 encodings), about 0.9 s per output row. Here the right-side product of a whole block of rows is
 *one* diagonal-method linear transform with baby-step/giant-step rotations, so a block of
@@ -59,14 +59,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.crypto.he import EncMatrix, HEBackend, _check_sandwich, _require
+from fedgraphrec.crypto.he.base import EncMatrix, HEBackend, check_sandwich, require_extra
 
 __all__ = ["PackedCKKSBackend", "PackedCKKSPublic", "packed_sandwich"]
 
 
 def _seal() -> Any:
     """TenSEAL's bindings of Microsoft SEAL (optional extra ``[he]``)."""
-    return _require("tenseal.sealapi", "he").sealapi
+    return require_extra("tenseal.sealapi", "he").sealapi
 
 
 def _pow2_at_least(n: int) -> int:
@@ -251,7 +251,7 @@ def packed_sandwich(
             layout's ``D``, or an all-zero ``right``.
     """
     left = sp.csr_matrix(left)
-    _check_sandwich(left, c, right, noise)
+    check_sandwich(left, c, right, noise)
     if c.scale_bits != 0:
         raise ValueError("the middle matrix must be replicated rows from encrypt(), not a sandwich result")
     D, R = pub.dim_pad, pub.rows_per_block

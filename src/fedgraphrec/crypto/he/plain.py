@@ -1,0 +1,45 @@
+"""No encryption: the sandwich in float64, with byte counts as if every element were Paillier."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from fedgraphrec.crypto.he.base import EncMatrix, HEBackend, check_sandwich
+
+
+class PlainBackend(HEBackend):
+    """Float64 simulation that counts bytes as Paillier ciphertexts of ``key_bits``.
+
+    Args:
+        key_bits: Paillier modulus size used for the byte count (2048 → 512-byte ciphertexts).
+    """
+
+    name = "plain"
+
+    def __init__(self, key_bits: int = 2048) -> None:
+        if key_bits < 128:
+            raise ValueError(f"key_bits must be >= 128, got {key_bits}")
+        self.ct_bytes = 2 * key_bits // 8
+
+    def encrypt(self, m: np.ndarray) -> EncMatrix:  # noqa: D102
+        m = np.asarray(m, dtype=np.float64)
+        return EncMatrix((m.shape[0], m.shape[1]), m.copy())
+
+    def decrypt(self, c: EncMatrix) -> np.ndarray:  # noqa: D102
+        return np.asarray(c.data, dtype=np.float64).copy()
+
+    def sandwich(  # noqa: D102
+        self, left: sp.csr_matrix, c: EncMatrix, right: np.ndarray, noise: np.ndarray | None = None
+    ) -> EncMatrix:
+        check_sandwich(left, c, right, noise)
+        out = np.asarray(left @ c.data) @ right
+        if noise is not None:
+            out = out + noise
+        return EncMatrix((out.shape[0], out.shape[1]), out)
+
+    def nbytes(self, c: EncMatrix) -> int:  # noqa: D102
+        return self.ct_bytes * c.shape[0] * c.shape[1]
+
+    def to_bytes(self, c: EncMatrix) -> list[bytes]:  # noqa: D102
+        raise TypeError("the plain backend has no ciphertext bytes; use the network's accounted mode")
