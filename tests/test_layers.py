@@ -98,3 +98,15 @@ def test_each_package_says_what_lives_there(package: str) -> None:
         init = SRC / f"{package}.py"
     doc = ast.get_docstring(ast.parse(init.read_text()))
     assert doc and len(doc.split()) >= 8, f"{init.relative_to(SRC)} needs a module docstring"
+
+
+def test_no_global_random_state() -> None:
+    """Every draw goes through ``seeding``'s named generators: nobody seeds a global RNG."""
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        if path.name == "seeding.py":
+            continue
+        for no, line in enumerate(path.read_text().splitlines(), 1):
+            if "manual_seed(" in line or "np.random.seed(" in line or "random.seed(" in line:
+                offenders.append(f"{path.relative_to(SRC)}:{no}: {line.strip()}")
+    assert not offenders, "global or ad-hoc seeding:\n" + "\n".join(offenders)

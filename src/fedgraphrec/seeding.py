@@ -1,7 +1,10 @@
 """Named random streams derived from one run seed.
 
-Every random draw in fedgraphrec (initial tables, splits, BPR triples, masks, DP noise, virtual
-items) comes from a stream named by a path such as ``("sampler", epoch)``. Streams are independent
+Every reproducible random draw in fedgraphrec (initial tables, splits, BPR triples, seeded DP noise of
+research runs, virtual items by default) comes from a stream named by a path such as
+``("sampler", epoch)``; no global RNG state is set anywhere. Secrets (keys, nonces, shares, masks,
+pairwise seeds, noise claimed as a guarantee) never come from here: they come from the OS CSPRNG or a
+PRG keyed by an agreed secret (SECURITY.md). Streams are independent
 of each other and of the order in which they are created, so a federated protocol can replay the
 centralized oracle's triples exactly, and a resumed run draws what an uninterrupted run would have.
 """
@@ -13,7 +16,7 @@ import hashlib
 import numpy as np
 import torch
 
-__all__ = ["child_seed", "numpy_rng", "torch_generator"]
+__all__ = ["child_seed", "numpy_rng", "seeded_generator", "torch_generator"]
 
 
 def _key(part: str | int) -> int:
@@ -40,3 +43,8 @@ def torch_generator(seed: int, *names: str | int) -> torch.Generator:
     """A CPU :class:`torch.Generator` seeded from stream ``names``."""
     state = child_seed(seed, *names).generate_state(2, dtype=np.uint32)
     return torch.Generator().manual_seed(int(state[0]) | (int(state[1]) << 32) & 0x7FFF_FFFF_FFFF_FFFF)
+
+
+def seeded_generator(seed: int) -> torch.Generator:
+    """A CPU :class:`torch.Generator` seeded with ``seed`` itself (for callers that pass a drawn seed)."""
+    return torch.Generator().manual_seed(seed)

@@ -53,7 +53,6 @@ def audit_dgrec(
     Raises:
         ValueError: the dataset lacks a social graph or item side information.
     """
-    torch.manual_seed(seed)
     train, _, social, tags = load_side(dataset)
     s = settings_for("dgrec", public_ratio=public_ratio)
     net = Network(train.shape[0], transcripts=True)

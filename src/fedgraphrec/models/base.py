@@ -15,6 +15,7 @@ from torch import nn
 
 from fedgraphrec.models.losses import bpr_loss, l2_reg
 from fedgraphrec.models.propagation import NormalizedBipartite, propagate
+from fedgraphrec.seeding import seeded_generator
 
 __all__ = ["BatchLoss", "GraphRecommender", "triple_loss"]
 
@@ -79,7 +80,7 @@ class GraphRecommender(nn.Module):
             raise ValueError(f"dim must be positive, got {dim}")
         self.graph = graph.to(dtype)
         self.n_layers = n_layers
-        return generator if generator is not None else torch.Generator().manual_seed(0)
+        return generator if generator is not None else seeded_generator(0)
 
     def layer0(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer-0 user and item embeddings (differentiable in the parameters)."""

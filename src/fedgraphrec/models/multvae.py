@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedgraphrec.seeding import seeded_generator
+
 __all__ = ["MultVAE", "VAELoss"]
 
 
@@ -64,7 +66,7 @@ class MultVAE(nn.Module):
         super().__init__()
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        gen = generator if generator is not None else torch.Generator().manual_seed(0)
+        gen = generator if generator is not None else seeded_generator(0)
         self.gen = gen
         self.dropout = dropout
         self.latent = latent

@@ -61,6 +61,7 @@ from fedgraphrec.models.propagation import (
     spmm,
     torch_csr,
 )
+from fedgraphrec.seeding import seeded_generator
 
 __all__ = [
     "HyperGNN",
@@ -213,7 +214,7 @@ class _NodeTableModel(nn.Module):
             raise ValueError(f"dim must be positive, got {dim}")
         if init_std <= 0:
             raise ValueError(f"init_std must be positive, got {init_std}")
-        gen = generator if generator is not None else torch.Generator().manual_seed(0)
+        gen = generator if generator is not None else seeded_generator(0)
         self.n_users, self.n_items, self.n_layers = n_users, n_nodes - n_users, n_layers
         self.user_emb = init_table(n_users, dim, init_std, gen, dtype)
         self.item_emb = init_table(self.n_items, dim, init_std, gen, dtype)

@@ -152,7 +152,6 @@ def settings_for(variant: str, **overrides: Any) -> DGRECSettings:
 
 def run(dataset: str, variant: str, seed: int, epochs: int, **overrides: Any) -> dict[str, Any]:
     """Train one variant and return its record."""
-    torch.manual_seed(seed)
     train, test, social, tags = load_side(dataset)
     s = settings_for(variant, **overrides)
     t0 = time.time()

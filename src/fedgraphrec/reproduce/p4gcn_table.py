@@ -39,6 +39,7 @@ from fedgraphrec.evaluation.rating import mae, rmse
 from fedgraphrec.models.propagation import NormalizedBipartite
 from fedgraphrec.models.rating import Backbone, FeSoGItem, NeuMF, decode
 from fedgraphrec.protocols.p4gcn import P4GCN, P4GCNConfig
+from fedgraphrec.seeding import seeded_generator
 
 __all__ = ["METHODS", "main", "run_method", "shuffled_social"]
 
@@ -104,7 +105,7 @@ def _fit(
 def _local(
     method: str, data: Ratings, tr: Arrays, val: Arrays, te: Arrays, seed: int, args: argparse.Namespace
 ) -> dict[str, Any]:
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeded_generator(seed)
     rng_ = data.rating_range
     lo, hi = rng_
     model: torch.nn.Module
@@ -205,7 +206,6 @@ def _p4(
 
 def run_method(method: str, data: Ratings, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """Train one method with one seed; returns best-validation test metrics and the curve."""
-    torch.manual_seed(seed)
     tr, val, te = _splits(data, seed)
     t0 = time.perf_counter()
     res = (_p4 if method in P4 else _local)(method, data, tr, val, te, seed, args)

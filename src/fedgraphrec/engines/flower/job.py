@@ -32,6 +32,7 @@ from fedgraphrec.evaluation.ranking import evaluate_embeddings
 from fedgraphrec.protocols.fedgrec import FedGRec, FedGRecSettings
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample
 from fedgraphrec.protocols.secure_aggregation import SecureSum, threshold_for
+from fedgraphrec.seeding import seeded_generator
 from fedgraphrec.training.config import TrainConfig, load_config
 
 __all__ = ["FlowerJob", "JobResult", "run_fedgrec_job"]
@@ -241,7 +242,7 @@ def run_fedgrec_job(
         dropped_of: ``round → client ids`` callback reporting who the transport lost in a round.
     """
     data = job.data()
-    g = torch.Generator().manual_seed(job.seed)
+    g = seeded_generator(job.seed)
     user0 = torch.randn(data.n_users, job.dim, generator=g, dtype=torch.float64) * 0.1
     item0 = torch.randn(data.n_items, job.dim, generator=g, dtype=torch.float64) * 0.1
     settings = job.settings()

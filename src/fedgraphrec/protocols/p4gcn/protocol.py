@@ -32,6 +32,7 @@ from fedgraphrec.protocols.p4gcn.roles import (
 )
 from fedgraphrec.protocols.p4gcn.social import SENSITIVITIES, SocialParty
 from fedgraphrec.runtime.network import Network
+from fedgraphrec.seeding import seeded_generator
 
 __all__ = ["P4GCN", "P4GCNConfig", "batch_schedule", "release_count"]
 
@@ -137,7 +138,7 @@ class P4GCN:
         binary = sp.csr_matrix((np.ones(len(self.users)), (self.users, self.items)), shape=(n_users, n_items))
         binary.data[:] = 1.0
         graph = NormalizedBipartite.from_train(binary, dtype=torch.float64)
-        gen = torch.Generator().manual_seed(int(p1_ss.generate_state(1)[0]))
+        gen = seeded_generator(int(p1_ss.generate_state(1)[0]))
         self.p1 = Recommender(
             graph, cfg.backbone, cfg.dim, cfg.n_layers, cfg.beta, cfg.fusion, cfg.lr, cfg.social_lr,
             cfg.clip, backend, rating_range, gen, weight_decay=cfg.weight_decay,
