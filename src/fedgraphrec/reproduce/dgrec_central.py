@@ -13,7 +13,7 @@ runs), then writes ``<out>/<dataset>_<method>_s<seed>.json``:
 * ``hypergnn``: centralised attention-free hypergraph convolution over user item sets, tags and
   friend sets (:class:`~fedgraphrec.models.side_graph.HyperGNN`);
 * ``fedgnn``: the project's FedPerGNN (``protocol = "fedpergnn"``) with its local-DP upload set to
-  ε = 1 (λ from :func:`~fedgraphrec.protocols.baselines.fedpergnn.ldp_scale_for`, re-exported here
+  ε = 1 (λ from :func:`~fedgraphrec.privacy.laplace.laplace_scale_for`, re-exported here
   as ``laplace_scale_for``);
 * ``fedrec``: the same rounds, pseudo items and ε = 1 uploads without the local-graph expansion
   (``local_graph = false``, :math:`h_u = e_u`): federated BPR-MF, the paper's FedRec without its
@@ -50,7 +50,7 @@ from fedgraphrec.models.side_graph import (
     hypergraph_incidence,
     items_sharing_a_tag,
 )
-from fedgraphrec.protocols.baselines.fedpergnn import ldp_scale_for as laplace_scale_for
+from fedgraphrec.privacy.laplace import laplace_scale_for
 from fedgraphrec.reproduce.dgrec_runs import data_sizes, load_side
 from fedgraphrec.seeding import torch_generator
 from fedgraphrec.training.config import TrainConfig

@@ -32,7 +32,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from fedgraphrec.attacks import upload_inference
-from fedgraphrec.protocols.baselines.fedpergnn import ldp_epsilon
+from fedgraphrec.privacy.laplace import laplace_ldp_epsilon as ldp_epsilon
 from fedgraphrec.reproduce.compare import MethodSpec, compare, parse_method
 from fedgraphrec.training.config import TrainConfig, load_config
 from fedgraphrec.training.learners import make_learner

@@ -40,7 +40,6 @@ with the same rounds, pseudo items and local-DP uploads (DGREC's FedRec baseline
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -55,31 +54,10 @@ from fedgraphrec.protocols.secure_aggregation import SparseUpload, plain_aggrega
 from fedgraphrec.runtime import CryptoMode, Network
 from fedgraphrec.seeding import numpy_rng
 
-__all__ = ["FedPerGNN", "ldp_epsilon", "ldp_scale_for", "neighbour_means"]
+__all__ = ["FedPerGNN", "neighbour_means"]
 
 _ID_BYTES = 4
 THIRD_PARTY = "third-party"
-
-
-def ldp_epsilon(clip: float, scale: float) -> float:
-    r"""The upload's :math:`\varepsilon = 2\delta/\lambda` per coordinate and upload; ``inf`` without noise.
-
-    A coordinate clipped to :math:`[-\delta,\delta]` has sensitivity :math:`2\delta`.
-    """
-    return math.inf if scale == 0 else 2.0 * clip / scale
-
-
-def ldp_scale_for(epsilon: float, clip: float) -> float:
-    r"""The Laplace scale :math:`\lambda = 2\delta/\varepsilon` that gives ``epsilon`` (0 for ``inf``).
-
-    Raises:
-        ValueError: ``epsilon`` or ``clip`` is not positive.
-    """
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be positive, got {epsilon}")
-    if not clip > 0:
-        raise ValueError(f"clip must be positive, got {clip}")
-    return 0.0 if math.isinf(epsilon) else 2.0 * clip / epsilon
 
 
 def neighbour_means(
