@@ -6,9 +6,11 @@ line naming the file:line or the parameter at fault.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,7 +18,7 @@ from rich.console import Console
 
 from fedgraphrec import __version__
 
-__all__ = ["DataDirOpt", "app", "err", "fail", "out", "user_errors"]
+__all__ = ["DataDirOpt", "app", "err", "fail", "out", "use_data_dir", "user_errors"]
 
 app = typer.Typer(
     name="fedgraphrec",
@@ -33,6 +35,16 @@ DataDirOpt = Annotated[
     str | None,
     typer.Option("--data-dir", help="Folder of datasets (default: $FEDGRAPHREC_DATA, then the user cache)."),
 ]
+
+
+def use_data_dir(data_dir: str | None) -> None:
+    """Make ``--data-dir`` the first place every loader searches, in this process and its children.
+
+    Every loader (and the Flower apps this process starts) already searches ``$FEDGRAPHREC_DATA``
+    after an explicit folder; setting it here means no code path below the CLI can ignore the option.
+    """
+    if data_dir:
+        os.environ["FEDGRAPHREC_DATA"] = str(Path(data_dir).expanduser().resolve())
 
 
 def fail(message: str) -> typer.Exit:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fedgraphrec.cli._app import app, err, out, user_errors
+from fedgraphrec.cli._app import DataDirOpt, app, err, out, use_data_dir, user_errors
 
 
 @app.command()
@@ -32,6 +32,7 @@ def audit(
     epochs: Annotated[int, typer.Option(help="p4gcn: training epochs per arm.")] = 1,
     seed: Annotated[int, typer.Option(help="p4gcn, dgrec: run seed.")] = 0,
     out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("runs/audit"),
+    data_dir: DataDirOpt = None,
 ) -> None:
     """Attack what each party received, with the protocol's protection on and off; write a report.
 
@@ -39,6 +40,8 @@ def audit(
     that flips, replays, swaps and drops relayed messages, and reports what the receivers caught.
     """
     from fedgraphrec.audits.report import audit as run_audit
+
+    use_data_dir(data_dir)
     from fedgraphrec.training import load_config
 
     with user_errors():

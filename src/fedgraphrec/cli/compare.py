@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fedgraphrec.cli._app import app, err, fail, out, user_errors
+from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, use_data_dir, user_errors
 
 
 @app.command()
@@ -28,8 +28,10 @@ def compare(
         "runs/compare"
     ),
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
+    data_dir: DataDirOpt = None,
 ) -> None:
     """Run several methods on one dataset with the same split, seeds and budget; write a table."""
+    use_data_dir(data_dir)
     from fedgraphrec.reproduce.compare import compare as run_compare
     from fedgraphrec.reproduce.compare import parse_method
 
@@ -61,8 +63,10 @@ def frontier(
     ] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("runs/frontier"),
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
+    data_dir: DataDirOpt = None,
 ) -> None:
     """Every horizontal method on one dataset: utility, privacy (ε, measured leakage) and bytes."""
+    use_data_dir(data_dir)
     from fedgraphrec.reproduce.frontier import HORIZONTAL
     from fedgraphrec.reproduce.frontier import frontier as run_frontier
 

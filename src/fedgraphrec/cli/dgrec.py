@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from fedgraphrec.cli._app import app, out, user_errors
+from fedgraphrec.cli._app import DataDirOpt, app, out, use_data_dir, user_errors
 
 
 @app.command(name="dgrec")
@@ -32,9 +32,12 @@ def dgrec_cmd(
             help="Draw the LDP randomness from the OS CSPRNG (a guarantee; not reproducible).",
         ),
     ] = False,
+    data_dir: DataDirOpt = None,
 ) -> None:
     """Train DGREC (decentralised, one-bit LDP gradient flooding) or a variant; write one JSON."""
     from fedgraphrec.reproduce.dgrec_runs import run_and_save
+
+    use_data_dir(data_dir)
 
     with user_errors():
         res = run_and_save(

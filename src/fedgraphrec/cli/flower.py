@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fedgraphrec.cli._app import app, fail, out
+from fedgraphrec.cli._app import DataDirOpt, app, fail, out, use_data_dir
 
 flower_app = typer.Typer(
     help="Run protocols on Flower (needs the Flower extra of fedgraphrec).", no_args_is_help=True
@@ -25,6 +25,7 @@ def flower_simulate(
         ),
     ] = None,
     compare: Annotated[bool, typer.Option(help="Also run the in-process engine and compare.")] = True,
+    data_dir: DataDirOpt = None,
 ) -> None:
     """FedGRec (secure aggregation) or LP-GCN in Flower's simulation runtime (Ray backend).
 
@@ -32,6 +33,7 @@ def flower_simulate(
     --set train-set=alpha=5 --set batches=4``). For deployment across machines use ``flwr run
     deploy/flower <superlink>`` (README, "Running on Flower"); both run the same ServerApp and ClientApp.
     """
+    use_data_dir(data_dir)
     try:
         from fedgraphrec.engines.flower.app import run_in_process, simulate
         from fedgraphrec.engines.flower.job import FlowerJob

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fedgraphrec.cli._app import app, err, fail, out, user_errors
+from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, use_data_dir, user_errors
 
 
 @app.command()
@@ -32,8 +32,10 @@ def reproduce(
         ),
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
+    data_dir: DataDirOpt = None,
 ) -> None:
     """Reproduce a paper table: our numbers beside the paper's, with a verdict per cell."""
+    use_data_dir(data_dir)
     from fedgraphrec.reproduce.figures import FIGURES, reproduce_figure
     from fedgraphrec.reproduce.runs import (
         COMM_TABLES,

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, user_errors
+from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, use_data_dir, user_errors
 
 
 @app.command()
@@ -49,6 +49,8 @@ def train(
 ) -> None:
     """Train a recommender and write a run folder (config, metrics.jsonl, summary.json, curves.png)."""
     from fedgraphrec.training import RunDir, Trainer, default_run_dir, load_config
+
+    use_data_dir(data_dir)
     from fedgraphrec.training.config import PROTOCOLS
 
     if protocol not in PROTOCOLS:
