@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fedgraphrec.reproduce.frontier_social import collect, main
+from fedgraphrec.reproduce.frontier_social import collect, frontier_social
 
 
 def _files(tmp: Path) -> tuple[Path, Path, Path, Path]:
@@ -45,12 +45,11 @@ def test_rows_take_utility_epsilon_bytes_and_the_matching_audit_arm(tmp_path: Pa
     assert rows["LightGCN (local, ratings only)"]["leakage_auc"] is None
 
 
-def test_main_writes_the_report_and_refuses_empty_folders(tmp_path: Path) -> None:
+def test_the_report_is_written_and_empty_folders_are_refused(tmp_path: Path) -> None:
     p4, dg, pa, da = _files(tmp_path)
     out = tmp_path / "out"
-    main(["--dataset", "toy", "--p4gcn", str(p4), "--dgrec", str(dg), "--p4gcn-audit", str(pa),
-          "--dgrec-audit", str(da), "--out", str(out)])  # fmt: skip
-    assert "| vertical (ratings) | P4GCN | 2 |" in (out / "frontier.md").read_text()
+    md = frontier_social("toy", p4, dg, out, pa, da)
+    assert "| vertical (ratings) | P4GCN | 2 |" in md == (out / "frontier.md").read_text()
     assert (out / "frontier.png").stat().st_size > 0
-    with pytest.raises(SystemExit, match="no other run files"):
-        main(["--dataset", "other", "--p4gcn", str(p4), "--dgrec", str(dg), "--out", str(out)])
+    with pytest.raises(FileNotFoundError, match="no other run files"):
+        frontier_social("other", p4, dg, out)

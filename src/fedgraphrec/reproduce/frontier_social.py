@@ -18,7 +18,6 @@ The two settings answer different tasks (ratings vs top-K), so they stay two pan
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from collections import defaultdict
@@ -31,7 +30,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["collect", "main"]
+__all__ = ["collect", "frontier_social"]
 
 _RATING = {  # run-file method → (label, mechanism)
     "lightgcn": ("LightGCN (local, ratings only)", "none: no social data used"),
@@ -175,22 +174,21 @@ def _write(rows: list[dict[str, Any]], dataset: str, out: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command-line entry point (see the module docstring)."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--dataset", default="flixster")
-    p.add_argument("--p4gcn", type=Path, required=True, help="folder of p4gcn_table run files")
-    p.add_argument("--dgrec", type=Path, required=True, help="folder of dgrec run files")
-    p.add_argument("--p4gcn-audit", type=Path, default=None)
-    p.add_argument("--dgrec-audit", type=Path, default=None)
-    p.add_argument("--out", type=Path, required=True)
-    a = p.parse_args(argv)
-    rows = collect(a.dataset, a.p4gcn, a.dgrec, a.p4gcn_audit, a.dgrec_audit)
+def frontier_social(
+    dataset: str,
+    p4gcn_dir: Path,
+    dgrec_dir: Path,
+    out: Path,
+    p4gcn_audit: Path | None = None,
+    dgrec_audit: Path | None = None,
+) -> str:
+    """Collect the runs, write ``frontier.md/.json/.png`` into ``out`` and return the markdown.
+
+    Raises:
+        FileNotFoundError: no run file of ``dataset`` in either folder.
+    """
+    rows = collect(dataset, p4gcn_dir, dgrec_dir, p4gcn_audit, dgrec_audit)
     if not rows:
-        raise SystemExit(f"no {a.dataset} run files in {a.p4gcn} or {a.dgrec}")
-    _write(rows, a.dataset, a.out)
-    print((a.out / "frontier.md").read_text(), end="")
-
-
-if __name__ == "__main__":
-    main()
+        raise FileNotFoundError(f"no {dataset} run files in {p4gcn_dir} or {dgrec_dir}")
+    _write(rows, dataset, out)
+    return (out / "frontier.md").read_text()

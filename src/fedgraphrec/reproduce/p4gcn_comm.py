@@ -33,7 +33,6 @@ Run: ``python -m fedgraphrec.reproduce.p4gcn_comm --datasets filmtrust ciao doub
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -247,24 +246,22 @@ def to_markdown(result: dict[str, Any]) -> str:
     return "\n".join([*lines, "", *verdicts])
 
 
-def main(argv: list[str] | None = None) -> None:
-    """CLI: ``--datasets``, ``--table1`` (per-run JSONs for "Prac."), ``--out`` (writes .json and .md)."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--datasets", nargs="+", default=list(PAPER_TABLE3))
-    p.add_argument("--table1", type=Path, default=None)
-    p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--key-bits", type=int, default=2048)
-    p.add_argument("--out", type=Path, required=True, help="path stem: writes STEM.json and STEM.md")
-    args = p.parse_args(argv)
-    cs = CommSettings(key_bits=args.key_bits)
-    result = table3(args.datasets, args.table1, cs, args.epochs, args.seed)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
+def write_table3(
+    out: Path,
+    datasets: Sequence[str] = tuple(PAPER_TABLE3),
+    table1: Path | None = None,
+    *,
+    epochs: int = 5,
+    seed: int = 0,
+    key_bits: int = 2048,
+) -> str:
+    """Table 3 for ``datasets``: writes ``out.json`` and ``out.md`` (``out``: a path stem); returns the md.
+
+    ``table1``: a folder of Table 1 run files for the "Prac." rows (optional).
+    """
+    result = table3(list(datasets), table1, CommSettings(key_bits=key_bits), epochs, seed)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     md = to_markdown(result)
-    args.out.with_suffix(".md").write_text(md + "\n")
-    print(md)
-
-
-if __name__ == "__main__":
-    main()
+    out.with_suffix(".md").write_text(md + "\n")
+    return md

@@ -397,10 +397,8 @@ def reproduce_comm(name: str, out_dir: str | Path, *, reuse: Sequence[str | Path
         raise KeyError(f"unknown table {name!r}; available: {', '.join(COMM_TABLES)}")
     from fedgraphrec.reproduce import p4gcn_comm
 
-    argv = ["--out", str(Path(out_dir) / "reproduce")]
-    if reuse:
-        argv += ["--table1", str(reuse[0])]
-    p4gcn_comm.main(argv)
+    md = p4gcn_comm.write_table3(Path(out_dir) / "reproduce", table1=Path(reuse[0]) if reuse else None)
+    print(md)
 
 
 # ---------------------------------------------------------------------------------------------
