@@ -38,9 +38,9 @@ from fedgraphrec.evaluation.ranking import evaluate_scores
 from fedgraphrec.privacy.one_bit import decode_scale
 from fedgraphrec.protocols.dgrec import DGREC
 from fedgraphrec.protocols.dgrec.sampling import sample_group, sampling_weights
-from fedgraphrec.reproduce.dgrec_runs import load_side, settings_for
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.dgrec import load_side, settings_for
 from fedgraphrec.training.trainer import Trainer, evaluate_embeddings_on
 
 __all__ = ["central", "eval_path", "fixed_group", "participation", "popularity", "snr"]

@@ -110,3 +110,9 @@ def test_no_global_random_state() -> None:
             if "manual_seed(" in line or "np.random.seed(" in line or "random.seed(" in line:
                 offenders.append(f"{path.relative_to(SRC)}:{no}: {line.strip()}")
     assert not offenders, "global or ad-hoc seeding:\n" + "\n".join(offenders)
+
+
+def test_one_command_line() -> None:
+    """The CLI is typer's (``fedgraphrec.cli``): no argparse entry point hides inside the package."""
+    users = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if "argparse" in p.read_text()]
+    assert not users, f"argparse in {users}; research runners belong in scripts/"

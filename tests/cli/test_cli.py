@@ -432,3 +432,57 @@ def test_audit_p4gcn_and_dgrec_write_reports(tmp_path):
 def test_audit_p4gcn_needs_a_dataset(tmp_path):
     res = runner.invoke(app, ["audit", "p4gcn", "--out", str(tmp_path / "a")])
     assert res.exit_code == 2 and "--dataset is required" in res.output
+
+
+@pytest.mark.parametrize(
+    ("protocol", "extra"),
+    [
+        ("p4gcn", ["--set", "method=p4gcn", "--set", "dim=4", "--set", "batch=64", "--set", "eps=5"]),
+        ("dgrec", ["--variant", "dmf", "--set", "centres_per_epoch=10"]),
+    ],
+)
+def test_train_p4gcn_and_dgrec_write_standard_run_folders(tmp_path, protocol, extra):
+    data = _social_folder(tmp_path)
+    out = tmp_path / protocol
+    args = [
+        "train",
+        protocol,
+        "--dataset",
+        str(data),
+        "--epochs",
+        "2",
+        "--seed",
+        "1",
+        "--out",
+        str(out),
+        *extra,
+    ]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert {p.name for p in out.iterdir()} >= {"config.toml", "metrics.jsonl", "summary.json", "curves.png"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["protocol"] == protocol and summary["seed"] == 1 and summary["test"]
+    assert len((out / "metrics.jsonl").read_text().splitlines()) >= 1
+    if protocol == "p4gcn":
+        assert summary["privacy"]["dp_guarantee"] is True and summary["privacy"]["epsilon_spent"] <= 5 + 1e-9
+    else:
+        assert summary["variant"] == "dmf" and 'variant = "dmf"' in (out / "config.toml").read_text()
+
+
+def test_train_p4gcn_names_a_bad_setting_and_writes_nothing(tmp_path):
+    data = _social_folder(tmp_path)
+    out = tmp_path / "x"
+    res = runner.invoke(
+        app, ["train", "p4gcn", "--dataset", str(data), "--set", "methd=pmf", "--out", str(out)]
+    )
+    assert res.exit_code == 2 and "--set 'methd=pmf': unknown key 'methd'" in res.output
+    res = runner.invoke(
+        app, ["train", "p4gcn", "--dataset", str(data), "--set", "method=svd", "--out", str(out)]
+    )
+    assert res.exit_code == 2 and "method must be one of" in res.output
+    assert not out.exists()
+
+
+def test_the_old_p4gcn_command_says_where_it_moved():
+    res = runner.invoke(app, ["p4gcn", "--dataset", "filmtrust"])
+    assert res.exit_code == 2 and "fedgraphrec train p4gcn" in res.output

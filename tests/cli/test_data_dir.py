@@ -59,19 +59,7 @@ COMMANDS = {
         "--set",
         "clients_per_round=8",
     ],
-    "p4gcn": [
-        "p4gcn",
-        "--dataset",
-        "filmtrust",
-        "--methods",
-        "pmf",
-        "--seeds",
-        "0",
-        "--epochs",
-        "1",
-        "--dim",
-        "4",
-    ],
+    "p4gcn": ["train", "p4gcn", "-d", "filmtrust", "--epochs", "1", "--set", "method=pmf", "--set", "dim=4"],
 }
 
 
@@ -81,7 +69,7 @@ def test_a_dataset_only_in_data_dir_is_found(data_dir: Path, tmp_path: Path, com
     res = runner.invoke(app, [*args, "--data-dir", str(data_dir)])
     assert res.exit_code == 0, res.output
     if command == "p4gcn":
-        assert json.loads(next((tmp_path / "out").glob("*.json")).read_text())["dataset"] == "filmtrust"
+        assert json.loads((tmp_path / "out" / "summary.json").read_text())["dataset"] == "filmtrust"
 
 
 @pytest.mark.parametrize("command", ["audit", "p4gcn"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from fedgraphrec.data.types import Ratings, RatingSplit, SocialGraph
 from fedgraphrec.reproduce import p4gcn_table
 from fedgraphrec.reproduce.p4gcn_summary import summarize
+from fedgraphrec.training.rating import RatingSettings
 
 
 def _ratings() -> Ratings:
@@ -36,7 +36,7 @@ def _ratings() -> Ratings:
 
 @pytest.mark.parametrize("method", ["neumf", "sesorec", "fesog-", "p4gcn", "p4gcn-gcn*"])
 def test_every_method_runs(method: str) -> None:
-    args = argparse.Namespace(
+    args = RatingSettings(
         dim=8, layers=2, lr=1e-2, batch=16, epochs=2, patience=2, beta=1.0, social_lr=1.0,
         social_reg=1e-2, clip=0.1, eps=5.0,
     )  # fmt: skip
@@ -51,7 +51,7 @@ def test_every_method_runs(method: str) -> None:
 
 
 def test_the_paper_calibration_is_labelled_not_a_guarantee() -> None:
-    args = argparse.Namespace(
+    args = RatingSettings(
         dim=8, layers=2, lr=1e-2, batch=16, epochs=1, patience=2, beta=1.0, social_lr=1.0,
         social_reg=1e-2, clip=0.1, eps=5.0, sensitivity="paper-local",
     )  # fmt: skip
@@ -64,7 +64,7 @@ def test_packed_ckks_backend_matches_plain() -> None:
     pytest.importorskip("tenseal")
     res = {}
     for backend in ("plain", "ckks-packed"):
-        args = argparse.Namespace(
+        args = RatingSettings(
             dim=8, layers=2, lr=1e-2, batch=16, epochs=1, patience=2, beta=1.0, social_lr=1.0,
             social_reg=1e-2, clip=0.1, eps=5.0, backend=backend,
         )  # fmt: skip

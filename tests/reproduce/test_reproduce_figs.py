@@ -20,6 +20,7 @@ from fedgraphrec.reproduce.figures import (
 )
 from fedgraphrec.reproduce.tables import Budget
 from fedgraphrec.training.config import PROTOCOLS, load_config
+from fedgraphrec.training.rating import RatingSettings
 
 ENTRIES = {
     "lpgcn-f10", "lpgcn-f11", "fedgrec-t3", "fedgrec-t4", "fedgrec-f2-gowalla", "fedgrec-f3",
@@ -73,31 +74,31 @@ def test_claim_measures() -> None:
     assert paper_figures._tau_claim()(curves, "m") == 1.0
 
 
-def _fake_p4gcn(calls: list[list[str]]):
-    def main(argv: list[str]) -> None:
-        calls.append(argv)
-        flags = [a for a in argv if a != "--no-fusion"]  # the one flag without a value
-        opts = dict(zip(flags[::2], flags[1::2], strict=False))
-        eps = float(opts.get("--eps", 30.0))
-        rmse = 0.8 + 0.1 / eps + (0.01 if "--no-fusion" in argv else 0.0)  # falls with ε; fusion helps
-        if opts["--methods"] == "lightgcn":
+def _fake_p4gcn(calls: list[RatingSettings]):
+    def run_table(
+        dataset: str, methods: list[str], seeds: list[int], settings: RatingSettings, out: Path
+    ) -> None:
+        (method,), (seed,) = methods, seeds
+        calls.append(settings)
+        eps = settings.eps or 30.0
+        rmse = 0.8 + 0.1 / eps + (0.0 if settings.fusion else 0.01)  # falls with ε; fusion helps
+        if method == "lightgcn":
             rmse = 0.85
-        out = Path(opts["--out"])
+        out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         run = {"test_rmse": rmse, "test_mae": rmse - 0.2}
-        name = opts["--methods"].replace("*", "_ideal")
-        (out / f"filmtrust_{name}_s{opts['--seeds']}.json").write_text(json.dumps(run))
+        (out / f"filmtrust_{method.replace('*', '_ideal')}_s{seed}.json").write_text(json.dumps(run))
 
-    return main
+    return run_table
 
 
 def test_p4gcn_f4_sweeps_eps_and_fusion_and_judges_claims(tmp_path: Path, monkeypatch) -> None:
-    calls: list[list[str]] = []
-    monkeypatch.setattr(p4gcn_table, "main", _fake_p4gcn(calls))
+    calls: list[RatingSettings] = []
+    monkeypatch.setattr(p4gcn_table, "run_table", _fake_p4gcn(calls))
     report = reproduce_figure("p4gcn-f4", tmp_path)
     assert len(calls) == (6 + 6 + 1 + 1) * 3  # two ε sweeps, two references, three seeds
-    assert sum("--no-fusion" in c for c in calls) == 18
-    assert any(c[c.index("--eps") + 1] == "20" for c in calls if "--eps" in c)
+    assert sum(not c.fusion for c in calls) == 18
+    assert any(c.eps == 20 for c in calls)
     cells = {r["row"]: r["cells"]["claim"] for r in report["rows"]}
     assert cells["error falls as ε grows (share of steps, fusion) (rmse)"]["ours"] == 1.0
     assert cells["w/o fusion worse than fusion at the same ε (share of ε) (rmse)"]["verdict"] == "matches"

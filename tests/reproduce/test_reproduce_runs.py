@@ -61,22 +61,21 @@ def test_unknown_table_or_row_is_refused(tmp_path: Path) -> None:
 def test_missing_runs_are_trained_with_the_budget_and_row_arguments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls: list[list[str]] = []
+    calls: list[tuple[int, object]] = []
 
-    def fake_main(argv: list[str]) -> None:
-        calls.append(argv)
-        opts = dict(zip(argv[::2], argv[1::2], strict=False))
-        _write_p4gcn(
-            Path(opts["--out"]), opts["--dataset"], opts["--methods"], int(opts["--seeds"]), 0.75, 0.6
-        )
+    def fake_run_table(
+        dataset: str, methods: list[str], seeds: list[int], settings: object, out: Path
+    ) -> None:
+        (method,), (seed,) = methods, seeds
+        calls.append((seed, settings))
+        _write_p4gcn(Path(out), dataset, method, seed, 0.75, 0.6)
 
-    monkeypatch.setattr(p4gcn_table, "main", fake_main)
+    monkeypatch.setattr(p4gcn_table, "run_table", fake_run_table)
     out = tmp_path / "out"
     _write_p4gcn(out / "runs", "douban", "lightgcn", 0, 0.74, 0.58)  # already there: not run again
     report = reproduce_runs("p4gcn-t1-douban", out, rows=["LightGCN"])
-    assert [c[c.index("--seeds") + 1] for c in calls] == ["1", "2"]
-    epochs = [c[i + 1] for c in calls for i, a in enumerate(c) if a == "--epochs"]
-    assert epochs[-1] == "20"  # the row's own argument comes after the budget's 12
+    assert [seed for seed, _ in calls] == [1, 2]
+    assert all(s.epochs == 20 for _, s in calls)  # type: ignore[attr-defined]  # the row's own, after the budget's 12
     assert report["rows"][0]["seeds"] == 3
     assert report["rows"][0]["cells"]["rmse"]["ours"] == pytest.approx((0.74 + 0.75 + 0.75) / 3)
 

@@ -31,9 +31,9 @@ import torch
 
 from fedgraphrec.attacks import first_round_gradients, private_item_hits, private_item_ranking
 from fedgraphrec.protocols.dgrec import DGREC
-from fedgraphrec.reproduce.dgrec_runs import load_side, settings_for
 from fedgraphrec.runtime.network import Network
 from fedgraphrec.seeding import numpy_rng, torch_generator
+from fedgraphrec.training.dgrec import load_side, settings_for
 
 __all__ = ["audit_dgrec"]
 

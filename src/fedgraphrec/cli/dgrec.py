@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from fedgraphrec.cli._app import DataDirOpt, app, out, use_data_dir, user_errors
+from fedgraphrec.cli._app import DataDirOpt, app, err, out, use_data_dir, user_errors
 
 
-@app.command(name="dgrec")
+@app.command(name="dgrec", hidden=True, deprecated=True)
 def dgrec_cmd(
     variant: Annotated[
         str, typer.Argument(help="dgrec, an ablation (non-*), local-only, dmf or dlgnn.")
@@ -34,10 +34,14 @@ def dgrec_cmd(
     ] = False,
     data_dir: DataDirOpt = None,
 ) -> None:
-    """Train DGREC (decentralised, one-bit LDP gradient flooding) or a variant; write one JSON."""
+    """Moved to ``fedgraphrec train dgrec --variant VARIANT`` (a standard run folder); writes the old JSON."""
     from fedgraphrec.reproduce.dgrec_runs import run_and_save
 
     use_data_dir(data_dir)
+    err.print(
+        "[yellow]note:[/] `fedgraphrec dgrec` moved to `fedgraphrec train dgrec --variant VARIANT` "
+        "(a standard run folder; settings by --set); this alias still writes the old one-JSON output"
+    )
 
     with user_errors():
         res = run_and_save(

@@ -1,20 +1,19 @@
-"""``fedgraphrec p4gcn``: the P4GCN rating table (Table 1/2) runner."""
+"""``fedgraphrec p4gcn``: moved. One run is ``train p4gcn``; the paper tables are ``reproduce p4gcn-*``."""
 
 from __future__ import annotations
 
 import typer
 
-from fedgraphrec.cli._app import DataDirOpt, app, use_data_dir, user_errors
+from fedgraphrec.cli._app import app, fail
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def p4gcn(ctx: typer.Context, data_dir: DataDirOpt = None) -> None:
-    """P4GCN rating table (Table 1/2): ``fedgraphrec p4gcn --dataset filmtrust --seeds 0 --out DIR``.
-
-    Other options are those of ``python -m fedgraphrec.reproduce.p4gcn_table --help``.
-    """
-    from fedgraphrec.reproduce.p4gcn_table import main as p4gcn_main
-
-    use_data_dir(data_dir)
-    with user_errors():
-        p4gcn_main(list(ctx.args))
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, hidden=True, deprecated=True
+)
+def p4gcn(ctx: typer.Context) -> None:
+    """Moved: ``train p4gcn`` (one run, a run folder) or ``reproduce p4gcn-t1-DATASET`` (the tables)."""
+    raise fail(
+        "`fedgraphrec p4gcn` moved: one run with a run folder is "
+        "`fedgraphrec train p4gcn --dataset filmtrust --set method=p4gcn` (every setting by --set or "
+        "--config); the paper tables are `fedgraphrec reproduce p4gcn-t1-<dataset>` / `p4gcn-t2-filmtrust`"
+    )

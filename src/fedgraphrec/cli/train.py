@@ -16,7 +16,8 @@ def train(
     protocol: Annotated[
         str,
         typer.Argument(
-            help="central, lpgcn, gnn4fr, fedgrec, fedmf, federank, fcf, fedncf, pgcn or fedpergnn."
+            help="central, lpgcn, gnn4fr, fedgrec, fedmf, federank, fcf, fedncf, pgcn, fedpergnn, "
+            "p4gcn (and its rating baselines: --set method=...) or dgrec (and its variants: --variant)."
         ),
     ],
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
@@ -46,6 +47,7 @@ def train(
         typer.Option(help="Resume the run in this folder from its checkpoint (with --epochs: extend it)."),
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    variant: Annotated[str | None, typer.Option(help="dgrec: the variant (dgrec, dmf, dlgnn, …).")] = None,
 ) -> None:
     """Train a recommender and write a run folder (config, metrics.jsonl, summary.json, curves.png)."""
     from fedgraphrec.training import RunDir, Trainer, default_run_dir, load_config
@@ -53,8 +55,13 @@ def train(
     use_data_dir(data_dir)
     from fedgraphrec.training.config import PROTOCOLS
 
+    if protocol in ("p4gcn", "dgrec"):
+        _train_side(protocol, dataset, config, overrides, epochs, seed, out_dir, variant)
+        return
+    if variant is not None:
+        raise fail("--variant applies to dgrec only")
     if protocol not in PROTOCOLS:
-        raise fail(f"unknown protocol {protocol!r}; available: {', '.join(PROTOCOLS)}")
+        raise fail(f"unknown protocol {protocol!r}; available: {', '.join([*PROTOCOLS, 'p4gcn', 'dgrec'])}")
     with user_errors(crypto_note=" (the run folder keeps the last checkpoint)"):
         if resume is not None:
             if not (resume / "config.toml").exists():
@@ -82,6 +89,48 @@ def train(
         err.print(f"run folder: {run_dir}")
         result = Trainer(cfg, run_dir, progress=progress, resume=resume is not None).fit()
     print_summary(result.summary)
+
+
+def _train_side(
+    protocol: str,
+    dataset: str | None,
+    config: Path | None,
+    overrides: list[str] | None,
+    epochs: int | None,
+    seed: int | None,
+    out_dir: Path | None,
+    variant: str | None,
+) -> None:
+    """``train p4gcn`` / ``train dgrec``: their settings dataclasses, the same run folder as every method."""
+    import json
+
+    from fedgraphrec.training import default_run_dir
+    from fedgraphrec.training.config import load_settings
+
+    with user_errors():
+        if protocol == "p4gcn":
+            from fedgraphrec.data import load_dataset
+            from fedgraphrec.data.types import Ratings
+            from fedgraphrec.training.rating import RatingSettings, train_rating
+
+            if variant is not None:
+                raise ValueError("--variant applies to dgrec; P4GCN's methods are --set method=...")
+            settings = load_settings(RatingSettings, config, overrides, epochs=epochs)
+            name = dataset or "filmtrust"
+            data = load_dataset(name)
+            if not isinstance(data, Ratings):
+                raise ValueError(f"--dataset {name}: P4GCN needs explicit ratings and a social graph")
+            run_dir = out_dir or default_run_dir("p4gcn", name)
+            summary = train_rating(data, seed or 0, settings, run_dir)
+        else:
+            from fedgraphrec.training.dgrec import DGRECRunSettings, train_dgrec
+
+            settings_d = load_settings(DGRECRunSettings, config, overrides, epochs=epochs, variant=variant)
+            name = dataset or "flixster"
+            run_dir = out_dir or default_run_dir("dgrec", name)
+            summary = train_dgrec(name, seed or 0, settings_d, run_dir)
+    out.print_json(json.dumps({k: summary[k] for k in ("test", "selected_epoch") if k in summary}))
+    err.print(f"wrote {run_dir}/: config.toml, metrics.jsonl, summary.json, curves.png")
 
 
 def print_summary(summary: dict[str, object]) -> None:

@@ -287,8 +287,7 @@ def train_runner(kind: str, dataset: str, method: str, seed: int, args: Sequence
     if kind == "p4gcn":
         from fedgraphrec.reproduce import p4gcn_table
 
-        argv = ["--dataset", dataset, "--methods", method, "--seeds", str(seed), *args]
-        p4gcn_table.main([*argv, "--out", str(folder)])
+        p4gcn_table.run_table(dataset, [method], [seed], p4gcn_table.settings_from_flags(args), folder)
         return
     from fedgraphrec.reproduce import dgrec_runs as dgrec
 

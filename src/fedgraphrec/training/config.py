@@ -19,7 +19,7 @@ from typing import Any
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from fedgraphrec.protocols.secure_aggregation import check_threshold
 
-__all__ = ["ConfigError", "TrainConfig", "load_config"]
+__all__ = ["ConfigError", "TrainConfig", "load_config", "load_settings"]
 
 
 class ConfigError(ValueError):
@@ -426,3 +426,55 @@ def load_config(
         origin = f"{path}: " if path is not None else ""
         raise ConfigError(f"{origin}{exc}") from None
     return cfg
+
+
+S = typing.TypeVar("S")
+
+
+def load_settings(
+    cls: type[S], path: str | Path | None = None, overrides: list[str] | None = None, **values: Any
+) -> S:
+    """A settings dataclass from its defaults, a TOML file, keyword ``values`` and ``--set`` overrides.
+
+    Precedence is that order (e.g. :class:`~fedgraphrec.training.rating.RatingSettings`). TOML keys
+    that belong to the run rather than to ``cls`` (``protocol``, ``dataset``, ``seed``) are skipped.
+
+    Raises:
+        ConfigError: an unknown key or a value of the wrong type (naming the file and line or the
+            ``--set`` argument), or a value the dataclass's own checks refuse.
+    """
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    chosen: dict[str, Any] = {}
+
+    def put(key: str, value: Any, where: str) -> None:
+        if key not in fields:
+            raise ConfigError(f"{where}: unknown key {key!r}; valid keys: {', '.join(sorted(fields))}")
+        ok, converted = _type_ok(value, hints[key])
+        if not ok:
+            raise ConfigError(f"{where}: {key} expects {_describe(hints[key])}, got {value!r}")
+        chosen[key] = converted
+
+    if path is not None:
+        p = Path(path)
+        try:
+            text = p.read_text()
+            data = tomllib.loads(text)
+        except OSError as exc:
+            raise ConfigError(f"{p}: cannot read config ({exc.strerror})") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{p}: {exc}") from exc
+        for key, value in data.items():
+            if key not in ("protocol", "dataset", "seed"):
+                line = _line_of(text, key)
+                put(key, value, f"{p}:{line}" if line else str(p))
+    for key, value in values.items():
+        if value is not None:
+            put(key, value, key)
+    for item in overrides or []:
+        key, value = _parse_override(item)
+        put(key, value, f"--set {item!r}")
+    try:
+        return cls(**chosen)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

@@ -101,3 +101,28 @@ class RunDir:
         """Read ``summary.json``."""
         data: dict[str, Any] = json.loads(self.summary_path.read_text())
         return data
+
+
+def write_run(
+    folder: str | Path,
+    config: dict[str, Any],
+    records: list[dict[str, Any]],
+    summary: dict[str, Any],
+    title: str = "",
+) -> Path:
+    """Write a run folder for a run the :class:`~fedgraphrec.training.Trainer` does not drive (P4GCN, DGREC).
+
+    The same files as every run: ``config.toml`` (``None`` values left out, TOML has no null),
+    ``metrics.jsonl`` (one record per epoch: ``epoch``, ``loss`` and ``valid``/``test`` metric dicts),
+    ``summary.json`` and ``curves.png``. Called once the run has finished, so a failed run leaves no
+    half-written folder.
+    """
+    from fedgraphrec.training.plots import plot_curves
+
+    run = RunDir(folder)
+    run.path.mkdir(parents=True, exist_ok=True)
+    _atomic_write(run.config_path, tomli_w.dumps({k: v for k, v in config.items() if v is not None}).encode())
+    run.rewrite_metrics(records)
+    run.write_summary(summary)
+    plot_curves(records, run.curves_path, title)
+    return run.path
