@@ -14,8 +14,8 @@ import argparse
 import json
 
 from fedgraphrec.attacks import query_intersection
-from fedgraphrec.training.config import load_config
 from fedgraphrec.training.learners import FedGRecLearner
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.trainer import prepare_interactions
 
 

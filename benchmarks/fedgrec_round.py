@@ -18,8 +18,8 @@ import time
 import torch
 
 from fedgraphrec.protocols.fedgrec.reference import reference_round
-from fedgraphrec.training.config import load_config
 from fedgraphrec.training.learners import FedGRecLearner
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.trainer import prepare_interactions
 
 

@@ -19,7 +19,8 @@ from fedgraphrec.reproduce.figures import (
     train_overrides,
 )
 from fedgraphrec.reproduce.tables import Budget
-from fedgraphrec.training.config import PROTOCOLS, load_config
+from fedgraphrec.training.config import PROTOCOLS
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.rating import RatingSettings
 
 ENTRIES = {

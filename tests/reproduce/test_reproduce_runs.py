@@ -81,7 +81,7 @@ def test_missing_runs_are_trained_with_the_budget_and_row_arguments(
 
 
 def test_comm_table_names_are_checked(tmp_path: Path) -> None:
-    from fedgraphrec.reproduce.runs import COMM_TABLES, reproduce_comm
+    from fedgraphrec.reproduce.formula_tables import COMM_TABLES, reproduce_comm
 
     assert "p4gcn-t3" in COMM_TABLES
     with pytest.raises(KeyError, match="unknown table"):
@@ -89,7 +89,7 @@ def test_comm_table_names_are_checked(tmp_path: Path) -> None:
 
 
 def test_fig13_reads_a_sweep_and_judges_range_and_trends(tmp_path: Path) -> None:
-    from fedgraphrec.reproduce.runs import reproduce_fig13
+    from fedgraphrec.reproduce.formula_tables import reproduce_fig13
 
     rows = [(0.0757, 100.0, 0.3), (0.3, 120.0, 0.2), (0.5930, 130.0, 0.25)]  # R rises on the last step
     lines = ["convolution_fraction,cost_bytes,R"] + [f"{k},{c},{r}" for k, c, r in rows]

@@ -37,15 +37,8 @@ def reproduce(
     """Reproduce a paper table: our numbers beside the paper's, with a verdict per cell."""
     use_data_dir(data_dir)
     from fedgraphrec.reproduce.figures import FIGURES, reproduce_figure
-    from fedgraphrec.reproduce.runs import (
-        COMM_TABLES,
-        FIG13,
-        RUN_TABLES,
-        RunTable,
-        reproduce_comm,
-        reproduce_fig13,
-        reproduce_runs,
-    )
+    from fedgraphrec.reproduce.formula_tables import COMM_TABLES, FIG13, reproduce_comm, reproduce_fig13
+    from fedgraphrec.reproduce.runs import RUN_TABLES, RunTable, reproduce_runs
     from fedgraphrec.reproduce.tables import TABLES, PaperTable
     from fedgraphrec.reproduce.tables import reproduce as run_reproduce
 

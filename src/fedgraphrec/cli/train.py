@@ -105,7 +105,7 @@ def _train_side(
     import json
 
     from fedgraphrec.training import default_run_dir
-    from fedgraphrec.training.config import load_settings
+    from fedgraphrec.training.loading import load_settings
 
     with user_errors():
         if protocol == "p4gcn":

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedgraphrec.training.config import ConfigError, load_config
+from fedgraphrec.training.config import ConfigError
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.trainer import Trainer
 
 __all__ = ["MethodSpec", "compare", "parse_method"]

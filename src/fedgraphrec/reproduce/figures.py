@@ -33,7 +33,8 @@ import numpy as np
 
 from fedgraphrec.reproduce.claims import Claim, Figure, Results, Series, series_points
 from fedgraphrec.reproduce.paper_figures import FIGURES
-from fedgraphrec.reproduce.tables import Budget, PaperRow, paper_cells, write_report
+from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
+from fedgraphrec.reproduce.tables import Budget
 
 __all__ = ["FIGURES", "Claim", "Figure", "Series", "reproduce_figure", "train_overrides"]
 
@@ -139,7 +140,7 @@ def train_overrides(
 
 
 def _train_config(fig: Figure, s: Series, x: float | None, seed: int, plan: Budget, folder: Path) -> None:
-    from fedgraphrec.training.config import load_config
+    from fedgraphrec.training.loading import load_config
     from fedgraphrec.training.trainer import Trainer
 
     protocol, over = train_overrides(fig, s, x, seed, plan)

@@ -34,8 +34,9 @@ import matplotlib.pyplot as plt
 from fedgraphrec.attacks import upload_inference
 from fedgraphrec.privacy.laplace import laplace_ldp_epsilon as ldp_epsilon
 from fedgraphrec.reproduce.compare import MethodSpec, compare, parse_method
-from fedgraphrec.training.config import TrainConfig, load_config
+from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learners import make_learner
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
 

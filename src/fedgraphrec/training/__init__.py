@@ -4,7 +4,7 @@ May import data, models, evaluation, crypto, privacy, runtime, protocols and att
 engines and the CLI build on it.
 """
 
-from fedgraphrec.training.config import ConfigError, TrainConfig, load_config
+from fedgraphrec.training.config import ConfigError, TrainConfig
 from fedgraphrec.training.learners import (
     BatchStats,
     CentralLearner,
@@ -13,6 +13,7 @@ from fedgraphrec.training.learners import (
     build_model,
     make_learner,
 )
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.rundir import RunDir, default_run_dir
 from fedgraphrec.training.sampler import BPRSampler, Triples
 from fedgraphrec.training.trainer import RunResult, Trainer, evaluate_embeddings_on, prepare_interactions

@@ -20,7 +20,8 @@ from typing import Any
 
 import tomli_w
 
-from fedgraphrec.training.config import TrainConfig, load_config
+from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.loading import load_config
 
 __all__ = ["RunDir", "default_run_dir"]
 

@@ -33,7 +33,8 @@ from fedgraphrec.protocols.fedgrec import FedGRec, FedGRecSettings
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample
 from fedgraphrec.protocols.secure_aggregation import SecureSum, threshold_for
 from fedgraphrec.seeding import seeded_generator
-from fedgraphrec.training.config import TrainConfig, load_config
+from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.loading import load_config
 
 __all__ = ["FlowerJob", "JobResult", "run_fedgrec_job"]
 
