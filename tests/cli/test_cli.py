@@ -347,6 +347,9 @@ def test_train_pgcn_and_fedpergnn(tmp_path, protocol, model):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["protocol"] == protocol and summary["communication"]["total_bytes"] > 0
     assert 0.0 <= summary["test"]["recall@5"] <= 1.0
+    cost = summary["communication"]["per_client_per_epoch"]
+    assert 0 < cost["total"]["p50"] <= cost["total"]["p99"] <= cost["total"]["max"]
+    assert "per client per epoch (mean / p50 / p99 / max): sent" in res.output
     if protocol == "fedpergnn":
         assert summary["noise_source"].startswith("seeded")
 

@@ -42,6 +42,17 @@ def test_ledger_rows_totals_and_per_client():
         led.record("up", "client", "server", [1, 2], senders=np.array([0]))
 
 
+def test_per_client_cost_per_epoch():
+    led = Ledger(n_clients=4)
+    led.record("up", "client", "server", [10, 20, 30], senders=np.array([0, 1, 1]))
+    led.record("down", "server", "client", 8, receivers=np.array([3]))
+    cost = led.per_client_cost(epochs=2)  # sent per client [10, 50, 0, 0] over two epochs
+    assert cost["sent"] == {"mean": 7.5, "p50": 2.5, "p99": pytest.approx(24.4), "max": 25.0}
+    assert cost["received"]["max"] == 4.0 and cost["total"]["mean"] == pytest.approx((60 + 8) / 4 / 2)
+    with pytest.raises(ValueError, match="epochs"):
+        led.per_client_cost(0)
+
+
 def test_ledger_save(tmp_path):
     led = Ledger(2)
     led.record("p", "a", "b", [3, 4])

@@ -133,6 +133,15 @@ def _train_side(
     err.print(f"wrote {run_dir}/: config.toml, metrics.jsonl, summary.json, curves.png")
 
 
+def _size(n_bytes: float) -> str:
+    """``1536`` → ``1.5 KiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n_bytes < 1024 or unit == "GiB":
+            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.1f} {unit}"
+        n_bytes /= 1024
+    return f"{n_bytes:.1f} GiB"
+
+
 def print_summary(summary: dict[str, object]) -> None:
     """The test metrics as a table, then verification, communication, dropouts and notes on stderr."""
     title = f"{summary['protocol']}/{summary['model']} on {summary['dataset']}"
@@ -149,9 +158,15 @@ def print_summary(summary: dict[str, object]) -> None:
         err.print(f"verify: largest relative parameter deviation from the centralized oracle {dev:.2e}")
     comm = summary.get("communication")
     if isinstance(comm, dict):
-        err.print(
-            f"communication: {comm['mean_bytes_per_client_per_epoch'] / 1024:.1f} KiB per client per epoch"
-        )
+        cost = comm.get("per_client_per_epoch", {})
+        if isinstance(cost, dict) and "sent" in cost:
+            sent, recv = cost["sent"], cost["received"]
+            err.print(
+                "per client per epoch (mean / p50 / p99 / max): sent "
+                + " / ".join(_size(sent[k]) for k in ("mean", "p50", "p99", "max"))
+                + "; received "
+                + " / ".join(_size(recv[k]) for k in ("mean", "p50", "p99", "max"))
+            )
     if summary.get("clients_lost") or summary.get("clients_recovered"):
         err.print(
             f"[yellow]dropouts:[/] {summary['clients_lost']} sampled clients were lost before uploading "

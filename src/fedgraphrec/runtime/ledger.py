@@ -153,6 +153,34 @@ class Ledger:
         self.client_sent = np.asarray(state["client_sent"], dtype=np.int64).copy()
         self.client_received = np.asarray(state["client_received"], dtype=np.int64).copy()
 
+    def per_client_cost(self, epochs: int = 1) -> dict[str, dict[str, float]]:
+        """What one client sends, receives and both, per epoch: mean, p50, p99 and max over clients.
+
+        The counts are the run's totals divided by ``epochs``; every client is counted, so in a
+        round-based protocol a client that was not sampled in a round pays nothing for it. This is
+        the cost a user choosing a protocol reads: what one phone pays.
+        """
+        if epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {epochs}")
+        out: dict[str, dict[str, float]] = {}
+        for name, counts in (
+            ("sent", self.client_sent),
+            ("received", self.client_received),
+            ("total", self.client_sent + self.client_received),
+        ):
+            per = counts.astype(np.float64) / epochs
+            out[name] = (
+                {
+                    "mean": float(per.mean()),
+                    "p50": float(np.percentile(per, 50)),
+                    "p99": float(np.percentile(per, 99)),
+                    "max": float(per.max()),
+                }
+                if self.n_clients
+                else {"mean": 0.0, "p50": 0.0, "p99": 0.0, "max": 0.0}
+            )
+        return out
+
     def to_dict(self) -> dict[str, object]:
         """JSON-ready summary: rows, totals and per-client statistics."""
         per_client = self.client_sent + self.client_received

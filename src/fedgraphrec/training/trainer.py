@@ -318,6 +318,7 @@ class Trainer:
                 "total_bytes": ledger.total_bytes(),
                 "mean_bytes_per_client": float(per_client.mean()),
                 "mean_bytes_per_client_per_epoch": float(per_client.mean()) / max(st.epoch, 1),
+                "per_client_per_epoch": ledger.per_client_cost(max(st.epoch, 1)),
             }
         if self._rounds is not None and self.learner.ledger is not None:  # federated rounds
             summary["clients_lost"] = st.clients_lost
