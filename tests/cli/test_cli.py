@@ -107,7 +107,10 @@ def test_malformed_dataset_file_names_file_and_line(tmp_path):
 def test_demo_runs(tmp_path):
     res = runner.invoke(app, ["demo", "--epochs", "2", "--out", str(tmp_path / "demo"), "--no-progress"])
     assert res.exit_code == 0, res.output
-    assert (tmp_path / "demo" / "summary.json").exists()
+    summary = json.loads((tmp_path / "demo" / "summary.json").read_text())
+    crypto = summary["communication"]["per_client_per_epoch"]["crypto_seconds"]  # real crypto: measured
+    assert 0 < crypto["p50"] <= crypto["max"]
+    assert "crypto CPU per client per epoch" in res.output
 
 
 @pytest.mark.datasets

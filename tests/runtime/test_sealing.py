@@ -92,3 +92,18 @@ def test_network_seal_and_open_bind_the_current_step() -> None:
     with pytest.raises(IntegrityError, match=r"t p \(step 1\)"):
         net.open("p", blobs, ["client:0"], ["client:1"])
     assert Network(4, "accounted").seal("p", [b"x"], ["a"], ["b"]) is None
+
+
+def test_sealing_and_opening_time_is_charged_to_the_clients_that_did_it() -> None:
+    net = Network(4, "real", protocol="t")
+    net.use_group_key(KEY)
+    net.begin_step(0)
+    blobs = net.seal("p", [b"x" * 4096] * 50, ["client:0"] * 50, ["client:1"] * 50)
+    assert blobs is not None
+    net.open("p", blobs, ["client:0"] * 50, ["client:1"] * 50)
+    net.seal("p", [b"y"], ["server"], ["holder-of-item:2"])  # not a client: charged to nobody
+    spent = net.ledger.client_crypto_seconds
+    assert spent[0] > 0 and spent[1] > 0 and spent[2] == spent[3] == 0.0
+    cost = net.ledger.per_client_cost(epochs=1)["crypto_seconds"]
+    assert cost["max"] == max(spent[0], spent[1])
+    assert Network(4, "accounted").ledger.per_client_cost()["crypto_seconds"]["max"] == 0.0

@@ -167,6 +167,12 @@ def print_summary(summary: dict[str, object]) -> None:
                 + "; received "
                 + " / ".join(_size(recv[k]) for k in ("mean", "p50", "p99", "max"))
             )
+            crypto = cost.get("crypto_seconds", {})
+            if crypto.get("max", 0.0) > 0:
+                err.print(
+                    "crypto CPU per client per epoch (mean / p50 / p99 / max): "
+                    + " / ".join(f"{1000 * crypto[k]:.2f} ms" for k in ("mean", "p50", "p99", "max"))
+                )
     if summary.get("clients_lost") or summary.get("clients_recovered"):
         err.print(
             f"[yellow]dropouts:[/] {summary['clients_lost']} sampled clients were lost before uploading "

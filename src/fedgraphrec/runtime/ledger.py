@@ -44,6 +44,8 @@ class Ledger:
         self._rows: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
         self.client_sent = np.zeros(n_clients, dtype=np.int64)
         self.client_received = np.zeros(n_clients, dtype=np.int64)
+        # seconds each client spent sealing and opening (real crypto mode; measured, not checkpointed)
+        self.client_crypto_seconds = np.zeros(n_clients, dtype=np.float64)
         self._counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def _per_client(
@@ -153,11 +155,20 @@ class Ledger:
         self.client_sent = np.asarray(state["client_sent"], dtype=np.int64).copy()
         self.client_received = np.asarray(state["client_received"], dtype=np.int64).copy()
 
+    def charge_crypto(self, client_ids: np.ndarray, seconds: float) -> None:
+        """Split ``seconds`` of AEAD work evenly over the messages of ``client_ids`` (one id a message)."""
+        ids = np.asarray(client_ids, dtype=np.int64)
+        ids = ids[(ids >= 0) & (ids < self.n_clients)]
+        if len(ids):
+            np.add.at(self.client_crypto_seconds, ids, seconds / len(ids))
+
     def per_client_cost(self, epochs: int = 1) -> dict[str, dict[str, float]]:
         """What one client sends, receives and both, per epoch: mean, p50, p99 and max over clients.
 
         The counts are the run's totals divided by ``epochs``; every client is counted, so in a
-        round-based protocol a client that was not sampled in a round pays nothing for it. This is
+        round-based protocol a client that was not sampled in a round pays nothing for it.
+        ``crypto_seconds`` is the CPU time spent sealing and opening its messages (``real`` crypto mode
+        only; zero in ``accounted`` mode). This is
         the cost a user choosing a protocol reads: what one phone pays.
         """
         if epochs < 1:
@@ -167,6 +178,7 @@ class Ledger:
             ("sent", self.client_sent),
             ("received", self.client_received),
             ("total", self.client_sent + self.client_received),
+            ("crypto_seconds", self.client_crypto_seconds),
         ):
             per = counts.astype(np.float64) / epochs
             out[name] = (

@@ -28,6 +28,7 @@ alter, every sealed batch the server forwards (``sender == "server"``), before d
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
@@ -53,6 +54,19 @@ class Adversary(Protocol):
     ) -> list[Any | None]:
         """The payloads as delivered (same length; ``None`` where a message is dropped)."""
         ...
+
+
+_CLIENT_ROLES = ("client", "conv-client", "key-client", "user")
+
+
+def _client_ids(names: Sequence[str]) -> np.ndarray:
+    """Client ids of party names such as ``client:3`` (-1 for the server, items and multicast names)."""
+    out = np.full(len(names), -1, dtype=np.int64)
+    for k, name in enumerate(names):
+        role, _, ident = name.partition(":")
+        if role in _CLIENT_ROLES and ident.isdigit():
+            out[k] = int(ident)
+    return out
 
 
 class Network:
@@ -111,7 +125,10 @@ class Network:
             raise RuntimeError(f"{phase}: real crypto mode but no group key was agreed (use_group_key)")
         b = self.binding(phase)
         self.sealed_count += len(plaintexts)
-        return self.channel.seal(b, plaintexts, b.aads(senders, receivers))
+        t0 = time.perf_counter()
+        sealed = self.channel.seal(b, plaintexts, b.aads(senders, receivers))
+        self.ledger.charge_crypto(_client_ids(senders), time.perf_counter() - t0)
+        return sealed
 
     def open(
         self,
@@ -133,7 +150,9 @@ class Network:
             raise RuntimeError(f"{phase}: nothing to open without a group key")
         b = self.binding(phase)
         names = receivers if delivered_to is None else delivered_to
+        t0 = time.perf_counter()
         out = self.channel.open(b, blobs, b.aads(senders, receivers), senders, names)
+        self.ledger.charge_crypto(_client_ids(names), time.perf_counter() - t0)
         self.opened_count += len(out)
         return out
 
