@@ -1,12 +1,11 @@
-"""Side-by-side table of P4GCN runs (mean ± std over seeds) and the paper's Table 1/2 numbers.
+"""The paper's P4GCN Table 1/2 numbers (stored once, :data:`PAPER`) and a side-by-side table of runs.
 
-Run: ``python -m fedgraphrec.reproduce.p4gcn_summary results/p4gcn/table1 > table1.md``.
+``python -m scripts.p4gcn_summary results/p4gcn/table1 > table1.md`` prints :func:`summarize` of a folder.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -68,7 +67,3 @@ def summarize(folder: Path) -> str:
             f"| {ps[0]} | {ps[1]} | {np.mean([x['epoch'] for x in rs]):.1f} | {eps} |"
         )
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(summarize(Path(sys.argv[1])))

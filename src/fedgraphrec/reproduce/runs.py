@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from fedgraphrec.reproduce.p4gcn_summary import PAPER as P4GCN_PAPER
 from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
 from fedgraphrec.reproduce.tables import Budget
 
@@ -55,38 +56,24 @@ class RunTable:
 # ---------------------------------------------------------------------------------------------
 # P4GCN (spec p4gcn.md §7.6–7.7). Methods are p4gcn_table's names.
 
-_P4GCN_T1 = {  # dataset → method → (RMSE, MAE)
-    "filmtrust": {
-        "PMF": (0.8007, 0.6106), "NeuMF": (0.8287, 0.6319), "GCN": (0.8765, 0.6796),
-        "LightGCN": (0.7960, 0.6079), "SeSoRec / S3Rec": (0.8009, 0.6106), "FeSog-": (0.8029, 0.6118),
-        "P4GCN (DP)": (0.7929, 0.6059), "P4GCN* (no DP)": (0.7905, 0.6032),
-    },
-    "ciao": {
-        "PMF": (1.2245, 0.9651), "NeuMF": (1.1842, 0.8839), "GCN": (1.1076, 0.8383),
-        "LightGCN": (1.1186, 0.8396), "SeSoRec / S3Rec": (1.1988, 0.9635), "FeSog-": (1.2314, 0.9741),
-        "P4GCN (DP)": (1.0776, 0.8224), "P4GCN* (no DP)": (1.0803, 0.8225),
-    },
-    "douban": {
-        "PMF": (0.8361, 0.6300), "NeuMF": (0.7894, 0.6222), "GCN": (0.7989, 0.6346),
-        "LightGCN": (0.7892, 0.6209), "SeSoRec / S3Rec": (0.8171, 0.6316), "FeSog-": (0.8331, 0.6498),
-        "P4GCN (DP)": (0.7672, 0.6023), "P4GCN* (no DP)": (0.7670, 0.6035),
-    },
-    "epinions": {
-        "PMF": (1.2487, 0.9721), "NeuMF": (1.1285, 0.8020), "GCN": (1.1513, 0.8177),
-        "LightGCN": (1.0746, 0.8412), "SeSoRec / S3Rec": (1.2131, 0.9598), "FeSog-": (1.2171, 0.953),
-        "P4GCN (DP)": (1.0744, 0.8272), "P4GCN* (no DP)": (1.0642, 0.8186),
-    },
-}  # fmt: skip
-_P4GCN_T2_FILMTRUST = {
-    "PMF": (0.8007, 0.6106), "P4GCN-PMF (DP)": (0.7997, 0.6112), "P4GCN-PMF* (no DP)": (0.7997, 0.6105),
-    "GCN": (0.8765, 0.6796), "P4GCN-GCN (DP)": (0.8569, 0.6606), "P4GCN-GCN* (no DP)": (0.8506, 0.6486),
-}  # fmt: skip
 _P4GCN_METHOD = {
     "PMF": "pmf", "NeuMF": "neumf", "GCN": "gcn", "LightGCN": "lightgcn", "FeSog-": "fesog-",
     "SeSoRec / S3Rec": "sesorec",
     "P4GCN (DP)": "p4gcn", "P4GCN* (no DP)": "p4gcn*", "P4GCN-PMF (DP)": "p4gcn-pmf",
     "P4GCN-PMF* (no DP)": "p4gcn-pmf*", "P4GCN-GCN (DP)": "p4gcn-gcn", "P4GCN-GCN* (no DP)": "p4gcn-gcn*",
 }  # fmt: skip
+# The paper's numbers are stored once, in p4gcn_summary.PAPER (by method); these are the rows' labels.
+_P4GCN_T1_LABELS = (
+    "PMF", "NeuMF", "GCN", "LightGCN", "SeSoRec / S3Rec", "FeSog-", "P4GCN (DP)", "P4GCN* (no DP)",
+)  # fmt: skip
+_P4GCN_T2_LABELS = (
+    "PMF", "P4GCN-PMF (DP)", "P4GCN-PMF* (no DP)", "GCN", "P4GCN-GCN (DP)", "P4GCN-GCN* (no DP)",
+)  # fmt: skip
+_P4GCN_T1 = {
+    ds: {label: P4GCN_PAPER[ds][_P4GCN_METHOD[label]] for label in _P4GCN_T1_LABELS}
+    for ds in ("filmtrust", "ciao", "douban", "epinions")
+}
+_P4GCN_T2_FILMTRUST = {label: P4GCN_PAPER["filmtrust"][_P4GCN_METHOD[label]] for label in _P4GCN_T2_LABELS}
 # the paper's tables use its data-dependent calibration: reproduced as such, labelled not a guarantee
 _P4GCN_COMMON = ("--lr", "5e-3", "--patience", "3", "--sensitivity", "paper-local")
 _P4GCN_BUDGETS = {  # dataset → cpu-budget runner arguments (the ones of results/p4gcn/README.md)
