@@ -9,7 +9,7 @@ additive sharing over ``Z_{2^64}``:
 
 * :class:`FixedPoint` maps floats to ring elements (``uint64``, whose arithmetic wraps modulo
   ``2^64``) so that ring addition is exact integer addition of the rounded values;
-* :func:`split` / :func:`reconstruct` are n-out-of-n additive sharing with an injected generator;
+* :func:`split` / :func:`reconstruct` are n-out-of-n additive sharing, random shares from the OS CSPRNG;
 * :func:`mask_from_seed` expands a 32-byte seed into a reproducible mask with AES-256-CTR, for a
   share both ends derive from a common seed instead of transmitting it;
 * :func:`pair_clients` chooses the neighbour each client sends its random share to: a single cycle
