@@ -56,6 +56,19 @@ def train(
     from fedgraphrec.training.config import PROTOCOLS
 
     if protocol in ("p4gcn", "dgrec"):
+        given = {
+            "--model": model,
+            "--alpha": alpha,
+            "--crypto": crypto,
+            "--verify": verify,
+            "--resume": resume,
+        }
+        unused = [name for name, value in given.items() if value is not None]
+        if unused:
+            raise fail(
+                f"{', '.join(unused)} do(es) not apply to {protocol}; its settings are --set keys "
+                f"(e.g. --set {'backend=ckks-packed' if protocol == 'p4gcn' else 'sharing=plain'})"
+            )
         _train_side(protocol, dataset, config, overrides, epochs, seed, out_dir, variant)
         return
     if variant is not None:
