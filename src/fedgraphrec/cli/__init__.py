@@ -1,7 +1,8 @@
 """The ``fedgraphrec`` command line: one small module per command, no logic beyond parsing and printing.
 
-Commands: ``datasets``, ``train``, ``compare``, ``frontier``, ``reproduce``, ``audit``, ``dgrec``,
-``p4gcn``, ``flower``, ``demo``, ``version``. They parse options, call the layer that does the work
+Commands: ``datasets``, ``train`` (every method, including ``p4gcn`` and ``dgrec``), ``compare``,
+``frontier``, ``reproduce``, ``audit``, ``flower``, ``demo``, ``version``; ``p4gcn`` and ``dgrec`` are
+hidden aliases that say where they moved. They parse options, call the layer that does the work
 (:mod:`fedgraphrec.training`, :mod:`fedgraphrec.reproduce`, :mod:`fedgraphrec.audits`,
 :mod:`fedgraphrec.engines`) and print; errors go through :func:`~fedgraphrec.cli._app.user_errors`.
 The top layer: it may import every other, and nothing imports it.
