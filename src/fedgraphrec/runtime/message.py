@@ -1,0 +1,332 @@
+"""What a round carries: :class:`Part` (a batch of logical messages of one kind) and :class:`Message`.
+
+A protocol's parties are *logical* clients (users) and the server; a node hosts a *shard* of clients
+and answers for all of them at once. One request from the server to a node, or one reply, is a
+:class:`Message`: named :class:`Part` objects, each a batch of logical messages of one phase and
+kind between parties of two roles. A part says
+
+* what it is (``kind``, for transcripts and audits) and how it is protected
+  (:data:`~fedgraphrec.runtime.network.Protection`);
+* who sends each logical message and who receives it (client ids; ``None`` for the server);
+* its content, in one of three shapes:
+
+  - **rows** — a 2-D tensor or array; logical message ``k`` is the block of ``counts[k]`` rows
+    starting where message ``k - 1`` ended (one row each when ``counts`` is ``None``);
+  - **broadcast** — one tensor or array that every listed receiver gets a copy of;
+  - **blobs** — a list of byte strings, one per logical message (tokens, ciphertexts of other
+    sub-protocols).
+
+The transport (:mod:`fedgraphrec.runtime.transport`) turns every part into ledger and transcript
+entries with exactly the bytes the wire format of :mod:`~fedgraphrec.runtime.codec` (plus the AEAD
+overhead for sealed parts) would have, and seals and opens ``sealed`` parts: the sending node seals
+each logical message under the clients' group key, bound to protocol, phase, step, sender and
+receiver; the server only ever holds the ciphertexts (:attr:`Part.sealed`); the receiving node opens
+them with the binding it expects. Protocol code builds parts and reads their values; it never
+handles a cipher, an associated-data string or the ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from fedgraphrec.crypto.aead import ciphertext_size
+from fedgraphrec.runtime.codec import encoded_size
+from fedgraphrec.runtime.network import Protection
+
+__all__ = ["Message", "Part", "Shape", "block_bounds"]
+
+Shape = Literal["rows", "broadcast", "blobs"]
+_PROTECTIONS = ("plain", "sealed", "pseudonymous", "masked", "homomorphic")
+
+
+def block_bounds(counts: np.ndarray | None, n_rows: int) -> np.ndarray:
+    """Start offsets of every message's block of rows, plus the end (length ``messages + 1``)."""
+    if counts is None:
+        return np.arange(n_rows + 1, dtype=np.int64)
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    if out[-1] != n_rows:
+        raise ValueError(f"message row counts add up to {out[-1]}, but the part has {n_rows} rows")
+    return out
+
+
+def _dtype_of(value: Any) -> torch.dtype:
+    if isinstance(value, torch.Tensor):
+        return value.dtype
+    return torch.from_numpy(np.zeros(0, dtype=np.asarray(value).dtype)).dtype
+
+
+@dataclass
+class Part:
+    """One batch of logical messages of one phase and kind (module docstring).
+
+    Attributes:
+        phase: the protocol phase the messages belong to (ledger and transcript name; bound into
+            sealed messages).
+        kind: what the payloads are (``"user_embedding"``, ``"item_gradient"``, ...).
+        sender_role: role of the sending parties on this hop (``"server"`` for the server).
+        receiver_role: role of the receiving parties on this hop (``"server"`` for the server).
+        value: the content (rows or broadcast: a tensor or array; blobs: a list of byte strings).
+            ``None`` while a sealed part is in transit in ``real`` mode.
+        shape: ``"rows"``, ``"broadcast"`` or ``"blobs"``.
+        protection: ``plain``, ``sealed``, ``pseudonymous``, ``masked`` or ``homomorphic``.
+        senders: client id of each logical message's sender (``None``: the server sends).
+        receivers: client id of each logical message's receiver (``None``: the server receives).
+        counts: rows per logical message (rows shape; ``None``: one row each).
+        seal_to_role: role of the parties a sealed part is finally for (it travels through the
+            server): bound into each message's associated data.
+        seal_to: client id each sealed message is finally for (unicast, bound into its associated
+            data). ``None``: a multicast message the server fans out unchanged to several parties of
+            ``seal_to_role``; it is bound to the multicast name and each receiver checks the sender.
+        from_role: the role of the parties that first sent a part the server relays (``senders``
+            are their ids); empty for a part sent by ``sender_role`` itself.
+        bound_senders: the sender names bound into sealed messages when receivers know a message by
+            what it is rather than by who sent it (default ``sender_role:id``).
+        sealed: the ciphertexts of a sealed part (``real`` mode), one per logical message.
+        meta: small public fields of the part (ints, floats, strings).
+    """
+
+    phase: str
+    kind: str
+    sender_role: str
+    receiver_role: str
+    value: Any = None
+    shape: Shape = "rows"
+    protection: Protection = "plain"
+    senders: np.ndarray | None = None
+    receivers: np.ndarray | None = None
+    counts: np.ndarray | None = None
+    seal_to_role: str = ""
+    seal_to: np.ndarray | None = None
+    from_role: str = ""
+    bound_senders: list[str] | None = None
+    sealed: list[bytes | None] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    _sizes: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.protection not in _PROTECTIONS:
+            raise ValueError(
+                f"{self.kind}: protection must be one of {_PROTECTIONS}, got {self.protection!r}"
+            )
+        if self.shape not in ("rows", "broadcast", "blobs"):
+            raise ValueError(f"{self.kind}: shape must be rows, broadcast or blobs, got {self.shape!r}")
+        for name in ("senders", "receivers", "counts", "seal_to"):
+            ids = getattr(self, name)
+            if ids is not None:
+                setattr(self, name, np.asarray(ids, dtype=np.int64))
+        if self.shape == "broadcast" and self.protection == "sealed":
+            raise ValueError(f"{self.kind}: a broadcast is a copy per receiver; seal rows instead")
+
+    # ------------------------------------------------------------------ counting
+    @property
+    def origin_role(self) -> str:
+        """The role of the parties that first sent these messages."""
+        return self.from_role or self.sender_role
+
+    @property
+    def multicast(self) -> bool:
+        """Whether the sealed messages are bound to a multicast receiver (no ``seal_to``)."""
+        return self.seal_to is None
+
+    @property
+    def n_messages(self) -> int:
+        """Number of logical messages in the part."""
+        for ids in (self.counts, self.senders, self.receivers):
+            if ids is not None:
+                return len(ids)
+        if self.sealed is not None:
+            return len(self.sealed)
+        if self.shape == "blobs":
+            return len(self.value)
+        if self.shape == "broadcast":
+            return 1
+        return int(self.value.shape[0]) if self.value is not None else 0
+
+    def sizes(self) -> np.ndarray:
+        """Bytes of every logical message on the wire (codec encoding, plus AEAD overhead if sealed).
+
+        Exactly what ``real`` mode transmits, so ``real`` and ``accounted`` ledgers agree.
+        """
+        if self._sizes is not None:
+            return self._sizes
+        n = self.n_messages
+        if self.sealed is not None and all(b is not None for b in self.sealed):
+            return np.fromiter((len(b) for b in self.sealed), dtype=np.int64, count=n)  # type: ignore[arg-type]
+        if self.shape == "blobs":
+            return np.fromiter((len(b) for b in self.value), dtype=np.int64, count=n)
+        value = self.value
+        if self.shape == "broadcast":
+            size = encoded_size(tuple(value.shape), _dtype_of(value))
+            return np.full(n, size, dtype=np.int64)
+        width = int(np.prod(value.shape[1:])) if value.ndim > 1 else 1
+        per_row = width * torch.empty((), dtype=_dtype_of(value)).element_size()
+        header = encoded_size((0, width) if value.ndim > 1 else (0,), _dtype_of(value))
+        rows = np.ones(n, dtype=np.int64) if self.counts is None else self.counts
+        out = header + rows * per_row
+        return out + ciphertext_size(0) if self.protection == "sealed" else out
+
+    def with_sizes(self, sizes: np.ndarray) -> Part:
+        """A copy whose ledger sizes are ``sizes`` (a sealed part in transit keeps its plaintext's)."""
+        return replace(self, _sizes=np.asarray(sizes, dtype=np.int64))
+
+    # ------------------------------------------------------------------ routing (server side)
+    def forward(self, pick: np.ndarray, receivers: np.ndarray, receiver_role: str | None = None) -> Part:
+        """The server relays messages ``pick`` (in that order) to ``receivers``, unchanged.
+
+        What the server holds of a sealed part in ``real`` mode is ciphertexts; it forwards them
+        as they are (it cannot read them). The forwarded part is sent by the server.
+        """
+        pick = np.asarray(pick, dtype=np.int64)
+        receiver_role = receiver_role or self.seal_to_role or self.receiver_role
+        receivers = np.asarray(receivers, dtype=np.int64)
+        if len(pick) != len(receivers):
+            raise ValueError(f"{self.kind}: {len(pick)} forwarded messages for {len(receivers)} receivers")
+        senders = None if self.senders is None else self.senders[pick]
+        bound = None if self.bound_senders is None else [self.bound_senders[k] for k in pick.tolist()]
+        value: Any = None
+        counts = None
+        if self.value is not None:
+            if self.shape == "blobs":
+                value = [self.value[k] for k in pick.tolist()]
+            elif self.shape == "broadcast":
+                value = self.value
+            else:
+                bounds = block_bounds(self.counts, int(self.value.shape[0]))
+                rows = _gather_blocks(bounds, pick)
+                value = self.value[torch.from_numpy(rows) if isinstance(self.value, torch.Tensor) else rows]
+                counts = None if self.counts is None else self.counts[pick]
+        elif self.counts is not None:
+            counts = self.counts[pick]
+        sealed = None if self.sealed is None else [self.sealed[k] for k in pick.tolist()]
+        sizes = self.sizes()[pick]
+        return Part(
+            phase=self.phase,
+            kind=self.kind,
+            sender_role="server",
+            receiver_role=receiver_role,
+            value=value,
+            shape=self.shape,
+            protection=self.protection,
+            senders=senders,
+            receivers=receivers,
+            counts=counts,
+            seal_to_role=self.seal_to_role,
+            seal_to=None if self.seal_to is None else self.seal_to[pick],
+            from_role=self.origin_role,
+            bound_senders=bound,
+            sealed=sealed,
+            meta=dict(self.meta),
+            _sizes=sizes,
+        )
+
+    @staticmethod
+    def concat(parts: Sequence[Part]) -> Part:
+        """One part holding the messages of ``parts`` in order (same phase, kind, roles, protection)."""
+        if not parts:
+            raise ValueError("concat needs at least one part")
+        first = parts[0]
+        if len(parts) == 1:
+            return first
+        for p in parts[1:]:
+            same = (p.phase, p.kind, p.sender_role, p.receiver_role, p.protection, p.shape, p.origin_role)
+            if same != (first.phase, first.kind, first.sender_role, first.receiver_role, first.protection,
+                        first.shape, first.origin_role):  # fmt: skip
+                raise ValueError(f"{first.phase}: cannot concatenate parts of different kinds or roles")
+
+        def ids(name: str) -> np.ndarray | None:
+            got = [getattr(p, name) for p in parts]
+            if all(g is None for g in got):
+                return None
+            if any(g is None for g in got):
+                raise ValueError(f"{first.phase}: some parts name their {name} and some do not")
+            return np.concatenate(got)
+
+        value: Any = None
+        if all(p.value is not None for p in parts):
+            if first.shape == "blobs":
+                value = [b for p in parts for b in p.value]
+            elif isinstance(first.value, torch.Tensor):
+                value = torch.cat([torch.as_tensor(p.value) for p in parts])
+            else:
+                value = np.concatenate([p.value for p in parts])
+        counts = ids("counts")
+        if counts is None and first.counts is None and any(p.counts is not None for p in parts):
+            raise ValueError(f"{first.phase}: cannot mix parts with and without row counts")
+        sealed = None if first.sealed is None else [b for p in parts for b in (p.sealed or [])]
+        bound = None if first.bound_senders is None else [b for p in parts for b in (p.bound_senders or [])]
+        return replace(
+            first,
+            value=value,
+            senders=ids("senders"),
+            receivers=ids("receivers"),
+            counts=counts,
+            seal_to=ids("seal_to"),
+            bound_senders=bound,
+            sealed=sealed,
+            _sizes=np.concatenate([p.sizes() for p in parts]),
+        )
+
+    def blocks(self) -> Iterator[Any]:
+        """The content of every logical message (rows shape: its block of rows)."""
+        if self.shape == "blobs":
+            yield from self.value
+            return
+        if self.shape == "broadcast":
+            for _ in range(self.n_messages):
+                yield self.value
+            return
+        bounds = block_bounds(self.counts, int(self.value.shape[0]))
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            yield self.value[a:b]
+
+
+def _gather_blocks(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """Row indices of blocks ``pick`` (in order), given block ``bounds``."""
+    starts, ends = bounds[pick], bounds[pick + 1]
+    lens = ends - starts
+    if not len(lens):
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+    return np.arange(int(lens.sum()), dtype=np.int64) + offsets
+
+
+@dataclass
+class Message:
+    """One request (server → node) or reply (node → server): named parts and public fields.
+
+    Attributes:
+        parts: the parts, by name (names are the protocol's; ``roles.py`` of each protocol lists them).
+        fields: small public fields (ints, floats, strings, lists of those) that are not messages of
+            a client: e.g. the clients a node hosts, or a stage's parameters.
+    """
+
+    parts: dict[str, Part] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Part:
+        try:
+            return self.parts[name]
+        except KeyError:
+            raise KeyError(f"the message has no part {name!r} (parts: {sorted(self.parts)})") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.parts
+
+    def add(self, name: str, part: Part) -> Message:
+        """Add ``part`` under ``name`` (returns ``self`` for chaining)."""
+        if name in self.parts:
+            raise ValueError(f"the message already has a part {name!r}")
+        self.parts[name] = part
+        return self
+
+    @staticmethod
+    def merge(messages: Sequence[Message] | Mapping[Any, Message], name: str) -> list[Part]:
+        """The parts named ``name`` of several messages (those that have one)."""
+        items = messages.values() if isinstance(messages, Mapping) else messages
+        return [m.parts[name] for m in items if name in m.parts]

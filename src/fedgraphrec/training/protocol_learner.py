@@ -1,0 +1,217 @@
+"""The one learner every federated protocol trains through: its programs over the in-process transport.
+
+:class:`ProtocolLearner` builds a protocol's :class:`~fedgraphrec.protocols.base.ServerProgram` and
+one :class:`~fedgraphrec.protocols.base.ClientProgram` per node (one node by default: the whole
+population as one shard, at centralized speed) over a
+:class:`~fedgraphrec.runtime.transport.LocalTransport`, and gives the training loop what it needs:
+a minibatch step or a round, evaluation embeddings, the ledger, checkpoints and — for lossless
+protocols with ``verify`` — the largest deviation from the centralized oracle trained in lockstep.
+
+Protocols are looked up by name in :data:`SPECS` (``module:attribute`` of each protocol's
+:class:`~fedgraphrec.protocols.base.ProtocolSpec`), imported on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from fedgraphrec.data import Interactions
+from fedgraphrec.protocols.base import (
+    ClientProgram,
+    EvalSplits,
+    NodeData,
+    ProtocolSpec,
+    ServerProgram,
+    shard_of,
+)
+from fedgraphrec.runtime import Ledger, Network
+from fedgraphrec.runtime.network import Adversary
+from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
+from fedgraphrec.runtime.transport import LocalTransport
+from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.learner_base import BatchStats, build_model
+
+__all__ = ["SPECS", "ProtocolLearner", "eval_splits", "protocol_spec"]
+
+SPECS: dict[str, str] = {}
+"""Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
+
+
+def protocol_spec(name: str) -> ProtocolSpec:
+    """The :class:`ProtocolSpec` registered as ``name``.
+
+    Raises:
+        KeyError: no protocol of that name runs as party programs.
+    """
+    if name not in SPECS:
+        raise KeyError(f"no party programs for protocol {name!r}; known: {', '.join(sorted(SPECS))}")
+    module, _, attr = SPECS[name].partition(":")
+    spec: ProtocolSpec = getattr(import_module(module), attr)
+    return spec
+
+
+def eval_splits(data: Interactions) -> EvalSplits:
+    """The held-out splits a node evaluates on (``test`` masks train and valid; ``valid`` masks train)."""
+    targets: dict[str, sp.csr_matrix] = {"test": data.test}
+    exclude: dict[str, list[sp.csr_matrix]] = {
+        "test": [data.train] + ([data.valid] if data.valid is not None else [])
+    }
+    if data.valid is not None:
+        targets["valid"] = data.valid
+        exclude["valid"] = [data.train]
+    return EvalSplits(targets, exclude)
+
+
+class ProtocolLearner:
+    """A protocol's party programs, in process, as a learner of the training loop (module docstring).
+
+    Args:
+        cfg: the run configuration (``cfg.protocol`` names the protocol).
+        data: the dataset.
+        nodes: how many nodes host the clients (shards ``u mod nodes``); 1 runs everybody as one shard.
+        adversary: an active server that may alter the sealed messages it forwards (integrity audits).
+    """
+
+    def __init__(
+        self, cfg: TrainConfig, data: Interactions, nodes: int = 1, adversary: Adversary | None = None
+    ) -> None:
+        self.spec = protocol_spec(cfg.protocol)
+        oracle_model = build_model(cfg, data)
+        tables = {k: v.detach().clone() for k, v in oracle_model.named_parameters()}
+        self.oracle: Any = None
+        if cfg.verify:
+            if not self.spec.lossless:
+                raise ValueError(f"{cfg.protocol} is not lossless; --verify does not apply")
+            from fedgraphrec.training.learners import CentralLearner
+
+            self.oracle = CentralLearner(cfg, data)
+        self.max_deviation = 0.0
+        self.settings = self.spec.settings(cfg)
+        n_users, n_items = data.train.shape
+        self.net = Network(
+            n_users,
+            crypto="real" if cfg.crypto == "real" else "accounted",
+            transcripts=cfg.transcripts,
+            protocol=self.spec.name,
+        )
+        self.net.adversary = adversary
+        node_data = NodeData(sp.csr_matrix(data.train), tables, eval_splits(data))
+        shards = shard_of(n_users, list(range(nodes)))
+        self.programs: dict[int, ClientProgram[Any]] = {
+            k: self.spec.client(self.settings, ids, node_data) for k, ids in shards.items()
+        }
+        self.transport = LocalTransport(self.net, self.programs)
+        server_tables = {k: tables[k] for k in self.spec.server_tables}
+        self.server: ServerProgram = self.spec.server(
+            self.settings, self.transport, n_users, n_items, server_tables
+        )
+        self.server.setup()
+        self.score_users = None
+        self.last_round: dict[str, int] = {}
+        if self.server.schedule == "round":
+            self.train_round = self._train_round
+
+    # ------------------------------------------------------------------ the loop's interface
+    @property
+    def ledger(self) -> Ledger | None:
+        """The communication ledger."""
+        return self.net.ledger
+
+    @property
+    def protocol(self) -> ServerProgram:
+        """The server program (what the loop checkpoints and reports on)."""
+        return self.server
+
+    def train_batch(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> BatchStats:
+        """One minibatch (and the oracle's, when verifying)."""
+        stats = self.server.train_step(users, pos, neg)
+        if self.oracle is not None:
+            self.oracle.train_batch(users, pos, neg)
+            reference = self.oracle.parameters_for_verification()
+            for name, fed in self.tables().items():
+                ref = reference[name]
+                dev = ((fed - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+                self.max_deviation = max(self.max_deviation, dev)
+        return BatchStats(stats.loss, stats.bpr, stats.reg)
+
+    def _train_round(self, round_index: int) -> BatchStats:
+        stats = self.server.train_round(round_index)
+        self.last_round = {
+            "clients": stats.clients,
+            "clients_lost": stats.clients_lost,
+            "clients_recovered": stats.clients_recovered,
+        }
+        return BatchStats(stats.loss, stats.bpr, stats.reg)
+
+    def pop_deviation(self) -> float | None:
+        """Largest deviation from the oracle since the last call (``None`` when not verifying)."""
+        if self.oracle is None:
+            return None
+        dev, self.max_deviation = self.max_deviation, 0.0
+        return dev
+
+    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Final user and item representations: the prediction stages, then every shard's rows."""
+        self.server.predict()
+        users: list[np.ndarray] = []
+        rows: list[torch.Tensor] = []
+        items = self.server.items_for_evaluation()
+        for program in self.programs.values():
+            ids, U, V = program.prediction()
+            users.append(ids)
+            rows.append(U)
+            if items is None:
+                items = V
+        if items is None:
+            raise RuntimeError(f"{self.spec.name}: neither the server nor a node holds the final item table")
+        order = torch.from_numpy(np.concatenate(users))
+        stacked = torch.cat(rows)
+        U_all = torch.empty_like(stacked)
+        U_all[order] = stacked
+        return U_all, items
+
+    def tables(self) -> dict[str, torch.Tensor]:
+        """The current parameters by the oracle's names, assembled from their owners' rows."""
+        parts: dict[str, list[tuple[np.ndarray, torch.Tensor]]] = {}
+        owners: list[ServerProgram | ClientProgram[Any]] = [self.server, *self.programs.values()]
+        for owner in owners:
+            for name, (ids, rows) in owner.owned_rows().items():
+                parts.setdefault(name, []).append((ids, rows))
+        out: dict[str, torch.Tensor] = {}
+        for name, pieces in parts.items():
+            ids = np.concatenate([p[0] for p in pieces])
+            rows = torch.cat([p[1] for p in pieces])
+            table = torch.empty((int(ids.max()) + 1 if len(ids) else 0, *rows.shape[1:]), dtype=rows.dtype)
+            table[torch.from_numpy(ids)] = rows
+            out[name] = table
+        return out
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Every node's state, the server's, the ledger (and the oracle's)."""
+        state: dict[str, Any] = {
+            "nodes": {k: state_to_arrays(p.state) for k, p in self.programs.items()},
+            "server": self.server.state_dict(),
+            "ledger": self.net.ledger.state_dict(),
+            "step": self.net.step,
+        }
+        if self.oracle is not None:
+            state["oracle"] = self.oracle.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (set-up has run again; its keys are replaced by the saved ones)."""
+        for k, program in self.programs.items():
+            program.state = state_from_arrays(type(program.state), state["nodes"][k])
+        self.server.load_state_dict(state["server"])
+        self.net.ledger.load_state_dict(state["ledger"])
+        self.net.begin_step(int(state["step"]))
+        for endpoint in self.transport.endpoints.values():
+            endpoint.last_step = int(state["step"])
+        if self.oracle is not None and "oracle" in state:
+            self.oracle.load_state_dict(state["oracle"])
