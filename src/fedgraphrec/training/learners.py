@@ -26,6 +26,7 @@ from fedgraphrec.training.learner_base import (
     build_model,
     network_options,
 )
+from fedgraphrec.training.protocol_learner import SPECS, ProtocolLearner
 from fedgraphrec.training.round_learners import (
     FedGRecLearner,
     FedNCFLearner,
@@ -257,8 +258,12 @@ class PGCNLearner(LPGCNLearner):
         )
 
 
-def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | LPGCNLearner | RoundLearner:
-    """The learner for ``cfg.protocol``."""
+def make_learner(
+    cfg: TrainConfig, data: Interactions
+) -> CentralLearner | LPGCNLearner | RoundLearner | ProtocolLearner:
+    """The learner for ``cfg.protocol`` (party programs where the protocol has them)."""
+    if cfg.protocol in SPECS:
+        return ProtocolLearner(cfg, data)
     if cfg.protocol == "central" and cfg.model == "multvae":
         return MultVAELearner(cfg, data)
     if cfg.protocol == "central":

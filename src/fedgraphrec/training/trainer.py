@@ -166,8 +166,15 @@ class Trainer:
     def _evaluate(self, record: dict[str, Any]) -> None:
         t0 = time.perf_counter()
         scorer: Callable[[torch.Tensor], torch.Tensor] | None = getattr(self.learner, "score_users", None)
+        federated: Callable[[list[int]], dict[str, dict[str, float]]] | None = getattr(
+            self.learner, "evaluate_federated", None
+        )
         splits = (["valid"] if self.data.valid is not None else []) + ["test"]
-        if scorer is not None:
+        if federated is not None:  # the nodes score their own clients (engines across processes)
+            got = federated(self.cfg.ks)
+            for name in splits:
+                record[name] = got[name]
+        elif scorer is not None:
             for name in splits:
                 record[name] = evaluate_scorer_on(scorer, self.data, self.cfg.ks, name)
         else:
@@ -260,7 +267,9 @@ class Trainer:
         plot_curves(
             self.history, self.run.curves_path, title=f"{cfg.protocol}/{cfg.model} on {self.data.name}"
         )
-        net = getattr(getattr(self.learner, "protocol", None), "net", None)
+        net = getattr(self.learner, "net", None) or getattr(
+            getattr(self.learner, "protocol", None), "net", None
+        )
         if cfg.transcripts and net is not None:  # what each party received, for the user's own audit
             net.transcript.save(self.run.path / "transcripts")
         if (ledger := self.learner.ledger) is not None:
