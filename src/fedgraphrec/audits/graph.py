@@ -4,9 +4,9 @@
   on, once per number of virtual items α; for each α a coalition of the server and c random
   clients (seeded) attacks the other clients' real items (:func:`~fedgraphrec.attacks.lpgcn_collusion`).
   Only set-up is run: the tokens and verification answers the attack reads are all sent there.
-* GNN4FR: one forward propagation (Algorithm 4) in ``real`` mode at the initial tables; each
-  neighbour's layer-1 rows are attacked (:func:`~fedgraphrec.attacks.gnn4fr_neighbour`), and the
-  relaying server (no S) is scored as the baseline.
+* GNN4FR: one minibatch in ``real`` mode from the initial tables; each neighbour's layer-1 rows of
+  its forward propagation (Algorithm 4) are attacked (:func:`~fedgraphrec.attacks.gnn4fr_neighbour`),
+  and the relaying server (no S) is scored as the baseline.
 
 The report (``audit.json``, ``audit.md``, and ``lpgcn_collusion.png`` for LP-GCN) puts every
 number next to the random guess.
@@ -29,7 +29,8 @@ from fedgraphrec.protocols.lpgcn.setup import initialization
 from fedgraphrec.runtime import Network
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
-from fedgraphrec.training.learners import GNN4FRLearner
+from fedgraphrec.training.protocol_learner import ProtocolLearner
+from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
 
 __all__ = ["audit_gnn4fr", "audit_lpgcn"]
@@ -106,12 +107,12 @@ def audit_gnn4fr(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     arm = dataclasses.replace(cfg, transcripts=True, crypto="real")
     data = prepare_interactions(arm)
-    proto = GNN4FRLearner(arm, data).protocol
-    proto.forward_propagation()
-    table = proto.item_emb.detach()
+    learner = ProtocolLearner(arm, data)
+    table = learner.tables()["item_emb"].detach().clone()  # the initial item table (the attacked step's)
+    learner.train_batch(*next(BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.batch_size)))
     arms = {}
-    for name, key in (("neighbour (holds S)", proto.shared_key), ("server (no S)", None)):
-        res = gnn4fr_neighbour(proto.net.transcript, data.train, table, proto.pair_sender, key)  # type: ignore[attr-defined]
+    for name, key in (("neighbour (holds S)", learner.programs[0].group_key()), ("server (no S)", None)):
+        res = gnn4fr_neighbour(learner.net.transcript, data.train, table, None, key)
         arms[name] = res.summary()
     report = {"protocol": "gnn4fr", "dataset": cfg.dataset, "seed": cfg.seed, "dim": cfg.dim, "attack": arms}
     (out / "audit.json").write_text(json.dumps(report, indent=2) + "\n")

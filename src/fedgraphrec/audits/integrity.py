@@ -42,9 +42,18 @@ STEPS = 3
 
 def _graph_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
     """Set-up, ``STEPS`` minibatches and a prediction of LP-GCN or GNN4FR; returns the network."""
-    from fedgraphrec.protocols.gnn4fr import GNN4FR
     from fedgraphrec.protocols.lpgcn import LPGCN
+    from fedgraphrec.training.protocol_learner import ProtocolLearner
 
+    if cfg.protocol == "gnn4fr":  # party programs: the adversary sits in the transport
+        arm = dataclasses.replace(cfg, crypto="real", model="lightgcn", alpha=0, dtype="float64")
+        arm_data = prepare_interactions(arm)
+        learner = ProtocolLearner(arm, arm_data, adversary=adversary)
+        batches = BPRSampler(arm_data.train, seed=cfg.seed).batches(0, cfg.batch_size)
+        for _ in range(STEPS):
+            learner.train_batch(*next(batches))
+        learner.embeddings()
+        return learner.net
     data = prepare_interactions(cfg)
     train = data.train
     n, m = train.shape
@@ -54,11 +63,7 @@ def _graph_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
     common: dict[str, Any] = dict(
         n_layers=cfg.n_layers, seed=cfg.seed, crypto="real", transcripts=cfg.transcripts, adversary=adversary
     )
-    proto: Any
-    if cfg.protocol == "lpgcn":
-        proto = LPGCN(train, u0, v0, alpha=cfg.alpha, **common)
-    else:
-        proto = GNN4FR(train, u0, v0, **common)
+    proto: Any = LPGCN(train, u0, v0, alpha=cfg.alpha, **common)
     batches = BPRSampler(train, seed=cfg.seed).batches(0, cfg.batch_size)
     for _ in range(STEPS):
         proto.train_step(*next(batches))

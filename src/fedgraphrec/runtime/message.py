@@ -89,6 +89,10 @@ class Part:
             what it is rather than by who sent it (default ``sender_role:id``).
         sealed: the ciphertexts of a sealed part (``real`` mode), one per logical message.
         meta: small public fields of the part (ints, floats, strings).
+        row_index: rows shape, one row per message, fanned-out copies sharing rows: message ``k``
+            is row ``value[row_index[k]]`` (``None``: message ``k`` is its own block of ``value``).
+            Set by :meth:`forward` with ``share_rows``, so a server relaying one row to many
+            receivers does not copy it per receiver; read the rows with :meth:`message_rows`.
     """
 
     phase: str
@@ -107,6 +111,7 @@ class Part:
     bound_senders: list[str] | None = None
     sealed: list[bytes | None] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    row_index: np.ndarray | None = None
     _sizes: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -176,11 +181,20 @@ class Part:
         return replace(self, _sizes=np.asarray(sizes, dtype=np.int64))
 
     # ------------------------------------------------------------------ routing (server side)
-    def forward(self, pick: np.ndarray, receivers: np.ndarray, receiver_role: str | None = None) -> Part:
+    def forward(
+        self,
+        pick: np.ndarray,
+        receivers: np.ndarray,
+        receiver_role: str | None = None,
+        *,
+        share_rows: bool = False,
+    ) -> Part:
         """The server relays messages ``pick`` (in that order) to ``receivers``, unchanged.
 
         What the server holds of a sealed part in ``real`` mode is ciphertexts; it forwards them
-        as they are (it cannot read them). The forwarded part is sent by the server.
+        as they are (it cannot read them). The forwarded part is sent by the server. With
+        ``share_rows`` (rows shape, one row per message) the copies share the part's rows through
+        :attr:`row_index` instead of being gathered (a multicast to many receivers).
         """
         pick = np.asarray(pick, dtype=np.int64)
         receiver_role = receiver_role or self.seal_to_role or self.receiver_role
@@ -188,22 +202,36 @@ class Part:
         if len(pick) != len(receivers):
             raise ValueError(f"{self.kind}: {len(pick)} forwarded messages for {len(receivers)} receivers")
         senders = None if self.senders is None else self.senders[pick]
-        bound = None if self.bound_senders is None else [self.bound_senders[k] for k in pick.tolist()]
+        bound = None if self.bound_senders is None else _take(self.bound_senders, pick)
         value: Any = None
         counts = None
-        if self.value is not None:
+        row_index = None
+        if share_rows and (self.shape != "rows" or self.counts is not None):
+            raise ValueError(f"{self.kind}: only parts of one row per message can share rows")
+        if share_rows:
+            row_index = pick if self.row_index is None else self.row_index[pick]
+            value = self.value
+        elif self.row_index is not None:
+            raise ValueError(
+                f"{self.kind}: a part whose copies share rows can only be forwarded with share_rows"
+            )
+        elif self.value is not None:
             if self.shape == "blobs":
                 value = [self.value[k] for k in pick.tolist()]
             elif self.shape == "broadcast":
                 value = self.value
             else:
-                bounds = block_bounds(self.counts, int(self.value.shape[0]))
-                rows = _gather_blocks(bounds, pick)
+                # one row per message: the picks are the rows (no block arithmetic over many copies)
+                rows = (
+                    pick
+                    if self.counts is None
+                    else _gather_blocks(block_bounds(self.counts, int(self.value.shape[0])), pick)
+                )
                 value = self.value[torch.from_numpy(rows) if isinstance(self.value, torch.Tensor) else rows]
                 counts = None if self.counts is None else self.counts[pick]
         elif self.counts is not None:
             counts = self.counts[pick]
-        sealed = None if self.sealed is None else [self.sealed[k] for k in pick.tolist()]
+        sealed = None if self.sealed is None else _take(self.sealed, pick)
         sizes = self.sizes()[pick]
         return Part(
             phase=self.phase,
@@ -222,6 +250,7 @@ class Part:
             bound_senders=bound,
             sealed=sealed,
             meta=dict(self.meta),
+            row_index=row_index,
             _sizes=sizes,
         )
 
@@ -230,6 +259,8 @@ class Part:
         """One part holding the messages of ``parts`` in order (same phase, kind, roles, protection)."""
         if not parts:
             raise ValueError("concat needs at least one part")
+        if any(p.row_index is not None for p in parts):
+            raise ValueError(f"{parts[0].phase}: parts whose copies share rows cannot be concatenated")
         first = parts[0]
         if len(parts) == 1:
             return first
@@ -272,8 +303,25 @@ class Part:
             _sizes=np.concatenate([p.sizes() for p in parts]),
         )
 
+    def message_rows(self, which: np.ndarray | None = None) -> Any:
+        """The rows of messages ``which`` (all by default) of a one-row-per-message part, in order."""
+        if self.counts is not None or self.shape != "rows":
+            raise ValueError(f"{self.kind}: message_rows needs one row per message")
+        at = self.row_index if which is None or self.row_index is None else self.row_index[np.asarray(which)]
+        if at is None:
+            at = which
+        if at is None:
+            return self.value
+        return self.value[
+            torch.from_numpy(np.asarray(at, dtype=np.int64)) if isinstance(self.value, torch.Tensor) else at
+        ]
+
     def blocks(self) -> Iterator[Any]:
         """The content of every logical message (rows shape: its block of rows)."""
+        if self.row_index is not None:
+            for k in self.row_index.tolist():
+                yield self.value[k : k + 1]
+            return
         if self.shape == "blobs":
             yield from self.value
             return
@@ -284,6 +332,13 @@ class Part:
         bounds = block_bounds(self.counts, int(self.value.shape[0]))
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             yield self.value[a:b]
+
+
+def _take(items: list[Any], pick: np.ndarray) -> list[Any]:
+    """``[items[k] for k in pick]`` (the same objects), without a Python loop over many copies."""
+    table = np.empty(len(items), dtype=object)
+    table[:] = items
+    return list(table[pick])
 
 
 def _gather_blocks(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:

@@ -36,7 +36,7 @@ from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor, tensor_header
 from fedgraphrec.runtime.message import Message, Part, block_bounds
 from fedgraphrec.runtime.network import CryptoMode, Network
-from fedgraphrec.runtime.sealing import SERVER, Binding, GroupChannel, multicast, party_names
+from fedgraphrec.runtime.sealing import SERVER, Binding, GroupChannel, multicast, party, party_names
 from fedgraphrec.runtime.transcript import Received
 
 __all__ = ["LocalTransport", "LostNodeError", "Node", "NodeEndpoint", "Transport", "require_senders"]
@@ -144,39 +144,73 @@ class NodeEndpoint:
             raise IntegrityError(f"{part.phase}: a sealed part arrived without its ciphertexts")
         channel = self._channel_for(node, part.phase)
         binding = Binding(self.protocol, part.phase, step)
-        senders = _sender_names(part)
         if part.receivers is None:
             raise ValueError(f"{part.phase}: a sealed part delivered to a node must name its receivers")
-        own = party_names(part.receiver_role, part.receivers.tolist())
-        bound_to = [multicast(part.receiver_role)] * len(own) if part.seal_to is None else own
-        # byte-identical copies of one sender's message share one verified opening (AES-GCM
-        # decryption is a function of key, bytes and associated data); altered copies differ
-        slot: dict[tuple[str, bytes | None], int] = {}
-        unique: list[bytes | None] = []
-        exp_from: list[str] = []
-        exp_to: list[str] = []
-        names: list[str] = []
-        index = np.empty(len(part.sealed), dtype=np.int64)
-        for j, blob in enumerate(part.sealed):
-            key = (senders[j], blob if part.seal_to is None else None)
-            at = slot.get(key) if part.seal_to is None else None
-            if at is None:
-                at = len(unique)
-                if part.seal_to is None:
-                    slot[key] = at
-                unique.append(blob)
-                exp_from.append(senders[j])
-                exp_to.append(bound_to[j])
-                names.append(own[j])
-            index[j] = at
+        if part.seal_to is None:
+            # byte-identical copies of one sender's message share one verified opening (AES-GCM
+            # decryption is a function of key, bytes and associated data); altered copies differ
+            unique, exp_from, exp_to, names, index = _multicast_groups(part)
+        else:
+            exp_from = _sender_names(part)
+            names = party_names(part.receiver_role, part.receivers.tolist())
+            unique, exp_to = list(part.sealed), names
+            index = np.arange(len(unique), dtype=np.int64)
         t0 = time.perf_counter()
         opened = channel.open(binding, unique, binding.aads(exp_from, exp_to), exp_from, names)
         self._charge(part.receivers, time.perf_counter() - t0)
+        if part.row_index is not None:  # copies share rows: the distinct openings, and which is whose
+            rows = _decode_blocks(replace(part, row_index=None), opened, np.arange(len(opened)))
+            return replace(part, value=rows, sealed=None, row_index=index)
         return replace(part, value=_decode_blocks(part, opened, index), sealed=None)
 
     def _charge(self, ids: np.ndarray | None, seconds: float) -> None:
         if self.charge is not None and ids is not None:
             self.charge(ids, seconds)
+
+
+def _multicast_groups(part: Part) -> tuple[list[bytes | None], list[str], list[str], list[str], np.ndarray]:
+    """The distinct (sender, ciphertext) copies of a multicast part, and each copy's distinct copy.
+
+    Copies are grouped by object identity and sender first (the same bytes object is the same
+    bytes; no hashing of every copy, no name per copy), then the groups by content, so a copy the
+    server altered is opened, and rejected, on its own.
+    """
+    sealed = part.sealed or []
+    assert part.receivers is not None
+    ids = np.fromiter(map(id, sealed), dtype=np.int64, count=len(sealed))
+    if part.bound_senders is not None:
+        codes = np.fromiter(
+            map(id, part.bound_senders), dtype=np.int64, count=len(ids)
+        )  # same object, same name
+    elif part.senders is not None:
+        codes = part.senders
+    else:
+        raise ValueError(f"{part.phase}: a sealed part must name its senders")
+    order = np.lexsort((codes, ids))
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (ids[order][1:] != ids[order][:-1]) | (codes[order][1:] != codes[order][:-1])
+    first = order[new]
+    group = np.empty(len(order), dtype=np.int64)
+    group[order] = np.cumsum(new) - 1
+    role = part.origin_role
+    slot: dict[tuple[str, bytes | None], int] = {}
+    unique: list[bytes | None] = []
+    exp_from: list[str] = []
+    names: list[str] = []
+    of_group = np.empty(len(first), dtype=np.int64)
+    ids_of = part.senders if part.senders is not None else np.zeros(len(sealed), dtype=np.int64)
+    for g, j in enumerate(first.tolist()):
+        sender = part.bound_senders[j] if part.bound_senders is not None else party(role, int(ids_of[j]))
+        key = (sender, sealed[j])
+        at = slot.get(key)
+        if at is None:
+            at = slot[key] = len(unique)
+            unique.append(sealed[j])
+            exp_from.append(sender)
+            names.append(party(part.receiver_role, int(part.receivers[j])))
+        of_group[g] = at
+    bound_to = [multicast(part.receiver_role)] * len(unique)
+    return unique, exp_from, bound_to, names, of_group[group]
 
 
 def _sender_names(part: Part) -> list[str]:
@@ -211,7 +245,11 @@ def _decode_blocks(part: Part, opened: list[bytes], index: np.ndarray) -> object
     blocks = [decode_tensor(b) for b in opened]
     if not blocks:
         return torch.zeros((0, 0))
-    return torch.cat([blocks[k] for k in index.tolist()]) if len(index) else blocks[0][:0]
+    if not len(index):
+        return blocks[0][:0]
+    if all(int(b.shape[0]) == 1 for b in blocks):  # one row each: gather from the distinct rows at once
+        return torch.cat(blocks)[torch.from_numpy(np.asarray(index, dtype=np.int64))]
+    return torch.cat([blocks[k] for k in index.tolist()])
 
 
 class Transport(ABC):

@@ -1,4 +1,4 @@
-"""Minibatch learners (the centralized oracle, LP-GCN, GNN4FR, FedMF) and :func:`make_learner`.
+"""Minibatch learners (the centralized oracle, LP-GCN, FedMF) and :func:`make_learner`.
 
 The loop in :mod:`fedgraphrec.training.trainer` only needs a learner that trains on one minibatch of
 triples (or one round, :mod:`.round_learners`), exposes final embeddings or scores for evaluation,
@@ -15,7 +15,6 @@ import torch
 from fedgraphrec.data import Interactions
 from fedgraphrec.models import NCF
 from fedgraphrec.protocols.baselines import PGCN, FedMF
-from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.training.config import ROUND_PROTOCOLS, TrainConfig
@@ -188,27 +187,6 @@ class LPGCNLearner:
             self.oracle.load_state_dict(state["oracle"])
 
 
-class GNN4FRLearner(LPGCNLearner):
-    """GNN4FR (LightGCN backbone), optionally verified against the oracle; shares LP-GCN's plumbing."""
-
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model != "lightgcn":
-            raise ValueError(f"gnn4fr runs the lightgcn backbone; got model={cfg.model!r}")
-        if cfg.alpha:
-            raise ValueError("gnn4fr has no virtual items; alpha applies to lpgcn only (set alpha=0)")
-        tables = self._oracle_tables(cfg, data)
-        self.protocol = GNN4FR(  # type: ignore[assignment]
-            data.train,
-            tables["user_emb"],
-            tables["item_emb"],
-            n_layers=cfg.n_layers,
-            seed=cfg.seed,
-            lr=cfg.lr,
-            reg=cfg.reg,
-            **network_options(cfg),
-        )
-
-
 class FedMFLearner(LPGCNLearner):
     """FedMF (BPR-MF with securely aggregated item gradients), verifiable against centralized BPR-MF."""
 
@@ -270,8 +248,6 @@ def make_learner(
         return CentralLearner(cfg, data)
     if cfg.protocol == "lpgcn":
         return LPGCNLearner(cfg, data)
-    if cfg.protocol == "gnn4fr":
-        return GNN4FRLearner(cfg, data)
     if cfg.protocol in ROUND_PROTOCOLS:
         return FedGRecLearner(cfg, data)
     if cfg.protocol == "fedmf":

@@ -38,7 +38,7 @@ from fedgraphrec.training.learner_base import BatchStats, build_model
 
 __all__ = ["SPECS", "ProtocolLearner", "eval_splits", "protocol_spec"]
 
-SPECS: dict[str, str] = {}
+SPECS: dict[str, str] = {"gnn4fr": "fedgraphrec.protocols.gnn4fr:SPEC"}
 """Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
 
 
