@@ -11,6 +11,11 @@ round, the ledger, transcripts) is the in-process learner's code.
 What the ServerApp process holds: the server program's state, the ledger, and the transcript of what
 it sent and received (``real`` mode: ciphertexts for sealed parts). It also loads the dataset (the
 sampler's triples are replayed by the server; see :mod:`.node` for the simulation shortcuts).
+
+Differences in what the run folder reports: the ledger also books the federated evaluation rounds
+(``evaluate/*`` phases, which the in-process run evaluates centrally without messages), and the
+sealing/opening CPU time is spent on the SuperNodes, so the ServerApp's ledger charges none to
+clients. A Flower run does not resume from a checkpoint and does not ``--verify``.
 """
 
 from __future__ import annotations

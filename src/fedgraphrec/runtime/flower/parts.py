@@ -10,10 +10,11 @@ or reply:
   JSON-encoded (``None``, dicts, mixed or nested lists), its name listed under ``"~json"``;
 * ``"parts"`` — a ``ConfigRecord`` with the part names in order; part ``k`` is ``"p.<k>"``, a
   ``ConfigRecord`` of its metadata (phase, kind, roles, shape, protection, the sealing names, the
-  value's type and ``meta`` as JSON), and ``"a.<k>"``, an ``ArrayRecord`` of NumPy arrays: the value
-  (rows or broadcast), the id arrays (``senders``, ``receivers``, ``counts``, ``seal_to``), the ledger
-  sizes a part in transit keeps (``sizes``), and blobs and ciphertexts concatenated (``uint8``) with
-  their lengths (``-1``: a message the adversary dropped).
+  value's type, ``presealed``/``repeat``/``summed`` and ``meta`` as JSON), and ``"a.<k>"``, an
+  ``ArrayRecord`` of NumPy arrays: the value (rows or broadcast), the id arrays (``senders``,
+  ``receivers``, ``counts``, ``seal_to``), the ledger sizes a part in transit keeps (``sizes``), and
+  blobs and ciphertexts concatenated (``uint8``) with their lengths (``-1``: a message the
+  adversary dropped).
 
 Decoding gives back an equal part: same tensor or array type and dtype, same ids, same sizes, so
 the ServerApp's ledger books exactly what the in-process engine books.
@@ -166,6 +167,9 @@ def _encode_part(part: Part) -> tuple[ConfigRecord, ArrayRecord]:
             "from_role": part.from_role,
             "bound_senders": list(part.bound_senders or []),
             "has_bound_senders": part.bound_senders is not None,
+            "presealed": part.presealed,
+            "repeat": part.repeat,
+            "summed": part.summed,
             "value_type": value_type,
             "meta": json.dumps(_plain(part.meta)),
         }
@@ -196,6 +200,9 @@ def _decode_part(meta: ConfigRecord, record: ArrayRecord) -> Part:
         from_role=str(meta["from_role"]),
         bound_senders=[str(s) for s in _list(meta["bound_senders"])] if meta["has_bound_senders"] else None,
         sealed=sealed,
+        presealed=bool(meta["presealed"]),
+        repeat=int(meta["repeat"]),  # type: ignore[arg-type]
+        summed=bool(meta["summed"]),
         meta=json.loads(str(meta["meta"])),
         _sizes=arrays.get("sizes"),
         **{name: arrays[name] for name in _IDS if name in arrays},
