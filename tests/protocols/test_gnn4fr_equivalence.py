@@ -147,6 +147,6 @@ def test_the_server_never_receives_a_plaintext_user_row_or_gradient():
     kinds = {"user_embedding", "user_gradient", "item_gradient", "item_embedding"}
     for e in fed.net.transcript.of("server"):
         if e.kind in kinds and e.sender != "server":
-            assert e.protection == "sealed" or e.phase == "loss/server-item-gradients", e.phase
+            assert e.protection == "sealed", e.phase
     phases = {r.phase for r in fed.net.ledger.rows()}
     assert not any(p.startswith("aggregate/") for p in phases)  # no item gradient is summed anywhere

@@ -233,9 +233,9 @@ class GNN4FRClient(ClientProgram[GNN4FRState]):
             wrapped = [wrap_key(shared, PublicKey.from_bytes(blob[32 * k : 32 * k + 32])) for k in range(n)]
         else:
             wrapped = [bytes(sealed_size(32))] * n
-        part = Part(
-            Phase.WRAPPED_KEY, "wrapped_key", KEY_HOLDER, SERVER, wrapped, shape="blobs",
-            protection="pseudonymous", senders=np.full(n, key_client),
+        part = Part(  # ECIES ciphertexts of their own: relayed as they are, alterable by an active server
+            Phase.WRAPPED_KEY, "wrapped_key", KEY_HOLDER, SERVER, wrapped, shape="blobs", protection="sealed",
+            presealed=True, senders=np.full(n, key_client), seal_to_role=CLIENT, seal_to=np.arange(n),
         )  # fmt: skip
         return Message({"wrapped": part})
 

@@ -52,7 +52,7 @@ class GNN4FRServer(ServerProgram):
         tables: Mapping[str, torch.Tensor] | None = None,
     ) -> None:
         super().__init__(settings, transport, n_clients, n_items, tables)
-        self.node_of = np.empty(n_clients, dtype=np.int64)
+        self.node_of = np.empty(n_clients, dtype=np.uint64)  # Flower node ids are unsigned 64-bit
         for node, ids in self.shards.items():
             self.node_of[ids] = node
         self.step = 0
