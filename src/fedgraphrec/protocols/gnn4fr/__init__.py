@@ -1,7 +1,8 @@
 """GNN4FR: lossless federated LightGCN by sub-graph expansion (spec ``gnn4fr.md``), as party programs.
 
 Where the spec's algorithms live: Algorithm 2 (initialize) and 3 (expand the local sub-graph):
-:meth:`.server.GNN4FRServer.setup` with the client stages ``setup/*`` and :mod:`.graph`;
+:meth:`.server_setup.SetupServer.setup` with the client stages ``setup/*`` of :mod:`.client_setup`
+and :mod:`.graph`;
 Algorithm 4 (forward): ``GNN4FRClient.stage_step_forward``; the loss: ``stage_step_negatives`` and
 ``stage_step_loss``; Algorithm 5 (backward): ``stage_step_gradients`` / ``stage_step_backward``
 (the transposed backward, default) and :mod:`.paper` (Algorithm 5 and the secret-shared aggregation
