@@ -1,8 +1,9 @@
 """MkDocs hook: the parts of the site generated from the code and the repository, so they cannot drift.
 
 * Pages kept outside ``docs/`` join the site unchanged: ``ARCHITECTURE.md`` (``architecture.md``),
-  ``SECURITY.md`` (``security.md``) and every ``results/**/README.md`` (same path), so the guide can
-  link to the committed results and a broken link fails ``mkdocs build --strict``.
+  ``SECURITY.md`` (``security.md``), every ``results/**/README.md`` and every ``results/**.png`` a
+  page shows (same paths), so the guide can link to the committed results and a broken link fails
+  ``mkdocs build --strict``.
 * ``<!-- settings: MODULE[:CLASS] [fallback=KEY,KEY,...] -->`` becomes a table of a settings
   dataclass: key, type, default (read from the dataclass) and the description from its docstring's
   ``Attributes:`` section. Without ``:CLASS`` every ``*Settings`` dataclass defined in MODULE is
@@ -41,6 +42,9 @@ def on_files(files: Any, config: Any) -> Any:
     for readme in sorted((ROOT / "results").rglob("README.md")):
         rel = readme.relative_to(ROOT).as_posix()
         pages[rel] = rel
+    for page in sorted((ROOT / "docs").rglob("*.md")):  # figures the pages show from results/
+        for figure in re.findall(r"\((?:\.\./)+(results/[^)\s]+\.png)\)", page.read_text()):
+            pages[figure] = figure
     for source, uri in pages.items():
         files.append(File.generated(config, uri, abs_src_path=str(ROOT / source)))
     return files
@@ -90,12 +94,15 @@ def attribute_docs(cls: type) -> dict[str, str]:
             continue
         if not section:
             continue
-        entry = re.match(r"^ {4}(\w+)(?: \(.*?\))?: ?(.*)$", line)
-        if entry:
+        entry = re.match(r"^ {4}(\w+(?:, \w+)*)(?: \(.*?\))?: ?(.*)$", line)
+        if entry:  # "lr, delta, beta: ..." documents three fields at once
             current = entry.group(1)
             out[current] = entry.group(2).strip()
         elif current:
             out[current] += " " + line.strip()
+    for names in [k for k in out if ", " in k]:
+        for name in names.split(", "):
+            out.setdefault(name, out[names])
     return out
 
 
@@ -129,9 +136,8 @@ def dataclass_table(cls: type, keys: list[str] | None = None) -> str:
     for name in names:
         f = fields[name]
         kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        rows.append(
-            f"| `{name}` | `{_cell(str(kind))}` | {_cell(_default(f))} | {_cell(docs.get(name, ''))} |"
-        )
+        kind = str(kind).replace(" | ", " or ")  # a "|" inside a code span would show its escape
+        rows.append(f"| `{name}` | `{kind}` | {_cell(_default(f))} | {_cell(docs.get(name, ''))} |")
     return "\n".join(rows)
 
 
