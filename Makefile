@@ -35,7 +35,7 @@ test: lint typecheck unit
 
 # The documentation site into site/; --strict fails on any broken link, reference or docstring.
 docs: setup
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site $(MKDOCS_FLAGS)
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache .mypy_cache .ruff_cache
