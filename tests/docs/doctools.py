@@ -23,6 +23,9 @@ An HTML comment right before a block, invisible on the site, says how the test t
 ``<!-- doctest: pending="reason" -->``
     documents a command that has not landed yet: not run, and the check must *fail* — once the
     command exists the check tells you to drop the marker.
+``<!-- doctest: xfail="reason" -->``
+    the command exists (and is checked) but cannot work yet (e.g. a protocol not yet ported): it
+    runs and must fail — once it succeeds the test tells you to drop the marker.
 
 Independently of running, :func:`check_command` validates every documented ``fedgraphrec``
 command against the installed CLI — the command path, every option name, the option values'
@@ -66,6 +69,7 @@ class Options:
     exit: int = 0
     check_only: bool = False
     pending: str = ""
+    xfail: str = ""
 
     @classmethod
     def parse(cls, text: str) -> Options:
@@ -82,6 +86,8 @@ class Options:
                 opts.check_only = True
             elif key == "pending":
                 opts.pending = value
+            elif key == "xfail":
+                opts.xfail = value
             else:
                 raise ValueError(f"unknown doctest option {key!r}")
         return opts
@@ -314,6 +320,15 @@ def evaluate_block(example: Example) -> str | None:
     if missing:
         ns["__skipped__"] = f"needs dataset(s) {', '.join(missing)} under FEDGRAPHREC_DATA"
         return None
+    failure = _run_commands(block, workspace)
+    if opts.xfail:
+        return None if failure else f"this block now runs: drop its xfail marker ({opts.xfail})"
+    return failure
+
+
+def _run_commands(block: Block, workspace: Workspace) -> str | None:
+    """Run a block's commands in order; the first failure's message, or ``None``."""
+    opts = block.options
     for cmd in block.commands:
         shown = shlex.join(cmd.argv) + (f"  [+ {shlex.join(opts.append)}]" if opts.append else "")
         if cmd.argv[0] == "fedgraphrec":
