@@ -62,3 +62,12 @@ def test_blocks_markers_and_continuations() -> None:
     assert found[0].options.append == ["--epochs", "1"] and found[0].options.needs == ["ml-100k"]
     assert found[1].options == Options() and found[1].commands[0].expected == "{...}\n"
     assert shell_commands("bash", "# only a comment\n", 1) == []
+
+
+def test_console_output_matching() -> None:
+    from tests.docs.doctools import _matches
+
+    out = "table\nverify: largest relative parameter deviation 1.7e-06\nsent 24.1 KiB / 17.3 KiB; received 9 KiB\n"
+    assert _matches("...\nverify: largest ... deviation ...e-0...\nsent ... KiB / ... KiB; received ...", out)
+    assert not _matches("...\nverify: smallest ...", out)
+    assert not _matches("sent ... MiB", out)
