@@ -297,18 +297,13 @@ def _ledger_rows(run: Path) -> list[str]:
 def test_deploy_on_superlink_and_supernodes_writes_the_same_run(
     ring: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    site = tmp_path / "site"  # the SuperNodes and the ServerApp are processes: register the toy there too
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        f"from fedgraphrec.training.protocol_learner import SPECS\nSPECS[{NAME!r}] = {REF!r}\n"
-    )
+    # the SuperNodes and the ServerApp are processes of their own: register the toy there too
+    monkeypatch.setenv("FEDGRAPHREC_SPECS", f"{NAME}={REF}")
     root = Path(__file__).resolve().parents[2]
-    monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join([str(site), str(root), os.environ.get("PYTHONPATH", "")])
-    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
     cfg = _cfg()
     with local_federation(tmp_path / "fed", 3) as fed:
-        summary = deploy(cfg, tmp_path / "flower", 3, fed.connection, env=fed.env, timeout=120, limit_s=600)
+        summary = deploy(cfg, tmp_path / "flower", 3, fed.connection, env=fed.env, timeout=120, limit_s=900)
     _, ref = _in_process(cfg, tmp_path / "local")
     assert summary["engine"] == "flower" and summary["flower"]["nodes"] == 3
     for name, value in ref.summary["test"].items():

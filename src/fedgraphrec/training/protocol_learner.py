@@ -15,6 +15,7 @@ Protocols are looked up by name in :data:`SPECS` (``module:attribute`` of each p
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
@@ -43,6 +44,14 @@ __all__ = ["SPECS", "ProtocolLearner", "eval_splits", "initial_tables", "node_da
 
 SPECS: dict[str, str] = {}
 """Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
+
+# FEDGRAPHREC_SPECS="name=module:attr,..." registers protocols from outside the package (a test's toy
+# protocol) in every process that imports this module: also the SuperNodes and ServerApp of a deployment.
+SPECS.update(
+    (name.strip(), ref.strip())
+    for name, _, ref in (item.partition("=") for item in os.environ.get("FEDGRAPHREC_SPECS", "").split(","))
+    if ref.strip()
+)
 
 
 def protocol_spec(name: str, registry: Mapping[str, str] | None = None) -> ProtocolSpec:
