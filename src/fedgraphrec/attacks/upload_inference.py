@@ -5,7 +5,10 @@ paired with), and a positive is touched in *every* local step, a negative in few
 row's update separates them. The attacker is the server; it reads only what it received:
 
 * unprotected uploads (``kind="plain-upload"``): the user's own rows; each queried item is scored
-  by the norm of its update (0 if absent);
+  by the norm of its update (0 if absent). A payload is either ``[(starts, values), ...]`` (the
+  blocks of :func:`~fedgraphrec.protocols.secure_aggregation.plain_aggregate`, block 0 the
+  ``N × dim`` item update) or one ``(rows, 1 + dim)`` array whose first column is the item id
+  (FedPerGNN's party programs);
 * secure-aggregation uploads (``kind="secagg-masked-input"``): one masked ring vector per user; the
   attacker decodes it as fixed point anyway and scores every item by its row's norm.
 
@@ -95,8 +98,12 @@ def upload_inference(
             truth[train.indices[train.indptr[user] : train.indptr[user + 1]]] = True
             score = np.zeros(n_items)
             if entry.kind == "plain-upload":
-                starts, values = payload[0]
-                items = np.asarray(starts) // dim
+                if isinstance(payload, list | tuple):
+                    starts, values = payload[0]
+                    items = np.asarray(starts) // dim
+                else:  # one row per uploaded item: [item id, update]
+                    block = np.asarray(payload)
+                    items, values = block[:, 0].astype(np.int64), block[:, 1:]
                 score[items] = np.linalg.norm(np.asarray(values), axis=1)
                 support = np.zeros(n_items, dtype=bool)
                 support[items] = True

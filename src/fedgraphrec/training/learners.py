@@ -30,7 +30,6 @@ from fedgraphrec.training.protocol_learner import SPECS, ProtocolLearner
 from fedgraphrec.training.round_learners import (
     FedGRecLearner,
     FedNCFLearner,
-    FedPerGNNLearner,
     MultVAELearner,
 )
 
@@ -40,7 +39,6 @@ __all__ = [
     "FedGRecLearner",
     "FedMFLearner",
     "FedNCFLearner",
-    "FedPerGNNLearner",
     "LPGCNLearner",
     "Learner",
     "MultVAELearner",
@@ -280,6 +278,4 @@ def make_learner(
         return FedNCFLearner(cfg, data)
     if cfg.protocol == "pgcn":
         return PGCNLearner(cfg, data)
-    if cfg.protocol == "fedpergnn":
-        return FedPerGNNLearner(cfg, data)
     raise ValueError(f"unknown protocol {cfg.protocol!r}")

@@ -38,7 +38,9 @@ from fedgraphrec.training.learner_base import BatchStats, build_model
 
 __all__ = ["SPECS", "ProtocolLearner", "eval_splits", "protocol_spec"]
 
-SPECS: dict[str, str] = {}
+SPECS: dict[str, str] = {
+    "fedpergnn": "fedgraphrec.protocols.baselines.fedpergnn:SPEC",
+}
 """Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
 
 
