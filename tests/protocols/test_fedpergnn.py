@@ -16,7 +16,7 @@ from fedgraphrec.attacks import upload_inference
 from fedgraphrec.evaluation.ranking import evaluate_embeddings
 from fedgraphrec.protocols.base import EvalSplits, NodeData, shard_of
 from fedgraphrec.protocols.baselines.fedpergnn import FedPerGNNClient, FedPerGNNServer, FedPerGNNSettings
-from fedgraphrec.protocols.baselines.fedpergnn.local import sample_shard
+from fedgraphrec.protocols.baselines.shard_sampling import sample_shard
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
 from fedgraphrec.runtime.transport import LocalTransport
@@ -84,7 +84,14 @@ def _reference_round(fed: Fed, round_index: int, loss: str, expand: bool = True)
     t.sort_indices()
     clients = fed.server.sample_clients(round_index)
     rs = sample_shard(
-        t, clients, clients, round_index, seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps
+        t,
+        clients,
+        clients,
+        round_index,
+        protocol="fedpergnn",
+        seed=s.seed,
+        n_negatives=s.n_negatives,
+        local_steps=s.local_steps,
     )
     user, item, stale = fed.user.clone(), fed.item.clone(), fed.stale.clone()
     holders = [set(np.flatnonzero(t[:, i].toarray().ravel())) for i in range(t.shape[1])]

@@ -2,8 +2,8 @@
 
 * :class:`FedMF` — federated BPR matrix factorisation (Chai et al.), item gradients through secure
   aggregation.
-* :class:`FedNCF` — NeuMF trained by rounds, item rows and weights averaged through secure
-  aggregation (Perifanis & Efraimidis).
+* :mod:`.fedncf` — NeuMF trained by rounds, item rows and weights averaged through secure
+  aggregation (Perifanis & Efraimidis), as party programs (``fedncf.SPEC``).
 * :mod:`.fedpergnn` — FedGNN (Wu et al.), as party programs (``fedpergnn.SPEC``): third-party graph
   expansion over item tokens, a 1-hop GNN with neighbours' embeddings, pseudo items and local DP
   on the plain uploads.
@@ -14,7 +14,6 @@
 """
 
 from fedgraphrec.protocols.baselines.fedmf import FedMF
-from fedgraphrec.protocols.baselines.fedncf import FedNCF
 from fedgraphrec.protocols.baselines.pgcn import PGCN
 
-__all__ = ["PGCN", "FedMF", "FedNCF"]
+__all__ = ["PGCN", "FedMF"]

@@ -23,14 +23,10 @@ from fedgraphrec.protocols.baselines.fedpergnn.keys import (
     unwrap_all,
     wrap_for_all,
 )
-from fedgraphrec.protocols.baselines.fedpergnn.local import (
-    ShardRound,
-    local_train,
-    protected_rows,
-    sample_shard,
-)
+from fedgraphrec.protocols.baselines.fedpergnn.local import local_train, protected_rows
 from fedgraphrec.protocols.baselines.fedpergnn.server import upload_sizes
 from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
+from fedgraphrec.protocols.baselines.shard_sampling import ShardRound, sample_shard
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import require_senders
 
@@ -155,7 +151,7 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
         ids = np.asarray(request.fields[R.F_CLIENTS], dtype=np.int64)
         sr = sample_shard(
             self.rows, self._positions(ids), ids, int(request.fields[R.F_ROUND]),
-            seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
+            protocol="fedpergnn", seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
         )  # fmt: skip
         if s.local_graph:
             part = request[R.P_NEIGHBOURS]

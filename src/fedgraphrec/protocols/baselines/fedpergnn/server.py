@@ -19,9 +19,9 @@ from fedgraphrec.protocols.baselines.fedpergnn import roles as R
 from fedgraphrec.protocols.baselines.fedpergnn.keys import agree_token_key
 from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.baselines.fedpergnn.third_party import ThirdParty
+from fedgraphrec.protocols.baselines.shard_sampling import round_clients
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import Transport
-from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["FedPerGNNServer", "upload_sizes"]
 
@@ -73,9 +73,8 @@ class FedPerGNNServer(ServerProgram):
 
     def sample_clients(self, round_index: int) -> np.ndarray:
         """The round's users: uniform without replacement among users with items (FedGRec's stream)."""
-        size = min(self.settings.clients_per_round, len(self.active))
-        rng = numpy_rng(self.settings.seed, "fedgrec", "clients", round_index)
-        return np.sort(rng.choice(self.active, size, replace=False))
+        s = self.settings
+        return round_clients(self.active, round_index, seed=s.seed, clients_per_round=s.clients_per_round)
 
     def _by_node(self, users: np.ndarray) -> dict[int, np.ndarray]:
         return {n: users[np.isin(users, ids)] for n, ids in self.shards.items()}
