@@ -24,9 +24,9 @@ from fedgraphrec.protocols.baselines.fedpergnn.keys import (
     wrap_for_all,
 )
 from fedgraphrec.protocols.baselines.fedpergnn.local import local_train, protected_rows
-from fedgraphrec.protocols.baselines.fedpergnn.server import upload_sizes
 from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.baselines.shard_sampling import ShardRound, sample_shard
+from fedgraphrec.protocols.secagg.upload import SparseUpload, flat_entries, plain_sizes
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import require_senders
 
@@ -50,6 +50,28 @@ class FedPerGNNState:
     key: bytes | None = None
     private_keys: bytes | None = None
     round: ShardRound | None = None
+
+
+def plain_upload(
+    clients: np.ndarray, seg: np.ndarray, items: np.ndarray, rows: torch.Tensor, n_items: int
+) -> Part:
+    """Every user's rows in the clear, laid out as the secure-sum baseline's (``protocols.secagg``).
+
+    The input vector has ``N·d`` item coordinates and ``N`` counts (1 per uploaded item); each user
+    sends its nonzero entries as rows ``(flat index, value)``, booked as a 4-byte index and 4-byte
+    floats per row of the vector (``kind="plain-upload"``, what ``upload_inference`` reads).
+    """
+    d = int(rows.shape[1])
+    upload = SparseUpload(clients, n_items * d + n_items)
+    seg_t, items_t = torch.from_numpy(seg), torch.from_numpy(items)
+    upload.add(seg_t, items_t * d, rows)
+    upload.add(seg_t, n_items * d + items_t, torch.ones(len(seg), 1, dtype=torch.float64))
+    keep = np.ones(len(clients), dtype=bool)
+    pos, idx, val = flat_entries(upload, keep)
+    value = np.stack([idx.astype(np.float64), val], axis=1)
+    counts = np.bincount(pos, minlength=len(clients)).astype(np.int64)
+    part = Part(R.PH_UPLOAD, R.K_UPLOAD, R.CLIENT, R.SERVER, value, senders=clients, counts=counts)
+    return part.with_sizes(plain_sizes(upload))
 
 
 class FedPerGNNClient(ClientProgram[FedPerGNNState]):
@@ -184,11 +206,8 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
         )  # fmt: skip
         with torch.no_grad():
             user[pos] = res.user.to(user.dtype)
-        counts = np.bincount(seg, minlength=len(sr.clients)).astype(np.int64)
-        value = torch.cat([torch.from_numpy(items).double()[:, None], rows], dim=1)
-        upload = Part(R.PH_UPLOAD, R.K_UPLOAD, R.CLIENT, R.SERVER, value, senders=sr.clients, counts=counts)
         reply = Message(
-            {R.P_UPLOAD: upload.with_sizes(upload_sizes(counts, int(rows.shape[1])))},
+            {R.P_UPLOAD: plain_upload(sr.clients, seg, items, rows, self.n_items)},
             fields={R.F_LOSS: res.loss_sum},
         )
         if s.local_graph:

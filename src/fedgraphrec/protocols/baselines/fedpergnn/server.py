@@ -23,14 +23,7 @@ from fedgraphrec.protocols.baselines.shard_sampling import round_clients
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import Transport
 
-__all__ = ["FedPerGNNServer", "upload_sizes"]
-
-_ID_BYTES = 4
-
-
-def upload_sizes(rows_per_client: np.ndarray, dim: int) -> np.ndarray:
-    """Bytes of each plain upload: per row a 4-byte index and ``dim`` 4-byte values, plus its count row."""
-    return rows_per_client.astype(np.int64) * ((4 + 4 * dim) + (4 + 4))
+__all__ = ["FedPerGNNServer"]
 
 
 class FedPerGNNServer(ServerProgram):
@@ -111,23 +104,19 @@ class FedPerGNNServer(ServerProgram):
         return StepStats(loss, loss, 0.0, clients=len(clients))
 
     def _aggregate(self, upload: Part) -> None:
-        """Each item moves by the mean of the rows uploaded for it (in client order, as one node would)."""
-        assert upload.senders is not None
+        """Each item moves by the mean of the rows uploaded for it (summed in client order).
+
+        The upload's rows are ``(flat index, value)``: ``N·d`` item coordinates, then ``N`` counts.
+        """
+        assert upload.senders is not None and upload.counts is not None
         N, d = self.item.shape
-        value = torch.as_tensor(upload.value)
-        counts = upload.counts if upload.counts is not None else np.ones(len(upload.senders), dtype=np.int64)
-        row_sender = np.repeat(upload.senders, counts)
-        order = torch.from_numpy(np.argsort(row_sender, kind="stable"))
-        value = value[order]
-        items = value[:, 0].long()
-        rows = value[:, 1:]
-        flat = (items[:, None] * d + torch.arange(d)).reshape(-1)
-        total = torch.zeros(N * d, dtype=torch.float64).index_add_(0, flat, rows.reshape(-1))
-        count = torch.zeros(N, dtype=torch.float64).index_add_(
-            0, items, torch.ones(len(items), dtype=torch.float64)
-        )
+        order = torch.from_numpy(np.argsort(np.repeat(upload.senders, upload.counts), kind="stable"))
+        rows = torch.as_tensor(upload.value)[order]
+        total = torch.zeros(N * d + N, dtype=torch.float64).index_add_(0, rows[:, 0].long(), rows[:, 1])
         with torch.no_grad():
-            self.item += (total.view(N, d) / count.clamp_min(1.0)[:, None]).to(self.item.dtype)
+            self.item += (total[: N * d].view(N, d) / total[N * d :].clamp_min(1.0)[:, None]).to(
+                self.item.dtype
+            )
 
     def predict(self) -> None:
         """Every user gets its neighbours (third party) and the item table (server): its ``h_u``.
