@@ -5,7 +5,10 @@ paired with), and a positive is touched in *every* local step, a negative in few
 row's update separates them. The attacker is the server; it reads only what it received:
 
 * unprotected uploads (``kind="plain-upload"``): the user's own rows; each queried item is scored
-  by the norm of its update (0 if absent);
+  by the norm of its update (0 if absent). A payload is either ``[(starts, values), ...]`` (the
+  blocks of :func:`~fedgraphrec.protocols.secure_aggregation.plain_aggregate`, block 0 the
+  ``N × dim`` item update) or rows ``(flat index, value)`` (party programs: the secure-sum
+  baseline, FedPerGNN), whose item block is the first ``N · dim`` indices;
 * secure-aggregation uploads (``kind="secagg-masked-input"``): one masked ring vector per user; the
   attacker decodes it as fixed point anyway and scores every item by its row's norm.
 
@@ -95,14 +98,20 @@ def upload_inference(
             truth[train.indices[train.indptr[user] : train.indptr[user + 1]]] = True
             score = np.zeros(n_items)
             if entry.kind == "plain-upload":
-                starts, values = payload[0]
-                items = np.asarray(starts) // dim
-                score[items] = np.linalg.norm(np.asarray(values), axis=1)
+                if isinstance(payload, list | tuple):
+                    starts, values = payload[0]
+                    items = np.asarray(starts) // dim
+                    score[items] = np.linalg.norm(np.asarray(values), axis=1)
+                else:  # rows (flat index, value)
+                    rows = np.asarray(payload)
+                    first = rows[:, 0] < n_items * dim
+                    items = rows[first, 0].astype(np.int64) // dim
+                    score = np.sqrt(np.bincount(items, weights=rows[first, 1] ** 2, minlength=n_items))
                 support = np.zeros(n_items, dtype=bool)
                 support[items] = True
                 precisions.append(truth[support].mean() if support.any() else 0.0)
             elif entry.kind == "secagg-masked-input":
-                block = np.asarray(payload)[: n_items * dim].view(np.int64).reshape(n_items, dim)
+                block = np.asarray(payload).reshape(-1)[: n_items * dim].view(np.int64).reshape(n_items, dim)
                 score = np.linalg.norm(np.ldexp(block.astype(np.float64), -frac_bits), axis=1)
                 precisions.append(np.nan)
             else:

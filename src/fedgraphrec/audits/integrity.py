@@ -29,11 +29,14 @@ from fedgraphrec.crypto import IntegrityError, secure_sum
 from fedgraphrec.runtime import Network
 from fedgraphrec.seeding import numpy_rng, torch_generator
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.protocol_learner import SPECS, ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
 
 __all__ = ["INTEGRITY_PROTOCOLS", "audit_integrity"]
 
+SECAGG_SHARE_PHASE = "train/upload/secagg-share-keys"
+"""The relayed (presealed) share messages of a party program's secure sum."""
 INTEGRITY_PROTOCOLS = ("lpgcn", "gnn4fr", "fedgrec", "fedmf", "fedncf", "pgcn")
 """Protocols whose relayed messages are sealed, hence attacked here."""
 STEPS = 3
@@ -83,6 +86,11 @@ def _secagg_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
         cfg, crypto="real", secure_aggregation=True, model=_SECAGG_MODEL.get(cfg.protocol, cfg.model), alpha=0
     )
     data = prepare_interactions(arm)
+    if arm.protocol in SPECS:  # party programs: the adversary sits on the transport
+        programs = ProtocolLearner(arm, data, adversary=adversary)
+        for r in range(STEPS):
+            programs.train_round(r)
+        return programs.net
     learner: Any = make_learner(arm, data)
     if adversary is not None:
         learner.protocol.secure_sum = functools.partial(secure_sum, tamper=tamper_inbox(adversary))
@@ -122,6 +130,8 @@ def audit_integrity(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
     if graph:
         clean = runner(dataclasses.replace(cfg, transcripts=True), None)
         phases: list[str | None] = list(_sealed_phases(clean))
+    elif cfg.protocol in SPECS:  # secure aggregation as stages of the programs' upload phase
+        phases = [SECAGG_SHARE_PHASE]
     else:
         phases = ["secagg/share-keys"]
     rows: list[dict[str, Any]] = []

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.crypto.keys import SharedKey
-from fedgraphrec.evaluation.ranking import evaluate_embeddings
+from fedgraphrec.evaluation.ranking import evaluate_embeddings, evaluate_scores
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import Transport
 
@@ -165,26 +165,51 @@ class ClientProgram(ABC, Generic[S]):
         """
         raise NotImplementedError(f"{type(self).__name__} does not expose predictions")
 
+    def scorer(self, request: Message) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """For models that do not score by a dot product (NeuMF): this shard's scoring function.
+
+        Given what the server sends for evaluation (:meth:`ServerProgram.evaluation_parts`),
+        returns ``score(rows)`` mapping positions in :attr:`clients` to their scores over every
+        item; ``None`` (default): the shard scores ``U V^T`` from :meth:`prediction`.
+        """
+        return None
+
     def stage_evaluate(self, step: int, request: Message) -> Message:
         """Federated evaluation: score this shard's clients, return metric sums and user counts.
 
         The request carries the final item table (part ``items``) when the server holds it; a
-        node that computed it itself uses its own. The reply's fields hold, per split and
-        metric, the sum over this shard's evaluated users and their number, so the server's
-        mean equals the centralized evaluator's.
+        node that computed it itself uses its own. A program with a :meth:`scorer` scores through
+        it instead. The reply's fields hold, per split and metric, the sum over this shard's
+        evaluated users and their number, so the server's mean equals the centralized evaluator's.
         """
         if self.data is None or self.data.eval is None:
             raise RuntimeError("this node has no held-out data to evaluate on")
-        users, U, V = self.prediction()
-        if "items" in request:
-            V = torch.as_tensor(request["items"].value)
-        if V is None:
-            raise RuntimeError("evaluate: no final item table on this node and none in the request")
+        score = self.scorer(request)
+        if score is None:
+            users, U, V = self.prediction()
+            if "items" in request:
+                V = torch.as_tensor(request["items"].value)
+            if V is None:
+                raise RuntimeError("evaluate: no final item table on this node and none in the request")
+            U_, V_ = U.float(), V.float()
+
+            def score(rows: torch.Tensor) -> torch.Tensor:
+                return U_[rows] @ V_.T
+
+            dot = True
+        else:
+            users, dot = self.clients, False
         ks = tuple(int(k) for k in request.fields["ks"])
         out: dict[str, Any] = {}
         for split, target in self.data.eval.targets.items():
             exclude = [m[users] for m in self.data.eval.exclude[split]]
-            res = evaluate_embeddings(U.float(), V.float(), target[users], exclude, ks=ks, per_user=True)
+            if dot:
+                res = evaluate_embeddings(U_, V_, target[users], exclude, ks=ks, per_user=True)
+            else:
+                n_items = int(target.shape[1])
+                res = evaluate_scores(
+                    score, len(users), n_items, target[users], exclude, ks=ks, per_user=True
+                )
             n = res.n_users_evaluated
             for name, values in (res.per_user or {}).items():
                 out[f"{split}/{name}"] = float(np.asarray(values, dtype=np.float64).sum())
@@ -247,15 +272,21 @@ class ServerProgram(ABC):
         """The final item table when the server holds it (sent to nodes for evaluation), else ``None``."""
         return None
 
+    def evaluation_parts(self) -> dict[str, Part]:
+        """What the server sends every node for evaluation: by default the final item table.
+
+        Protocols whose clients score through :meth:`ClientProgram.scorer` send what it needs.
+        """
+        items = self.items_for_evaluation()
+        if items is None:
+            return {}
+        return {
+            "items": Part("evaluate/items", "item_embedding", "server", "client", items, shape="broadcast")
+        }
+
     def evaluate(self, ks: list[int]) -> dict[str, dict[str, float]]:
         """Federated evaluation: every node scores its clients; the server averages the sums."""
-        items = self.items_for_evaluation()
-        request = Message(fields={"ks": [int(k) for k in ks]})
-        if items is not None:
-            request.add(
-                "items",
-                Part("evaluate/items", "item_embedding", "server", "client", items, shape="broadcast"),
-            )
+        request = Message(dict(self.evaluation_parts()), fields={"ks": [int(k) for k in ks]})
         self.transport.begin_step(self.transport.net.step)
         replies = self.transport.round("evaluate", dict.fromkeys(self.nodes, request))
         totals: dict[str, float] = {}

@@ -1,7 +1,7 @@
 """Secure aggregation of sparse client contributions over the old in-process ``Network``.
 
-Kept for the protocols not yet written as party programs (FedNCF, P-GCN, FedPerGNN's plain
-uploads); party programs use :mod:`fedgraphrec.protocols.secagg` (the same stages as transport
+Kept for the protocols not yet written as party programs (FedMF, P-GCN, FedGRec); party
+programs use :mod:`fedgraphrec.protocols.secagg` (the same stages as transport
 rounds, the inputs computed on the nodes). Delete this module once nothing imports it.
 
 Protocols such as FedGRec upload *dense* vectors under secure aggregation (so the server cannot see

@@ -37,6 +37,7 @@ from fedgraphrec.reproduce.compare import MethodSpec, compare, parse_method
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learners import make_learner
 from fedgraphrec.training.loading import load_config
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
 
@@ -87,7 +88,8 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
     data = prepare_interactions(short)
     learner = make_learner(short, data)
     protocol: Any = getattr(learner, "protocol", None)
-    protocol.net.crypto = "real"  # the attacked step is enciphered for real
+    net = learner.net if isinstance(learner, ProtocolLearner) else protocol.net
+    net.crypto = "real"  # the attacked step is enciphered for real
     step = getattr(learner, "train_round", None)
     if step is not None:
         step(0)
@@ -95,9 +97,7 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
         users, pos, neg = next(iter(BPRSampler(data.train, short.seed).batches(0, participants)))
         learner.train_batch(users, pos, neg)
     frac_bits = getattr(getattr(protocol, "fp", None), "frac_bits", short.frac_bits)
-    result = upload_inference(
-        protocol.net.transcript, data.train, short.dim, phase=phase, frac_bits=frac_bits
-    )
+    result = upload_inference(net.transcript, data.train, short.dim, phase=phase, frac_bits=frac_bits)
     return float(result.summary()["mean_auc"])
 
 

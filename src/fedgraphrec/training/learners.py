@@ -28,8 +28,6 @@ from fedgraphrec.training.learner_base import (
 from fedgraphrec.training.protocol_learner import SPECS, ProtocolLearner
 from fedgraphrec.training.round_learners import (
     FedGRecLearner,
-    FedNCFLearner,
-    FedPerGNNLearner,
     MultVAELearner,
 )
 
@@ -38,8 +36,6 @@ __all__ = [
     "CentralLearner",
     "FedGRecLearner",
     "FedMFLearner",
-    "FedNCFLearner",
-    "FedPerGNNLearner",
     "LPGCNLearner",
     "Learner",
     "MultVAELearner",
@@ -252,10 +248,6 @@ def make_learner(
         return FedGRecLearner(cfg, data)
     if cfg.protocol == "fedmf":
         return FedMFLearner(cfg, data)
-    if cfg.protocol == "fedncf":
-        return FedNCFLearner(cfg, data)
     if cfg.protocol == "pgcn":
         return PGCNLearner(cfg, data)
-    if cfg.protocol == "fedpergnn":
-        return FedPerGNNLearner(cfg, data)
     raise ValueError(f"unknown protocol {cfg.protocol!r}")

@@ -34,6 +34,7 @@ from fedgraphrec.protocols.base import (
     shard_of,
 )
 from fedgraphrec.runtime import Ledger, Network
+from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.network import Adversary
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
 from fedgraphrec.runtime.transport import LocalTransport, Transport
@@ -42,7 +43,11 @@ from fedgraphrec.training.learner_base import BatchStats, build_model
 
 __all__ = ["SPECS", "ProtocolLearner", "eval_splits", "initial_tables", "node_data", "protocol_spec"]
 
-SPECS: dict[str, str] = {"gnn4fr": "fedgraphrec.protocols.gnn4fr:SPEC"}
+SPECS: dict[str, str] = {
+    "fedncf": "fedgraphrec.protocols.baselines.fedncf:SPEC",
+    "fedpergnn": "fedgraphrec.protocols.baselines.fedpergnn:SPEC",
+    "gnn4fr": "fedgraphrec.protocols.gnn4fr:SPEC",
+}
 """Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
 
 # FEDGRAPHREC_SPECS="name=module:attr,..." registers protocols from outside the package (a test's toy
@@ -127,12 +132,17 @@ class ProtocolLearner:
         self.net.adversary = adversary
         self.programs: dict[int, ClientProgram[Any]] = {}
         self.transport = self.connect(cfg, data, tables, nodes)
-        server_tables = {k: tables[k] for k in self.spec.server_tables}
+        server_tables = {  # a name also covers its dotted children ("Ws" covers "Ws.0", "Ws.1", ...)
+            k: v
+            for k, v in tables.items()
+            if any(k == n or k.startswith(n + ".") for n in self.spec.server_tables)
+        }
         self.server: ServerProgram = self.spec.server(
             self.settings, self.transport, n_users, n_items, server_tables
         )
         self.server.setup()
-        self.score_users = None
+        scores_itself = self.spec.client.scorer is not ClientProgram.scorer  # e.g. NeuMF
+        self.score_users = self._score_users if scores_itself and self.programs else None
         self.last_round: dict[str, int] = {}
         if self.server.schedule == "round":
             self.train_round = self._train_round
@@ -204,6 +214,25 @@ class ProtocolLearner:
         U_all = torch.empty_like(stacked)
         U_all[order] = stacked
         return U_all, items
+
+    @torch.no_grad()
+    def _score_users(self, users: torch.Tensor) -> torch.Tensor:
+        """Scores of ``users`` over every item, each from its node's scorer (NeuMF-like protocols)."""
+        request = Message(dict(self.server.evaluation_parts()))
+        ids = users.numpy()
+        out: torch.Tensor | None = None
+        for program in self.programs.values():
+            score = program.scorer(request)
+            assert score is not None
+            mine = np.flatnonzero(np.isin(ids, program.clients))
+            if not len(mine):
+                continue
+            rows = score(torch.from_numpy(np.searchsorted(program.clients, ids[mine])))
+            if out is None:
+                out = torch.empty(len(ids), rows.shape[1], dtype=rows.dtype)
+            out[torch.from_numpy(mine)] = rows
+        assert out is not None
+        return out
 
     def tables(self) -> dict[str, torch.Tensor]:
         """The current parameters by the oracle's names, assembled from their owners' rows."""

@@ -2,10 +2,11 @@
 
 * :class:`FedMF` — federated BPR matrix factorisation (Chai et al.), item gradients through secure
   aggregation.
-* :class:`FedNCF` — NeuMF trained by rounds, item rows and weights averaged through secure
-  aggregation (Perifanis & Efraimidis).
-* :class:`FedPerGNN` — FedGNN (Wu et al.): third-party graph expansion over item tokens, a 1-hop
-  GNN with neighbours' embeddings, pseudo items and local DP on the plain uploads.
+* :mod:`.fedncf` — NeuMF trained by rounds, item rows and weights averaged through secure
+  aggregation (Perifanis & Efraimidis), as party programs (``fedncf.SPEC``).
+* :mod:`.fedpergnn` — FedGNN (Wu et al.), as party programs (``fedpergnn.SPEC``): third-party graph
+  expansion over item tokens, a 1-hop GNN with neighbours' embeddings, pseudo items and local DP
+  on the plain uploads.
 * :class:`PGCN` — P-GCN (Hu et al.): LightGCN+'s forward, each client's backward through its own
   star only, secure aggregation.
 * FedeRank is :class:`~fedgraphrec.protocols.fedgrec.FedGRec` with ``K = 0`` (spec ``fedgrec.md``
@@ -13,8 +14,6 @@
 """
 
 from fedgraphrec.protocols.baselines.fedmf import FedMF
-from fedgraphrec.protocols.baselines.fedncf import FedNCF
-from fedgraphrec.protocols.baselines.fedpergnn import FedPerGNN
 from fedgraphrec.protocols.baselines.pgcn import PGCN
 
-__all__ = ["PGCN", "FedMF", "FedNCF", "FedPerGNN"]
+__all__ = ["PGCN", "FedMF"]
