@@ -172,7 +172,7 @@ class NodeEndpoint:
         t0 = time.perf_counter()
         opened = channel.open(binding, unique, binding.aads(exp_from, exp_to), exp_from, names)
         self._charge(part.receivers, time.perf_counter() - t0)
-        return replace(part, value=_decode_blocks(part, opened, index), sealed=None)
+        return _decode_blocks(part, opened, index)
 
     def _charge(self, ids: np.ndarray | None, seconds: float) -> None:
         if self.charge is not None and ids is not None:
@@ -191,7 +191,7 @@ def _encode_blocks(part: Part) -> list[bytes]:
     """The plaintext of every logical message: the codec encoding of its block of rows."""
     if part.shape == "blobs":
         return [bytes(b) for b in part.value]
-    value = part.value
+    value = part.rows()
     tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(value))
     tensor = tensor.detach().contiguous()
     if part.counts is None and tensor.dim() == 2:  # one row each: one buffer, no per-row tensors
@@ -204,14 +204,33 @@ def _encode_blocks(part: Part) -> list[bytes]:
     return [encode_tensor(tensor[a:b]) for a, b in ends]
 
 
-def _decode_blocks(part: Part, opened: list[bytes], index: np.ndarray) -> object:
-    """Rows (or blobs) of the delivered messages, from the distinct openings and their use ``index``."""
+def _decode_blocks(part: Part, opened: list[bytes], index: np.ndarray) -> Part:
+    """The delivered part: the distinct openings, and which of them each message is (``index``).
+
+    Rows come back as a view (:attr:`Part.index`) of the distinct openings' rows, so copies of one
+    sender's message are decoded once and never duplicated.
+    """
     if part.shape == "blobs":
-        return [opened[k] for k in index.tolist()]
+        return replace(part, value=[opened[k] for k in index.tolist()], sealed=None)
     blocks = [decode_tensor(b) for b in opened]
     if not blocks:
-        return torch.zeros((0, 0))
-    return torch.cat([blocks[k] for k in index.tolist()]) if len(index) else blocks[0][:0]
+        return replace(part, value=torch.zeros((0, 0)), sealed=None)
+    table = torch.cat(blocks)
+    lengths = np.fromiter((int(b.shape[0]) for b in blocks), dtype=np.int64, count=len(blocks))
+    bounds = np.zeros(len(blocks) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    rows = index if part.counts is None else _gather_rows(bounds, index)
+    return replace(part, value=table, index=rows, sealed=None)
+
+
+def _gather_rows(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """Row indices of blocks ``pick`` (in order), given block ``bounds``."""
+    starts, ends = bounds[pick], bounds[pick + 1]
+    lens = ends - starts
+    if not len(lens):
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+    return np.arange(int(lens.sum()), dtype=np.int64) + offsets
 
 
 class Transport(ABC):
@@ -290,17 +309,19 @@ class Transport(ABC):
 
     def _book(self, part: Part) -> None:
         net = self.net
-        sizes = part.sizes()
+        uniform = part.uniform_size()
         net.ledger.record(  # a relayed part names its original senders; the server sent this hop
             part.phase,
             part.sender_role,
             part.receiver_role,
-            sizes,
+            part.sizes() if uniform is None else uniform,
             senders=part.senders if part.sender_role != SERVER else None,
             receivers=part.receivers if part.receiver_role != SERVER else None,
+            count=None if uniform is None else part.n_messages,
         )
         if not net.transcript.enabled:
             return
+        sizes = part.sizes()
         if part.protection == "sealed":
             payloads = list(part.sealed) if part.sealed is not None else []
         elif part.value is None:

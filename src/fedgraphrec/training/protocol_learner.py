@@ -38,7 +38,7 @@ from fedgraphrec.training.learner_base import BatchStats, build_model
 
 __all__ = ["SPECS", "ProtocolLearner", "eval_splits", "protocol_spec"]
 
-SPECS: dict[str, str] = {}
+SPECS: dict[str, str] = {"lpgcn": "fedgraphrec.protocols.lpgcn:SPEC"}
 """Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
 
 
@@ -106,7 +106,7 @@ class ProtocolLearner:
             k: self.spec.client(self.settings, ids, node_data) for k, ids in shards.items()
         }
         self.transport = LocalTransport(self.net, self.programs)
-        server_tables = {k: tables[k] for k in self.spec.server_tables}
+        server_tables = {k: tables[k] for k in self.spec.server_tables if k in tables}
         self.server: ServerProgram = self.spec.server(
             self.settings, self.transport, n_users, n_items, server_tables
         )
