@@ -95,6 +95,18 @@ class Part:
         bound_senders: the sender names bound into sealed messages when receivers know a message by
             what it is rather than by who sent it (default ``sender_role:id``).
         sealed: the ciphertexts of a sealed part (``real`` mode), one per logical message.
+        presealed: the blobs are already ciphertexts of a sub-protocol's own AEAD (secure
+            aggregation's shares, each under the pairwise key of its sender and receiver): the
+            transport relays them as they are and never seals or opens them under the group key.
+            Only for ``sealed`` blobs; in ``real`` mode they must still be present, and an attached
+            adversary may alter them like any sealed message the server forwards.
+        repeat: each logical message stands for ``repeat`` equal messages (ledger only). For the
+            content-free stand-in of an ``n²`` stage in ``accounted`` mode (every client's share
+            to each of ``n - 1`` peers); refused in ``real`` mode, where every message is carried.
+        summed: ``accounted`` mode only: ``value`` is the *sum* of the logical messages' contents
+            (masked inputs, whose sum is all the receiver may use), standing in for the messages
+            themselves; each message is booked at its own size and transcripts record no payload.
+            Refused in ``real`` mode, where every masked input is carried.
         meta: small public fields of the part (ints, floats, strings).
         index: rows shape: the part's rows are ``value[index]`` (a view; ``None``: ``value`` itself).
     """
@@ -114,6 +126,9 @@ class Part:
     from_role: str = ""
     bound_senders: list[str] | None = None
     sealed: list[bytes | None] | None = None
+    presealed: bool = False
+    repeat: int = 1
+    summed: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
     index: np.ndarray | None = None
     _sizes: np.ndarray | None = field(default=None, repr=False)
@@ -133,6 +148,12 @@ class Part:
             raise ValueError(f"{self.kind}: a broadcast is a copy per receiver; seal rows instead")
         if self.index is not None and self.shape != "rows":
             raise ValueError(f"{self.kind}: only a rows part can be a view (index)")
+        if self.presealed and (self.protection != "sealed" or self.shape != "blobs"):
+            raise ValueError(f"{self.kind}: presealed parts are sealed blobs (a sub-protocol's ciphertexts)")
+        if self.repeat < 1:
+            raise ValueError(f"{self.kind}: repeat must be at least 1, got {self.repeat}")
+        if self.summed and self.protection != "masked":
+            raise ValueError(f"{self.kind}: only masked messages may travel as their sum (accounted mode)")
 
     # ------------------------------------------------------------------ counting
     @property
@@ -192,6 +213,8 @@ class Part:
         books them without materialising a size per message.
         """
         if self._sizes is not None or self.sealed is not None or self.shape != "rows" or self.counts is not None:
+            return None
+        if self.presealed or self.summed:
             return None
         if self.value is None:
             return None
@@ -257,6 +280,9 @@ class Part:
             from_role=self.origin_role,
             bound_senders=bound,
             sealed=sealed,
+            presealed=self.presealed,
+            repeat=self.repeat,
+            summed=self.summed,
             meta=dict(self.meta),
             index=index,
             _sizes=sizes,
@@ -279,9 +305,11 @@ class Part:
         if len(parts) == 1:
             return first
         for p in parts[1:]:
-            same = (p.phase, p.kind, p.sender_role, p.receiver_role, p.protection, p.shape, p.origin_role)
+            same = (p.phase, p.kind, p.sender_role, p.receiver_role, p.protection, p.shape, p.origin_role,
+                    p.presealed, p.repeat, p.summed)  # fmt: skip
             if same != (first.phase, first.kind, first.sender_role, first.receiver_role, first.protection,
-                        first.shape, first.origin_role):  # fmt: skip
+                        first.shape, first.origin_role, first.presealed, first.repeat,
+                        first.summed):  # fmt: skip
                 raise ValueError(f"{first.phase}: cannot concatenate parts of different kinds or roles")
 
         def ids(name: str) -> np.ndarray | None:

@@ -11,7 +11,10 @@ and returns each node's reply. On the way, for every :class:`~fedgraphrec.runtim
   a node receives, checking the binding the receiver expects; the server side holds only the
   ciphertexts, and an attached :class:`~fedgraphrec.runtime.network.Adversary` (an active server,
   for integrity audits) may alter what the server forwards;
-* refuses a protected part without its payload in ``real`` mode.
+* refuses a protected part without its payload in ``real`` mode;
+* relays a sub-protocol's own ciphertexts (``Part.presealed``: secure aggregation's shares under
+  pairwise keys) as they are, never sealing them again, and books stand-ins of ``accounted`` mode
+  (``Part.repeat``, ``Part.summed``) at the sizes ``real`` mode sends; those are refused in ``real``.
 
 Two implementations carry the rounds: :class:`LocalTransport` (the nodes are objects in this
 process; parts are handed over without copying or encoding) and the Flower transport
@@ -118,7 +121,7 @@ class NodeEndpoint:
 
     # ------------------------------------------------------------------ sealing
     def _seal(self, node: Node, part: Part, step: int) -> Part:
-        if part.protection != "sealed":
+        if part.protection != "sealed" or part.presealed:  # a sub-protocol's own ciphertexts
             return part
         if part.value is None:
             raise ValueError(f"{part.phase}: a sealed part without content cannot be sealed")
@@ -138,7 +141,7 @@ class NodeEndpoint:
         return replace(part, value=None, sealed=list(blobs), _sizes=sizes)
 
     def _open(self, node: Node, part: Part, step: int) -> Part:
-        if part.protection != "sealed" or not self.real:
+        if part.protection != "sealed" or part.presealed or not self.real:
             return part
         if part.sealed is None:
             raise IntegrityError(f"{part.phase}: a sealed part arrived without its ciphertexts")
@@ -284,9 +287,13 @@ class Transport(ABC):
         for name, part in request.parts.items():
             self._check_payload(part)
             if part.protection == "sealed" and net.real and net.adversary is not None:
-                assert part.sealed is not None
-                altered = net.adversary.forward(part.phase, net.step, list(part.sealed), part.receivers)
-                part = replace(part, sealed=list(altered))
+                if part.presealed:  # the sub-protocol's ciphertexts travel as the value
+                    altered = net.adversary.forward(part.phase, net.step, list(part.value), part.receivers)
+                    part = replace(part, value=list(altered))
+                else:
+                    assert part.sealed is not None
+                    altered = net.adversary.forward(part.phase, net.step, list(part.sealed), part.receivers)
+                    part = replace(part, sealed=list(altered))
             self._book(part)
             parts[name] = part
         return Message(parts, request.fields)
@@ -298,8 +305,14 @@ class Transport(ABC):
             self._book(part)
 
     def _check_payload(self, part: Part) -> None:
+        if self.net.real and (part.summed or part.repeat > 1):
+            raise ValueError(
+                f"{part.phase}: a part standing for messages it does not carry (summed or repeated) is "
+                "for accounted crypto mode only; in real mode every message carries its payload"
+            )
         if self.net.real and part.protection != "plain" and part.n_messages:
-            missing = part.sealed is None if part.protection == "sealed" else part.value is None
+            own = part.protection == "sealed" and not part.presealed
+            missing = part.sealed is None if own else part.value is None
             if missing:
                 raise ValueError(
                     f"{part.phase}: {part.n_messages} {part.protection} message(s) from "
@@ -318,13 +331,14 @@ class Transport(ABC):
             senders=part.senders if part.sender_role != SERVER else None,
             receivers=part.receivers if part.receiver_role != SERVER else None,
             count=None if uniform is None else part.n_messages,
+            repeat=part.repeat,
         )
         if not net.transcript.enabled:
             return
         sizes = part.sizes()
-        if part.protection == "sealed":
+        if part.protection == "sealed" and not part.presealed:
             payloads = list(part.sealed) if part.sealed is not None else []
-        elif part.value is None:
+        elif part.value is None or part.summed:
             payloads = []
         else:
             payloads = list(part.blocks())

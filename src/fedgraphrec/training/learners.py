@@ -1,4 +1,4 @@
-"""Minibatch learners (the centralized oracle, LP-GCN, GNN4FR, FedMF) and :func:`make_learner`.
+"""Minibatch learners (the centralized oracle, GNN4FR, FedMF, P-GCN) and :func:`make_learner`.
 
 The loop in :mod:`fedgraphrec.training.trainer` only needs a learner that trains on one minibatch of
 triples (or one round, :mod:`.round_learners`), exposes final embeddings or scores for evaluation,
@@ -16,7 +16,6 @@ from fedgraphrec.data import Interactions
 from fedgraphrec.models import NCF
 from fedgraphrec.protocols.baselines import PGCN, FedMF
 from fedgraphrec.protocols.gnn4fr import GNN4FR
-from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.training.config import ROUND_PROTOCOLS, TrainConfig
 from fedgraphrec.training.learner_base import (
@@ -41,7 +40,7 @@ __all__ = [
     "FedMFLearner",
     "FedNCFLearner",
     "FedPerGNNLearner",
-    "LPGCNLearner",
+    "TableProtocolLearner",
     "Learner",
     "MultVAELearner",
     "PGCNLearner",
@@ -99,32 +98,15 @@ class CentralLearner:
         self.optimizer.load_state_dict(state["optimizer"])
 
 
-class LPGCNLearner:
-    """LP-GCN, optionally verified against the centralized oracle in lockstep.
+class TableProtocolLearner:
+    """Shim for the whole-table protocols not yet ported to party programs (GNN4FR, FedMF, P-GCN).
 
-    With ``cfg.verify`` the oracle takes the same minibatches from the same initial tables, and
-    :attr:`max_deviation` holds the largest relative difference of the parameters after any step
-    since the last :meth:`pop_deviation`.
+    What LP-GCN's adapter learner shared with them before LP-GCN became party programs
+    (``ProtocolLearner``): the oracle's initial tables, lockstep verification, checkpoints of
+    ``protocol.parameters_by_name()``. It goes away with the last of them.
     """
 
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model not in ("lightgcn", "lightgcn+"):
-            raise ValueError(f"lpgcn runs the lightgcn or lightgcn+ backbone; got model={cfg.model!r}")
-        tables = self._oracle_tables(cfg, data)
-        self.protocol = LPGCN(
-            data.train,
-            tables.get("user_emb"),
-            tables["item_emb"],
-            n_layers=cfg.n_layers,
-            alpha=cfg.alpha,
-            seed=cfg.seed,
-            lr=cfg.lr,
-            reg=cfg.reg,
-            **network_options(cfg),
-            item_w0=tables.get("item_w"),
-            paper_literal=cfg.paper_literal,
-            secret_cover=cfg.secure_virtual_items,
-        )
+    protocol: Any
 
     def _oracle_tables(self, cfg: TrainConfig, data: Interactions) -> dict[str, torch.Tensor]:
         """The centralized model's initial tables (drawn once; rows go to their owners).
@@ -188,7 +170,7 @@ class LPGCNLearner:
             self.oracle.load_state_dict(state["oracle"])
 
 
-class GNN4FRLearner(LPGCNLearner):
+class GNN4FRLearner(TableProtocolLearner):
     """GNN4FR (LightGCN backbone), optionally verified against the oracle; shares LP-GCN's plumbing."""
 
     def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
@@ -197,7 +179,7 @@ class GNN4FRLearner(LPGCNLearner):
         if cfg.alpha:
             raise ValueError("gnn4fr has no virtual items; alpha applies to lpgcn only (set alpha=0)")
         tables = self._oracle_tables(cfg, data)
-        self.protocol = GNN4FR(  # type: ignore[assignment]
+        self.protocol = GNN4FR(
             data.train,
             tables["user_emb"],
             tables["item_emb"],
@@ -209,7 +191,7 @@ class GNN4FRLearner(LPGCNLearner):
         )
 
 
-class FedMFLearner(LPGCNLearner):
+class FedMFLearner(TableProtocolLearner):
     """FedMF (BPR-MF with securely aggregated item gradients), verifiable against centralized BPR-MF."""
 
     def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
@@ -218,7 +200,7 @@ class FedMFLearner(LPGCNLearner):
         if cfg.alpha:
             raise ValueError("fedmf has no virtual items; alpha applies to lpgcn only (set alpha=0)")
         tables = self._oracle_tables(cfg, data)
-        self.protocol = FedMF(  # type: ignore[assignment]
+        self.protocol = FedMF(
             data.train,
             tables["user_emb"],
             tables["item_emb"],
@@ -232,7 +214,7 @@ class FedMFLearner(LPGCNLearner):
         )
 
 
-class PGCNLearner(LPGCNLearner):
+class PGCNLearner(TableProtocolLearner):
     """P-GCN (LightGCN+ forward, per-client star backward, secure aggregation); lossy, not verifiable."""
 
     def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
@@ -243,7 +225,7 @@ class PGCNLearner(LPGCNLearner):
                 "pgcn is lossy (incomplete backward) and has no virtual items: unset verify/alpha"
             )
         tables = self._oracle_tables(cfg, data)
-        self.protocol = PGCN(  # type: ignore[assignment]
+        self.protocol = PGCN(
             data.train,
             tables["item_emb"],
             tables["item_w"],
@@ -260,7 +242,7 @@ class PGCNLearner(LPGCNLearner):
 
 def make_learner(
     cfg: TrainConfig, data: Interactions
-) -> CentralLearner | LPGCNLearner | RoundLearner | ProtocolLearner:
+) -> CentralLearner | TableProtocolLearner | RoundLearner | ProtocolLearner:
     """The learner for ``cfg.protocol`` (party programs where the protocol has them)."""
     if cfg.protocol in SPECS:
         return ProtocolLearner(cfg, data)
@@ -268,8 +250,6 @@ def make_learner(
         return MultVAELearner(cfg, data)
     if cfg.protocol == "central":
         return CentralLearner(cfg, data)
-    if cfg.protocol == "lpgcn":
-        return LPGCNLearner(cfg, data)
     if cfg.protocol == "gnn4fr":
         return GNN4FRLearner(cfg, data)
     if cfg.protocol in ROUND_PROTOCOLS:
