@@ -29,6 +29,7 @@ from fedgraphrec.crypto import IntegrityError, secure_sum
 from fedgraphrec.runtime import Network
 from fedgraphrec.seeding import numpy_rng, torch_generator
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
 
@@ -42,24 +43,26 @@ STEPS = 3
 
 def _graph_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
     """Set-up, ``STEPS`` minibatches and a prediction of LP-GCN or GNN4FR; returns the network."""
-    from fedgraphrec.protocols.gnn4fr import GNN4FR
-    from fedgraphrec.protocols.lpgcn import LPGCN
-
     data = prepare_interactions(cfg)
     train = data.train
+    batches = BPRSampler(train, seed=cfg.seed).batches(0, cfg.batch_size)
+    if cfg.protocol == "lpgcn":  # its party programs, every sealed message through the transport
+        arm = dataclasses.replace(cfg, crypto="real", model="lightgcn", dtype="float64", verify=False)
+        learner = ProtocolLearner(arm, data, adversary=adversary)
+        for _ in range(STEPS):
+            learner.train_batch(*next(batches))
+        learner.embeddings()
+        return learner.net
+    from fedgraphrec.protocols.gnn4fr import GNN4FR
+
     n, m = train.shape
     gen = torch_generator(cfg.seed, "audit-integrity-init")
     u0 = torch.randn(n, cfg.dim, generator=gen, dtype=torch.float64) * 0.1
     v0 = torch.randn(m, cfg.dim, generator=gen, dtype=torch.float64) * 0.1
-    common: dict[str, Any] = dict(
-        n_layers=cfg.n_layers, seed=cfg.seed, crypto="real", transcripts=cfg.transcripts, adversary=adversary
-    )
-    proto: Any
-    if cfg.protocol == "lpgcn":
-        proto = LPGCN(train, u0, v0, alpha=cfg.alpha, **common)
-    else:
-        proto = GNN4FR(train, u0, v0, **common)
-    batches = BPRSampler(train, seed=cfg.seed).batches(0, cfg.batch_size)
+    proto = GNN4FR(
+        train, u0, v0, n_layers=cfg.n_layers, seed=cfg.seed, crypto="real", transcripts=cfg.transcripts,
+        adversary=adversary,
+    )  # fmt: skip
     for _ in range(STEPS):
         proto.train_step(*next(batches))
     proto.final_embeddings()
@@ -96,7 +99,7 @@ def _sealed_phases(net: Network) -> list[str]:
     phases = []
     for entry in net.transcript.of("client") + net.transcript.of("conv-client"):
         if (
-            entry.protection == "sealed"
+            entry.protection in ("sealed", "asymmetric")
             and entry.sender == "server"
             and entry.payloads
             and entry.phase not in phases

@@ -286,8 +286,8 @@ class Transport(ABC):
         parts = {}
         for name, part in request.parts.items():
             self._check_payload(part)
-            if part.protection == "sealed" and net.real and net.adversary is not None:
-                if part.presealed:  # the sub-protocol's ciphertexts travel as the value
+            if part.protection in ("sealed", "asymmetric") and net.real and net.adversary is not None:
+                if part.presealed or part.protection == "asymmetric":  # ciphertexts travel as the value
                     altered = net.adversary.forward(part.phase, net.step, list(part.value), part.receivers)
                     part = replace(part, value=list(altered))
                 else:

@@ -262,7 +262,7 @@ class SetupStages(ClientBase):
         assert self.data is not None, "set-up needs the node's data"
         st = self.state
         st.held_col = np.asarray(request.fields["held_col"], dtype=np.int64)
-        self._cache["n_columns"] = int(request.fields["n_columns"])
+        st.n_columns = int(request.fields["n_columns"])
         c = len(st.conv_items)
         own_deg = np.diff(st.real_ptr)
         conv_col = st.held_col[self._conv_entries()]

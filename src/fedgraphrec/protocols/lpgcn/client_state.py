@@ -136,6 +136,9 @@ class LPGCNState:
     w_m: torch.Tensor = field(default_factory=_t)
     w_v: torch.Tensor = field(default_factory=_t)
     steps: int = 0
+    dim: int = 0
+    dtype: str = "float32"
+    n_columns: int = 0
     step: StepState = field(default_factory=StepState)
     final_u: torch.Tensor = field(default_factory=_t)
     final_v: torch.Tensor = field(default_factory=_t)
@@ -147,9 +150,19 @@ class ClientBase(ClientProgram[LPGCNState]):
     settings: LPGCNSettings
 
     def __init__(self, settings: LPGCNSettings, clients: np.ndarray, data: Any) -> None:
+        self._cache: dict[str, Any] = {}
         super().__init__(settings, clients, data)
         self.state = LPGCNState()
-        self._cache: dict[str, Any] = {}
+
+    @property
+    def state(self) -> LPGCNState:
+        """The node's typed state; replacing it (a restored checkpoint) drops every derived cache."""
+        return self._state
+
+    @state.setter
+    def state(self, value: LPGCNState) -> None:
+        self._state = value
+        self._cache.clear()
 
     # ------------------------------------------------------------------ keys and tokens
     def group_key(self) -> SharedKey | None:
@@ -172,17 +185,17 @@ class ClientBase(ClientProgram[LPGCNState]):
     @property
     def dim(self) -> int:
         """Embedding size :math:`d`."""
-        return int(self._cache["dim"])
+        return self.state.dim
 
     @property
     def dtype(self) -> torch.dtype:
         """The tables' dtype."""
-        dtype: torch.dtype = self._cache["dtype"]
+        dtype: torch.dtype = getattr(torch, self.state.dtype)
         return dtype
 
     def remember_table_type(self, table: torch.Tensor) -> None:
         """Keep the embedding size and dtype of the run's tables."""
-        self._cache["dim"], self._cache["dtype"] = int(table.shape[1]), table.dtype
+        self.state.dim, self.state.dtype = int(table.shape[1]), str(table.dtype).removeprefix("torch.")
 
     def position(self, clients: np.ndarray) -> np.ndarray:
         """Shard positions of global client ids (all must be hosted here)."""
@@ -282,7 +295,7 @@ class ClientBase(ClientProgram[LPGCNState]):
         rows = np.repeat(np.arange(s), np.diff(st.real_ptr))
         if name == "F":
             cols = st.held_col[_real_entries(st)]
-            n_cols = int(self._cache["n_columns"])
+            n_cols = self.state.n_columns
             vals = 1.0 / np.sqrt(deg_u[rows]) if len(rows) else _f64()
             return sp.csr_matrix((vals, (rows, cols)), shape=(s, n_cols))
         if name == "R":

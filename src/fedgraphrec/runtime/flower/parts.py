@@ -34,7 +34,7 @@ from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["decode_message", "encode_message"]
 
-_IDS = ("senders", "receivers", "counts", "seal_to")
+_IDS = ("senders", "receivers", "counts", "seal_to", "index")
 _NATIVE = (bool, int, float, str, bytes)
 _JSON = "~json"
 
