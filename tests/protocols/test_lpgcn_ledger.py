@@ -20,7 +20,11 @@ def _assignment(w: World, m: int) -> np.ndarray:
 
 
 def _pairs(w: World) -> set[tuple[int, int]]:
-    return {(int(c), int(u)) for p in w.programs.values() for c, u in zip(p.state.nb_conv, p.state.nb_user)}
+    return {
+        (int(c), int(u))
+        for p in w.programs.values()
+        for c, u in zip(p.state.nb_conv, p.state.nb_user, strict=True)
+    }
 
 
 def test_forward_neighbour_traffic_matches_eq30_per_iteration():

@@ -111,7 +111,7 @@ def audit_gnn4fr(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
     table = proto.item_emb.detach()
     arms = {}
     for name, key in (("neighbour (holds S)", proto.shared_key), ("server (no S)", None)):
-        res = gnn4fr_neighbour(proto.net.transcript, data.train, table, proto.pair_sender, key)  # type: ignore[attr-defined]
+        res = gnn4fr_neighbour(proto.net.transcript, data.train, table, proto.pair_sender, key)
         arms[name] = res.summary()
     report = {"protocol": "gnn4fr", "dataset": cfg.dataset, "seed": cfg.seed, "dim": cfg.dim, "attack": arms}
     (out / "audit.json").write_text(json.dumps(report, indent=2) + "\n")

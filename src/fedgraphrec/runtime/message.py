@@ -108,7 +108,10 @@ class Part:
             themselves; each message is booked at its own size and transcripts record no payload.
             Refused in ``real`` mode, where every masked input is carried.
         meta: small public fields of the part (ints, floats, strings).
-        index: rows shape: the part's rows are ``value[index]`` (a view; ``None``: ``value`` itself).
+        index: rows shape: the part's rows are ``value[index]`` (a view; ``None``: ``value`` itself);
+            for a batched part in transit: which of the batch's messages these are.
+        batched: in transit, ``sealed`` holds one ciphertext of every message of the part the
+            node sealed (:mod:`fedgraphrec.runtime.batching`, single-node transports only).
     """
 
     phase: str
@@ -131,6 +134,7 @@ class Part:
     summed: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
     index: np.ndarray | None = None
+    batched: bool = False
     _sizes: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -146,7 +150,7 @@ class Part:
                 setattr(self, name, np.asarray(ids, dtype=np.int64))
         if self.shape == "broadcast" and self.protection == "sealed":
             raise ValueError(f"{self.kind}: a broadcast is a copy per receiver; seal rows instead")
-        if self.index is not None and self.shape != "rows":
+        if self.index is not None and self.shape != "rows" and not self.batched:
             raise ValueError(f"{self.kind}: only a rows part can be a view (index)")
         if self.presealed and (self.protection != "sealed" or self.shape != "blobs"):
             raise ValueError(f"{self.kind}: presealed parts are sealed blobs (a sub-protocol's ciphertexts)")
@@ -194,7 +198,8 @@ class Part:
             return np.fromiter((len(b) for b in self.sealed), dtype=np.int64, count=n)  # type: ignore[arg-type]
         if self.shape == "blobs":
             blobs = np.fromiter((len(b) for b in self.value), dtype=np.int64, count=n)
-            return blobs + ciphertext_size(0) if self.protection == "sealed" else blobs
+            sealed_here = self.protection == "sealed" and not self.presealed  # the transport adds the AEAD
+            return blobs + ciphertext_size(0) if sealed_here else blobs
         value = self.value
         if self.shape == "broadcast" and self.counts is None:
             size = encoded_size(tuple(value.shape), _dtype_of(value))
@@ -212,7 +217,12 @@ class Part:
         Rows parts of one row per message (the common relayed row) qualify; the transport then
         books them without materialising a size per message.
         """
-        if self._sizes is not None or self.sealed is not None or self.shape != "rows" or self.counts is not None:
+        if (
+            self._sizes is not None
+            or self.sealed is not None
+            or self.shape != "rows"
+            or self.counts is not None
+        ):
             return None
         if self.presealed or self.summed:
             return None
@@ -262,7 +272,11 @@ class Part:
                 counts = None if self.counts is None else self.counts[pick]
         elif self.counts is not None:
             counts = self.counts[pick]
-        sealed = None if self.sealed is None else [self.sealed[k] for k in pick.tolist()]
+        if self.batched:  # one ciphertext of the whole part: forward it with the messages' positions
+            index = pick if self.index is None else self.index[pick]
+            sealed = self.sealed
+        else:
+            sealed = None if self.sealed is None else [self.sealed[k] for k in pick.tolist()]
         sizes = None if value is not None and self.uniform_size() is not None else self.sizes()[pick]
         return Part(
             phase=self.phase,
@@ -285,6 +299,7 @@ class Part:
             summed=self.summed,
             meta=dict(self.meta),
             index=index,
+            batched=self.batched,
             _sizes=sizes,
         )
 
@@ -338,6 +353,11 @@ class Part:
         if counts is None and first.counts is None and any(p.counts is not None for p in parts):
             raise ValueError(f"{first.phase}: cannot mix parts with and without row counts")
         sealed = None if first.sealed is None else [b for p in parts for b in (p.sealed or [])]
+        if first.batched:
+            if any(p.sealed != first.sealed for p in parts):
+                raise ValueError(f"{first.phase}: cannot concatenate messages of different sealed batches")
+            sealed = first.sealed
+            index = np.concatenate([np.zeros(0, np.int64) if p.index is None else p.index for p in parts])
         bound = None if first.bound_senders is None else [b for p in parts for b in (p.bound_senders or [])]
         return replace(
             first,

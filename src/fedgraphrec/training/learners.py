@@ -40,10 +40,10 @@ __all__ = [
     "FedMFLearner",
     "FedNCFLearner",
     "FedPerGNNLearner",
-    "TableProtocolLearner",
     "Learner",
     "MultVAELearner",
     "PGCNLearner",
+    "TableProtocolLearner",
     "build_model",
     "make_learner",
 ]
