@@ -33,8 +33,9 @@ from fedgraphrec.crypto import ciphertext_size
 from fedgraphrec.data import load_dataset
 from fedgraphrec.protocols.gnn4fr import GNN4FRSettings
 from fedgraphrec.protocols.gnn4fr.local import local_gnn4fr
-from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger, encoded_size
+from fedgraphrec.training import TrainConfig
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 
 
@@ -84,10 +85,11 @@ def main() -> None:
         "batches_per_epoch": len(batches),
     }
 
-    lp = LPGCN(train, u0, v0, n_layers=L)
+    cfg = TrainConfig(protocol="lpgcn", dataset=args.dataset, dim=d, n_layers=L, batch_size=args.batch_size)
+    lp = ProtocolLearner(cfg, data)
     setup = lp.net.ledger.client_sent + lp.net.ledger.client_received
     for b in batches[: args.batches]:
-        lp.train_step(*b)
+        lp.train_batch(*b)
     report["lpgcn_bytes_per_client_epoch"] = per_client_epoch_bytes(lp.net.ledger, setup, scale)
     # LP-GCN: every edge is used once for users (Eq. 7) and once for items (Eq. 8), forward and backward
     report["lpgcn_madds_per_client_epoch"] = 4 * L * train.nnz * d / n * len(batches)

@@ -74,7 +74,7 @@ def test_messages_round_trip_through_records_in_every_shape() -> None:
     )
     fwd = fwd.forward(np.array([2, 0]), np.array([9, 8]))  # sizes kept from the original part
     one = Part("p/o", "k", "client", "server", rows, senders=np.arange(6), seal_to_role="client")
-    shared = one.forward(np.array([5, 5, 1]), np.array([7, 8, 9]), share_rows=True)  # copies share rows
+    shared = one.forward(np.array([5, 5, 1]), np.array([7, 8, 9]))  # copies share rows
     parts = {
         "rows": Part("p/r", "user_embedding", "client", "server", rows, senders=np.arange(3), counts=[2, 0, 4]),
         "np": Part("p/n", "count", "server", "client", np.arange(5, dtype=np.int32), receivers=np.arange(5)),

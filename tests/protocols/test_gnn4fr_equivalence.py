@@ -84,12 +84,12 @@ def _upload_words(fed: LocalGNN4FR) -> np.ndarray:
     return np.concatenate([np.asarray(p, dtype=np.uint64).ravel() for p in uploads])
 
 
-def _pair(crypto: str, paper_literal: bool, transcripts: bool = True) -> LocalGNN4FR:
+def _pair(crypto: str, paper_literal: bool, transcripts: bool = True, nodes: int = 1) -> LocalGNN4FR:
     train = random_train(n_users=10, n_items=12, density=0.35, seed=2)
     gen = torch.Generator().manual_seed(0)
     u0, v0 = (torch.randn(n, 3, generator=gen, dtype=torch.float64) for n in (10, 12))
     settings = GNN4FRSettings(n_layers=2, seed=1, paper_literal=paper_literal)
-    return local_gnn4fr(train, u0, v0, settings, crypto=crypto, transcripts=transcripts)  # type: ignore[arg-type]
+    return local_gnn4fr(train, u0, v0, settings, crypto=crypto, transcripts=transcripts, nodes=nodes)  # type: ignore[arg-type]
 
 
 def _batches():
@@ -118,7 +118,9 @@ def test_paper_literal_shares_come_from_the_csprng_not_the_seed():
 
 @pytest.mark.parametrize("paper_literal", [False, True])
 def test_modes_identical_and_every_protected_payload_real_and_of_its_booked_size(paper_literal):
-    runs = {m: _pair(m, paper_literal) for m in ("real", "accounted")}
+    # two nodes: every logical message is sealed on its own, as one client per device would (a single
+    # node seals each part as one AEAD message, runtime/batching.py, and its transcript holds that one)
+    runs = {m: _pair(m, paper_literal, nodes=2) for m in ("real", "accounted")}
     for users, pos, neg in _batches():
         assert runs["real"].server.train_step(users, pos, neg) == runs["accounted"].server.train_step(
             users, pos, neg

@@ -25,8 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from fedgraphrec.attacks import gnn4fr_neighbour, lpgcn_collusion
-from fedgraphrec.protocols.lpgcn.setup import initialization
-from fedgraphrec.runtime import Network
+from fedgraphrec.protocols.lpgcn import key_material
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
@@ -52,17 +51,17 @@ def audit_lpgcn(
     n = data.train.shape[0]
     rows = []
     for alpha in alphas:
-        net = Network(n, crypto="real", transcripts=True, protocol="lpgcn")
-        setup = initialization(data.train, alpha, cfg.seed, net)
+        arm = dataclasses.replace(cfg, protocol="lpgcn", alpha=alpha, transcripts=True, crypto="real")
+        learner = ProtocolLearner(arm, data)  # set-up only: the attack reads tokens and answers
+        shared_key, keypairs = key_material(learner.programs.values(), n)  # type: ignore[arg-type]
         for c in coalitions:
             colluders = numpy_rng(cfg.seed, "audit", "colluders", str(c)).permutation(n)[: min(c, n - 1)]
             res = lpgcn_collusion(
-                net.transcript,
+                learner.net.transcript,
                 data.train,
-                setup.topology.conv_of_item,
                 colluders.tolist(),
-                setup.shared_key if c else None,
-                setup.keypairs,
+                shared_key if c else None,
+                keypairs,
             )
             rows.append({"alpha": alpha, "c": c, **res.summary()})
     report = {"protocol": "lpgcn", "dataset": cfg.dataset, "seed": cfg.seed, "collusion": rows}

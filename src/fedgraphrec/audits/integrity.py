@@ -22,12 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from fedgraphrec.attacks.active_server import ATTACKS, ActiveServer, tamper_inbox
 from fedgraphrec.crypto import IntegrityError, secure_sum
 from fedgraphrec.runtime import Network
-from fedgraphrec.seeding import numpy_rng, torch_generator
+from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import SPECS, ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
@@ -44,34 +42,22 @@ STEPS = 3
 
 
 def _graph_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
-    """Set-up, ``STEPS`` minibatches and a prediction of LP-GCN or GNN4FR; returns the network."""
-    from fedgraphrec.protocols.lpgcn import LPGCN
-    from fedgraphrec.training.protocol_learner import ProtocolLearner
+    """Set-up, ``STEPS`` minibatches and a prediction of LP-GCN or GNN4FR; returns the network.
 
-    if cfg.protocol == "gnn4fr":  # party programs: the adversary sits in the transport
-        arm = dataclasses.replace(cfg, crypto="real", model="lightgcn", alpha=0, dtype="float64")
-        arm_data = prepare_interactions(arm)
-        learner = ProtocolLearner(arm, arm_data, adversary=adversary)
-        batches = BPRSampler(arm_data.train, seed=cfg.seed).batches(0, cfg.batch_size)
-        for _ in range(STEPS):
-            learner.train_batch(*next(batches))
-        learner.embeddings()
-        return learner.net
-    data = prepare_interactions(cfg)
-    train = data.train
-    n, m = train.shape
-    gen = torch_generator(cfg.seed, "audit-integrity-init")
-    u0 = torch.randn(n, cfg.dim, generator=gen, dtype=torch.float64) * 0.1
-    v0 = torch.randn(m, cfg.dim, generator=gen, dtype=torch.float64) * 0.1
-    common: dict[str, Any] = dict(
-        n_layers=cfg.n_layers, seed=cfg.seed, crypto="real", transcripts=cfg.transcripts, adversary=adversary
+    Both run as party programs: the adversary sits in the transport, on every sealed message the
+    server forwards.
+    """
+    alpha = 0 if cfg.protocol == "gnn4fr" else cfg.alpha  # GNN4FR has no virtual items
+    arm = dataclasses.replace(
+        cfg, crypto="real", model="lightgcn", dtype="float64", verify=False, alpha=alpha
     )
-    proto: Any = LPGCN(train, u0, v0, alpha=cfg.alpha, **common)
-    batches = BPRSampler(train, seed=cfg.seed).batches(0, cfg.batch_size)
+    data = prepare_interactions(arm)
+    learner = ProtocolLearner(arm, data, adversary=adversary)
+    batches = BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.batch_size)
     for _ in range(STEPS):
-        proto.train_step(*next(batches))
-    proto.final_embeddings()
-    return proto.net
+        learner.train_batch(*next(batches))
+    learner.embeddings()
+    return learner.net
 
 
 _SECAGG_MODEL = {"fedmf": "mf", "fedncf": "ncf", "pgcn": "lightgcn+"}
@@ -109,7 +95,7 @@ def _sealed_phases(net: Network) -> list[str]:
     phases = []
     for entry in net.transcript.of("client") + net.transcript.of("conv-client"):
         if (
-            entry.protection == "sealed"
+            entry.protection in ("sealed", "asymmetric")
             and entry.sender == "server"
             and entry.payloads
             and entry.phase not in phases

@@ -36,8 +36,9 @@ import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.keys import SharedKey
+from fedgraphrec.runtime.batching import open_batch, seal_batch
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor, tensor_header
-from fedgraphrec.runtime.message import Message, Part, block_bounds
+from fedgraphrec.runtime.message import Message, Part, block_bounds, gather_blocks
 from fedgraphrec.runtime.network import CryptoMode, Network
 from fedgraphrec.runtime.sealing import SERVER, Binding, GroupChannel, multicast, party, party_names
 from fedgraphrec.runtime.transcript import Received
@@ -73,6 +74,8 @@ class NodeEndpoint:
         protocol: protocol name bound into every sealed message.
         crypto: ``real`` (seal and open for real) or ``accounted`` (pass values through).
         charge: called with ``(client ids, seconds)`` for the sealing/opening time of each part.
+        batch: seal each part as one message (only when this node is the only one:
+            :mod:`fedgraphrec.runtime.batching`).
     """
 
     def __init__(
@@ -80,9 +83,13 @@ class NodeEndpoint:
         protocol: str,
         crypto: CryptoMode,
         charge: Callable[[np.ndarray, float], None] | None = None,
+        batch: bool = False,
     ) -> None:
         self.protocol = protocol
         self.real = crypto == "real"
+        self.batch = batch
+        self.aead_bytes = 0
+        """Plaintext bytes this endpoint sealed and opened (the AEAD's work, for cost floors)."""
         self.charge = charge
         self._channel: tuple[bytes, GroupChannel] | None = None
         self.last_step = -(1 << 62)
@@ -127,6 +134,12 @@ class NodeEndpoint:
             raise ValueError(f"{part.phase}: a sealed part without content cannot be sealed")
         channel = self._channel_for(node, part.phase)
         binding = Binding(self.protocol, part.phase, step)
+        if self.batch:
+            t0 = time.perf_counter()
+            batched = seal_batch(channel, binding, part)
+            self.aead_bytes += sum(len(b) for b in batched.sealed or [] if b is not None)
+            self._charge(part.senders, time.perf_counter() - t0)
+            return batched
         senders = _sender_names(part)
         role = part.seal_to_role or part.receiver_role
         to = (
@@ -136,6 +149,7 @@ class NodeEndpoint:
         )
         t0 = time.perf_counter()
         blobs = channel.seal(binding, _encode_blocks(part), binding.aads(senders, to))
+        self.aead_bytes += sum(len(b) for b in blobs)
         self._charge(part.senders, time.perf_counter() - t0)
         sizes = part.sizes()
         return replace(part, value=None, sealed=list(blobs), _sizes=sizes)
@@ -147,6 +161,12 @@ class NodeEndpoint:
             raise IntegrityError(f"{part.phase}: a sealed part arrived without its ciphertexts")
         channel = self._channel_for(node, part.phase)
         binding = Binding(self.protocol, part.phase, step)
+        if part.batched:
+            t0 = time.perf_counter()
+            delivered = open_batch(channel, binding, part, f"{part.receiver_role} on this node")
+            self.aead_bytes += sum(len(b) for b in part.sealed or [] if b is not None)
+            self._charge(part.receivers, time.perf_counter() - t0)
+            return delivered
         if part.receivers is None:
             raise ValueError(f"{part.phase}: a sealed part delivered to a node must name its receivers")
         if part.seal_to is None:
@@ -160,11 +180,9 @@ class NodeEndpoint:
             index = np.arange(len(unique), dtype=np.int64)
         t0 = time.perf_counter()
         opened = channel.open(binding, unique, binding.aads(exp_from, exp_to), exp_from, names)
+        self.aead_bytes += sum(len(b) for b in opened)
         self._charge(part.receivers, time.perf_counter() - t0)
-        if part.row_index is not None:  # copies share rows: the distinct openings, and which is whose
-            rows = _decode_blocks(replace(part, row_index=None), opened, np.arange(len(opened)))
-            return replace(part, value=rows, sealed=None, row_index=index)
-        return replace(part, value=_decode_blocks(part, opened, index), sealed=None)
+        return _decode_blocks(part, opened, index)
 
     def _charge(self, ids: np.ndarray | None, seconds: float) -> None:
         if self.charge is not None and ids is not None:
@@ -228,7 +246,7 @@ def _encode_blocks(part: Part) -> list[bytes]:
     """The plaintext of every logical message: the codec encoding of its block of rows."""
     if part.shape == "blobs":
         return [bytes(b) for b in part.value]
-    value = part.value
+    value = part.rows()
     tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(value))
     tensor = tensor.detach().contiguous()
     if part.counts is None and tensor.dim() == 2:  # one row each: one buffer, no per-row tensors
@@ -241,18 +259,23 @@ def _encode_blocks(part: Part) -> list[bytes]:
     return [encode_tensor(tensor[a:b]) for a, b in ends]
 
 
-def _decode_blocks(part: Part, opened: list[bytes], index: np.ndarray) -> object:
-    """Rows (or blobs) of the delivered messages, from the distinct openings and their use ``index``."""
+def _decode_blocks(part: Part, opened: list[bytes], index: np.ndarray) -> Part:
+    """The delivered part: the distinct openings, and which of them each message is (``index``).
+
+    Rows come back as a view (:attr:`Part.index`) of the distinct openings' rows, so copies of one
+    sender's message are decoded once and never duplicated.
+    """
     if part.shape == "blobs":
-        return [opened[k] for k in index.tolist()]
+        return replace(part, value=[opened[k] for k in index.tolist()], sealed=None)
     blocks = [decode_tensor(b) for b in opened]
     if not blocks:
-        return torch.zeros((0, 0))
-    if not len(index):
-        return blocks[0][:0]
-    if all(int(b.shape[0]) == 1 for b in blocks):  # one row each: gather from the distinct rows at once
-        return torch.cat(blocks)[torch.from_numpy(np.asarray(index, dtype=np.int64))]
-    return torch.cat([blocks[k] for k in index.tolist()])
+        return replace(part, value=torch.zeros((0, 0)), sealed=None)
+    table = torch.cat(blocks)
+    lengths = np.fromiter((int(b.shape[0]) for b in blocks), dtype=np.int64, count=len(blocks))
+    bounds = np.zeros(len(blocks) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    rows = index if part.counts is None else gather_blocks(bounds, index)
+    return replace(part, value=table, index=rows, sealed=None)
 
 
 class Transport(ABC):
@@ -305,8 +328,8 @@ class Transport(ABC):
         parts = {}
         for name, part in request.parts.items():
             self._check_payload(part)
-            if part.protection == "sealed" and net.real and net.adversary is not None:
-                if part.presealed:  # the sub-protocol's ciphertexts travel as the value
+            if part.protection in ("sealed", "asymmetric") and net.real and net.adversary is not None:
+                if part.presealed or part.protection == "asymmetric":  # ciphertexts travel as the value
                     altered = net.adversary.forward(part.phase, net.step, list(part.value), part.receivers)
                     part = replace(part, value=list(altered))
                 else:
@@ -341,18 +364,20 @@ class Transport(ABC):
 
     def _book(self, part: Part) -> None:
         net = self.net
-        sizes = part.sizes()
+        uniform = part.uniform_size()
         net.ledger.record(  # a relayed part names its original senders; the server sent this hop
             part.phase,
             part.sender_role,
             part.receiver_role,
-            sizes,
+            part.sizes() if uniform is None else uniform,
             senders=part.senders if part.sender_role != SERVER else None,
             receivers=part.receivers if part.receiver_role != SERVER else None,
+            count=None if uniform is None else part.n_messages,
             repeat=part.repeat,
         )
         if not net.transcript.enabled:
             return
+        sizes = part.sizes()
         if part.protection == "sealed" and not part.presealed:
             payloads = list(part.sealed) if part.sealed is not None else []
         elif part.value is None or part.summed:
@@ -391,7 +416,10 @@ class LocalTransport(Transport):
         super().__init__(net)
         self.programs = dict(sorted(nodes.items()))
         self.endpoints = {
-            k: NodeEndpoint(net.protocol, net.crypto, charge=net.ledger.charge_crypto) for k in self.programs
+            k: NodeEndpoint(
+                net.protocol, net.crypto, charge=net.ledger.charge_crypto, batch=len(self.programs) == 1
+            )
+            for k in self.programs
         }
 
     @property

@@ -1,4 +1,4 @@
-"""Minibatch learners (the centralized oracle, LP-GCN, FedMF) and :func:`make_learner`.
+"""Minibatch learners (the centralized oracle, FedMF, P-GCN) and :func:`make_learner`.
 
 The loop in :mod:`fedgraphrec.training.trainer` only needs a learner that trains on one minibatch of
 triples (or one round, :mod:`.round_learners`), exposes final embeddings or scores for evaluation,
@@ -15,7 +15,6 @@ import torch
 from fedgraphrec.data import Interactions
 from fedgraphrec.models import NCF
 from fedgraphrec.protocols.baselines import PGCN, FedMF
-from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.training.config import ROUND_PROTOCOLS, TrainConfig
 from fedgraphrec.training.learner_base import (
@@ -36,10 +35,10 @@ __all__ = [
     "CentralLearner",
     "FedGRecLearner",
     "FedMFLearner",
-    "LPGCNLearner",
     "Learner",
     "MultVAELearner",
     "PGCNLearner",
+    "TableProtocolLearner",
     "build_model",
     "make_learner",
 ]
@@ -94,32 +93,15 @@ class CentralLearner:
         self.optimizer.load_state_dict(state["optimizer"])
 
 
-class LPGCNLearner:
-    """LP-GCN, optionally verified against the centralized oracle in lockstep.
+class TableProtocolLearner:
+    """Shim for the whole-table protocols not yet ported to party programs (FedMF, P-GCN).
 
-    With ``cfg.verify`` the oracle takes the same minibatches from the same initial tables, and
-    :attr:`max_deviation` holds the largest relative difference of the parameters after any step
-    since the last :meth:`pop_deviation`.
+    What LP-GCN's adapter learner shared with them before LP-GCN became party programs
+    (``ProtocolLearner``): the oracle's initial tables, lockstep verification, checkpoints of
+    ``protocol.parameters_by_name()``. It goes away with the last of them.
     """
 
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model not in ("lightgcn", "lightgcn+"):
-            raise ValueError(f"lpgcn runs the lightgcn or lightgcn+ backbone; got model={cfg.model!r}")
-        tables = self._oracle_tables(cfg, data)
-        self.protocol = LPGCN(
-            data.train,
-            tables.get("user_emb"),
-            tables["item_emb"],
-            n_layers=cfg.n_layers,
-            alpha=cfg.alpha,
-            seed=cfg.seed,
-            lr=cfg.lr,
-            reg=cfg.reg,
-            **network_options(cfg),
-            item_w0=tables.get("item_w"),
-            paper_literal=cfg.paper_literal,
-            secret_cover=cfg.secure_virtual_items,
-        )
+    protocol: Any
 
     def _oracle_tables(self, cfg: TrainConfig, data: Interactions) -> dict[str, torch.Tensor]:
         """The centralized model's initial tables (drawn once; rows go to their owners).
@@ -183,7 +165,7 @@ class LPGCNLearner:
             self.oracle.load_state_dict(state["oracle"])
 
 
-class FedMFLearner(LPGCNLearner):
+class FedMFLearner(TableProtocolLearner):
     """FedMF (BPR-MF with securely aggregated item gradients), verifiable against centralized BPR-MF."""
 
     def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
@@ -192,7 +174,7 @@ class FedMFLearner(LPGCNLearner):
         if cfg.alpha:
             raise ValueError("fedmf has no virtual items; alpha applies to lpgcn only (set alpha=0)")
         tables = self._oracle_tables(cfg, data)
-        self.protocol = FedMF(  # type: ignore[assignment]
+        self.protocol = FedMF(
             data.train,
             tables["user_emb"],
             tables["item_emb"],
@@ -206,7 +188,7 @@ class FedMFLearner(LPGCNLearner):
         )
 
 
-class PGCNLearner(LPGCNLearner):
+class PGCNLearner(TableProtocolLearner):
     """P-GCN (LightGCN+ forward, per-client star backward, secure aggregation); lossy, not verifiable."""
 
     def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
@@ -217,7 +199,7 @@ class PGCNLearner(LPGCNLearner):
                 "pgcn is lossy (incomplete backward) and has no virtual items: unset verify/alpha"
             )
         tables = self._oracle_tables(cfg, data)
-        self.protocol = PGCN(  # type: ignore[assignment]
+        self.protocol = PGCN(
             data.train,
             tables["item_emb"],
             tables["item_w"],
@@ -234,7 +216,7 @@ class PGCNLearner(LPGCNLearner):
 
 def make_learner(
     cfg: TrainConfig, data: Interactions
-) -> CentralLearner | LPGCNLearner | RoundLearner | ProtocolLearner:
+) -> CentralLearner | TableProtocolLearner | RoundLearner | ProtocolLearner:
     """The learner for ``cfg.protocol`` (party programs where the protocol has them)."""
     if cfg.protocol in SPECS:
         return ProtocolLearner(cfg, data)
@@ -242,8 +224,6 @@ def make_learner(
         return MultVAELearner(cfg, data)
     if cfg.protocol == "central":
         return CentralLearner(cfg, data)
-    if cfg.protocol == "lpgcn":
-        return LPGCNLearner(cfg, data)
     if cfg.protocol in ROUND_PROTOCOLS:
         return FedGRecLearner(cfg, data)
     if cfg.protocol == "fedmf":

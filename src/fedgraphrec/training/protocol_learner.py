@@ -47,6 +47,7 @@ SPECS: dict[str, str] = {
     "fedncf": "fedgraphrec.protocols.baselines.fedncf:SPEC",
     "fedpergnn": "fedgraphrec.protocols.baselines.fedpergnn:SPEC",
     "gnn4fr": "fedgraphrec.protocols.gnn4fr:SPEC",
+    "lpgcn": "fedgraphrec.protocols.lpgcn:SPEC",
 }
 """Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
 

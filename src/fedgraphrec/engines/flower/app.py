@@ -10,8 +10,7 @@ Components for ``flwr run`` (see ``deploy/flower/pyproject.toml``) and for
   :class:`~fedgraphrec.engines.flower.job.FlowerJob` from the run config, waits for ``min-nodes``
   SuperNodes, runs :func:`run_fedgrec_job` with secure aggregation over the grid, and writes
   ``result.json`` (metrics, ledger, Flower traffic and per-round latency) and ``embeddings.pt``
-  into ``out``; with ``protocol = "lpgcn"`` it runs LP-GCN's relay server instead
-  (:mod:`fedgraphrec.engines.flower.lpgcn`);
+  into ``out`` (LP-GCN runs as party programs, through the form above);
 * :data:`client_app` — :data:`fedgraphrec.engines.flower.client.client_app`, the users' side.
 """
 
@@ -26,13 +25,11 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedgraphrec.engines.flower.client import client_app
 from fedgraphrec.engines.flower.job import FlowerJob, JobResult, run_fedgrec_job
-from fedgraphrec.runtime.flower import FlowerSecureSum, Traffic
+from fedgraphrec.runtime.flower import FlowerSecureSum
 
 __all__ = ["client_app", "make_server_app", "run_in_process", "server_app", "simulate"]
 
-PROTOCOLS = ("fedgrec", "lpgcn")
-LPGCN_ROUND_TIMEOUT_S = 600.0
-"""Bound on one LP-GCN round when ``stage-timeout`` is 0 (LP-GCN rounds are never unbounded)."""
+PROTOCOLS = ("fedgrec",)
 
 
 def _wait_for_nodes(grid: Grid, n: int, limit_s: float = 120.0) -> list[int]:
@@ -51,8 +48,6 @@ def _run(grid: Grid, job: FlowerJob) -> JobResult:
     """Run ``job`` over the connected SuperNodes; writes its outputs when ``job.out`` is set."""
     if job.protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {job.protocol!r}")
-    if job.protocol == "lpgcn":
-        return _run_lpgcn(grid, job)
     nodes = _wait_for_nodes(grid, job.min_nodes)
     summer = FlowerSecureSum(grid, nodes, timeout=job.stage_timeout or None)
     start = time.perf_counter()
@@ -74,33 +69,8 @@ def _run(grid: Grid, job: FlowerJob) -> JobResult:
     return result
 
 
-def _run_lpgcn(grid: Grid, job: FlowerJob) -> JobResult:
-    """LP-GCN's relay server over the connected SuperNodes (users sharded ``u mod n``)."""
-    from fedgraphrec.engines.flower.lpgcn import (
-        FlowerTransport,
-        flower_summary,
-        job_data,
-        run_lpgcn_job,
-    )
-
-    cfg = job.lpgcn_config()
-    nodes = _wait_for_nodes(grid, job.min_nodes)
-    data, _, _ = job_data(cfg)
-    traffic = Traffic()
-    transport = FlowerTransport(grid, job.stage_timeout or LPGCN_ROUND_TIMEOUT_S, job, data.n_items, traffic)
-    result = run_lpgcn_job(job, transport, nodes)
-    flower_summary(result, traffic, cfg.n_layers, len(nodes))
-    if job.out:
-        result.save(job.out)
-    return result
-
-
 def run_in_process(job: FlowerJob) -> JobResult:
     """``job`` on the in-process engine (the reference a Flower run must reproduce)."""
-    if job.protocol == "lpgcn":
-        from fedgraphrec.engines.flower.lpgcn import run_lpgcn_in_process
-
-        return run_lpgcn_in_process(job)
     return run_fedgrec_job(job)
 
 

@@ -1,10 +1,9 @@
 """The ClientApp of the ``deploy/flower`` app: every protocol's SuperNode side, in one ``ClientApp``.
 
 * ``query.secagg`` — FedGRec's secure-aggregation stages (:mod:`fedgraphrec.runtime.flower.secagg`);
-* ``query.lpgcn`` — an LP-GCN shard's rounds (:mod:`fedgraphrec.engines.flower.lpgcn`);
 * ``query.party`` — any protocol registered as party programs (:mod:`fedgraphrec.engines.flower.node`).
 
-The LP-GCN and party handlers are imported on their first message only: a SuperNode starts a fresh ClientApp
+The party handler is imported on their first message only: a SuperNode starts a fresh ClientApp
 process for every message, and secure aggregation alone does not need torch.
 """
 
@@ -19,14 +18,6 @@ __all__ = ["client_app"]
 
 client_app = ClientApp()
 client_app.query("secagg")(secagg_query)
-
-
-@client_app.query("lpgcn")
-def _lpgcn(msg: Message, context: Context) -> Message:
-    """One LP-GCN round on this SuperNode's shard of users."""
-    from fedgraphrec.engines.flower.lpgcn import lpgcn_query
-
-    return lpgcn_query(msg, context)
 
 
 @client_app.query("party")

@@ -1,4 +1,4 @@
-"""One FedGRec or LP-GCN run described by a flat config, runnable in-process or with Flower as transport.
+"""One FedGRec run described by a flat config, runnable in-process or with Flower as transport.
 
 The same function, :func:`run_fedgrec_job`, serves both engines: the in-process engine passes no
 ``secure_sum`` (the four secure-aggregation stages run in this process), the Flower ``ServerApp``
@@ -7,9 +7,7 @@ SuperNodes). Everything else — data, initial tables, round sampling, arithmeti
 with the same seeds, so the two engines must agree to the fixed-point resolution of the sum (in
 fact bit for bit: the fixed-point sum is exact). This module does not import Flower.
 
-With ``protocol = "lpgcn"`` the job is an LP-GCN run instead (:meth:`FlowerJob.lpgcn_config`; run by
-:mod:`fedgraphrec.engines.flower.lpgcn`): a training configuration (``train-config``, a TOML
-file as for ``fedgraphrec train``, plus ``train-set`` overrides) trained for ``batches`` minibatches.
+Party-program protocols (LP-GCN, ...) run through :mod:`fedgraphrec.engines.flower.party_app`.
 """
 
 from __future__ import annotations
@@ -33,8 +31,6 @@ from fedgraphrec.protocols.fedgrec import FedGRec, FedGRecSettings
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample
 from fedgraphrec.protocols.secure_aggregation import SecureSum, threshold_for
 from fedgraphrec.seeding import seeded_generator
-from fedgraphrec.training.config import TrainConfig
-from fedgraphrec.training.loading import load_config
 
 __all__ = ["FlowerJob", "JobResult", "run_fedgrec_job"]
 
@@ -44,21 +40,16 @@ _LOOKAHEAD = 64
 
 @dataclass(frozen=True)
 class FlowerJob:
-    """A FedGRec or LP-GCN run (Flower ``run_config`` keys are these names with ``-`` for ``_``).
+    """A FedGRec run (Flower ``run_config`` keys are these names with ``-`` for ``_``).
 
     Attributes:
-        protocol: ``"fedgrec"`` (the fields below up to ``secagg_semi_honest``) or ``"lpgcn"`` (the
-            fields from ``train_config`` on; see :meth:`lpgcn_config`).
+        protocol: ``"fedgrec"``.
         dataset: ``"synthetic"`` (sized by ``users``/``items``/``mean_degree``) or a registry name
             such as ``"ml-100k"`` (needs ``FEDGRAPHREC_DATA``).
         rounds: training rounds after the warm-up.
         out: folder for ``result.json`` and ``embeddings.pt`` (empty: do not write).
         stage_timeout: seconds the ServerApp waits for one secure-aggregation stage (0: no limit).
         min_nodes: SuperNodes the ServerApp waits for before starting.
-        train_config: LP-GCN only: a training TOML (absolute, or relative to the source checkout);
-            empty: a synthetic run sized by ``users``/``items``/``mean_degree``.
-        train_set: LP-GCN only: ``key=value`` overrides of the training config, ``;``-separated.
-        batches: LP-GCN only: minibatches to train (the in-process sampler's first ones, in order).
     """
 
     protocol: str = "fedgrec"
@@ -82,13 +73,13 @@ class FlowerJob:
     out: str = ""
     stage_timeout: float = 0.0
     min_nodes: int = 1
-    train_config: str = ""
-    train_set: str = ""
-    batches: int = 2
 
     def __post_init__(self) -> None:
-        if self.protocol not in ("fedgrec", "lpgcn"):
-            raise ValueError(f"protocol must be 'fedgrec' or 'lpgcn', got {self.protocol!r}")
+        if self.protocol != "fedgrec":
+            raise ValueError(
+                f"protocol must be 'fedgrec' (party-program protocols such as lpgcn run through "
+                f"`flower simulate PROTOCOL`), got {self.protocol!r}"
+            )
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> FlowerJob:
@@ -106,57 +97,6 @@ class FlowerJob:
     def to_config(self) -> dict[str, Any]:
         """Inverse of :meth:`from_config`."""
         return {k.replace("_", "-"): v for k, v in dataclasses.asdict(self).items()}
-
-    def lpgcn_config(self) -> TrainConfig:
-        """The LP-GCN training configuration of this job (``real`` crypto, LightGCN backbone).
-
-        Without ``train_config``: synthetic data of ``users``×``items`` (mean degree ``mean_degree``)
-        with ``dim``, ``lr``, ``reg`` and ``seed`` from this job, 2 layers, α = 2, batches of 32
-        triples, float64; ``train_set`` overrides any of it.
-
-        Raises:
-            ValueError: naming the setting, if the job is not a valid LP-GCN run on Flower.
-        """
-        if self.batches < 1:
-            raise ValueError(f"batches must be at least 1, got {self.batches}")
-        base = TrainConfig(
-            protocol="lpgcn",
-            dim=self.dim,
-            lr=self.lr,
-            reg=self.reg,
-            seed=self.seed,
-            n_layers=2,
-            alpha=2,
-            batch_size=32,
-            dtype="float64",
-            crypto="real",
-        )
-        path: Path | None = None
-        if self.train_config:
-            path = Path(self.train_config)
-            if not path.is_absolute():
-                path = Path(__file__).resolve().parents[4] / path
-        else:
-            base.dataset = "synthetic"
-            base.dataset_options = {
-                "n_users": self.users,
-                "n_items": self.items,
-                "mean_degree": self.mean_degree,
-                "seed": self.seed,
-            }
-        overrides = [kv.strip() for kv in self.train_set.split(";") if kv.strip()]
-        cfg = load_config(path, overrides, base=base)
-        if cfg.protocol != "lpgcn":
-            raise ValueError(
-                f"train-config: protocol must be 'lpgcn' for an LP-GCN job, got {cfg.protocol!r}"
-            )
-        if cfg.model != "lightgcn":
-            raise ValueError(f"model: LP-GCN on Flower runs the LightGCN backbone, got {cfg.model!r}")
-        if cfg.crypto != "real":
-            raise ValueError(f"crypto: LP-GCN on Flower encrypts for real; got crypto={cfg.crypto!r}")
-        if cfg.n_layers < 1:
-            raise ValueError(f"n_layers: LP-GCN on Flower needs at least one layer, got {cfg.n_layers}")
-        return cfg
 
     def settings(self) -> FedGRecSettings:
         """The protocol's hyper-parameters."""

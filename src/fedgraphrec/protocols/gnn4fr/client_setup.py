@@ -152,11 +152,11 @@ class SetupClient(ClientProgram[GNN4FRState]):
         Copies that share a row share its name, so each distinct row's name is parsed once.
         """
         names = part.bound_senders or []
-        if part.row_index is None:
+        if part.index is None:
             return np.array([int(s.rpartition(":")[2]) for s in names], dtype=np.int64)
-        rows, first = np.unique(part.row_index, return_index=True)
+        rows, first = np.unique(part.index, return_index=True)
         parsed = np.array([int(names[k].rpartition(":")[2]) for k in first.tolist()], dtype=np.int64)
-        return parsed[np.searchsorted(rows, part.row_index)]
+        return parsed[np.searchsorted(rows, part.index)]
 
     def update(self, g_user: torch.Tensor, g_item: torch.Tensor) -> None:
         """One Adam step of the clients' rows and of the node's item copies."""

@@ -139,7 +139,7 @@ class GNN4FRServer(SetupServer):
         node = self.node_of[recv]
         return {
             n: Message(
-                {"grads": grads.forward(msg[node == n], recv[node == n], CLIENT, share_rows=True)},
+                {"grads": grads.forward(msg[node == n], recv[node == n], CLIENT)},
                 {"tokens": handles[msg[node == n]].tolist()},
             )
             for n in self.nodes
@@ -199,7 +199,7 @@ class GNN4FRServer(SetupServer):
             ]
             recv = np.repeat(ids, [len(x) for x in lack])
             pick = pos[np.concatenate(lack)] if lack else np.zeros(0, np.int64)
-            parts[n] = {"items": items.forward(pick, recv, CLIENT, share_rows=True)}
+            parts[n] = {"items": items.forward(pick, recv, CLIENT)}
         self._all(Stage.PREDICT_DELIVER, parts=parts)
 
     def state_dict(self) -> dict[str, Any]:

@@ -76,10 +76,8 @@ class SetupServer(ServerProgram):
         """Forward messages ``pick`` to ``receivers`` per node (``plan[node] = (pick, receivers)``)."""
         if part is None:
             return {}
-        share = part.seal_to is None  # a multicast: the copies share the sender's row
-        return {
-            n: {"rows": part.forward(pick, recv, CLIENT, share_rows=share)}
-            for n, (pick, recv) in plan.items()
+        return {  # forwarded parts are views: multicast copies share the sender's row
+            n: {"rows": part.forward(pick, recv, CLIENT)} for n, (pick, recv) in plan.items()
         }
 
     def _by_seal_to(self, part: Part | None) -> dict[int, tuple[np.ndarray, np.ndarray]]:
