@@ -87,17 +87,17 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
     data = prepare_interactions(short)
     learner = make_learner(short, data)
     protocol: Any = getattr(learner, "protocol", None)
-    protocol.net.crypto = "real"  # the attacked step is enciphered for real
+    net: Any = getattr(learner, "net", None) or protocol.net  # party programs: the learner's network
+    net.crypto = "real"  # the attacked step is enciphered for real
     step = getattr(learner, "train_round", None)
     if step is not None:
         step(0)
     else:
         users, pos, neg = next(iter(BPRSampler(data.train, short.seed).batches(0, participants)))
         learner.train_batch(users, pos, neg)
-    frac_bits = getattr(getattr(protocol, "fp", None), "frac_bits", short.frac_bits)
-    result = upload_inference(
-        protocol.net.transcript, data.train, short.dim, phase=phase, frac_bits=frac_bits
-    )
+    settings = getattr(learner, "settings", None) or getattr(protocol, "fp", None)
+    frac_bits = getattr(settings, "frac_bits", short.frac_bits)
+    result = upload_inference(net.transcript, data.train, short.dim, phase=phase, frac_bits=frac_bits)
     return float(result.summary()["mean_auc"])
 
 

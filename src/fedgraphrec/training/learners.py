@@ -18,7 +18,7 @@ from fedgraphrec.protocols.baselines import PGCN, FedMF
 from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger
-from fedgraphrec.training.config import ROUND_PROTOCOLS, TrainConfig
+from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import (
     BatchStats,
     Learner,
@@ -28,7 +28,6 @@ from fedgraphrec.training.learner_base import (
 )
 from fedgraphrec.training.protocol_learner import SPECS, ProtocolLearner
 from fedgraphrec.training.round_learners import (
-    FedGRecLearner,
     FedNCFLearner,
     FedPerGNNLearner,
     MultVAELearner,
@@ -37,7 +36,6 @@ from fedgraphrec.training.round_learners import (
 __all__ = [
     "BatchStats",
     "CentralLearner",
-    "FedGRecLearner",
     "FedMFLearner",
     "FedNCFLearner",
     "FedPerGNNLearner",
@@ -272,8 +270,6 @@ def make_learner(
         return LPGCNLearner(cfg, data)
     if cfg.protocol == "gnn4fr":
         return GNN4FRLearner(cfg, data)
-    if cfg.protocol in ROUND_PROTOCOLS:
-        return FedGRecLearner(cfg, data)
     if cfg.protocol == "fedmf":
         return FedMFLearner(cfg, data)
     if cfg.protocol == "fedncf":

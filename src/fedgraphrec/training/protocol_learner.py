@@ -38,7 +38,11 @@ from fedgraphrec.training.learner_base import BatchStats, build_model
 
 __all__ = ["SPECS", "ProtocolLearner", "eval_splits", "protocol_spec"]
 
-SPECS: dict[str, str] = {}
+SPECS: dict[str, str] = {
+    "fedgrec": "fedgraphrec.protocols.fedgrec:SPEC",
+    "federank": "fedgraphrec.protocols.fedgrec:FEDERANK",
+    "fcf": "fedgraphrec.protocols.fedgrec:FCF",
+}
 """Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
 
 

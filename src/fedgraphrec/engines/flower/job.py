@@ -28,8 +28,9 @@ import torch
 from fedgraphrec.data import Interactions
 from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.synthetic import synthetic_interactions
+from fedgraphrec.engines.flower.fedgrec_legacy import FedGRec
 from fedgraphrec.evaluation.ranking import evaluate_embeddings
-from fedgraphrec.protocols.fedgrec import FedGRec, FedGRecSettings
+from fedgraphrec.protocols.fedgrec import FedGRecSettings
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample
 from fedgraphrec.protocols.secure_aggregation import SecureSum, threshold_for
 from fedgraphrec.seeding import seeded_generator

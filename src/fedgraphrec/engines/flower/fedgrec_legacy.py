@@ -1,4 +1,10 @@
-r"""FedGRec (spec ``fedgrec.md``): latent embeddings with lazy updates over secure aggregation.
+r"""FedGRec as one whole-population object, kept ONLY for the old Flower job (:mod:`.job`).
+
+Transitional (issue #21): the protocol's implementation is the party programs of
+:mod:`fedgraphrec.protocols.fedgrec`; this copy of the old class serves :func:`.job.run_fedgrec_job`
+and :class:`~fedgraphrec.runtime.flower.FlowerSecureSum` (inputs computed in the ServerApp) until
+the generic Flower engine runs the programs on the SuperNodes; delete it with them. Its local
+arithmetic is the programs' (:mod:`fedgraphrec.protocols.fedgrec.local`).
 
 Algorithm 1 of the paper, with the spec's names:
 
@@ -37,12 +43,13 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import torch
-import torch.nn.functional as F
 
 from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.models import NormalizedBipartite
 from fedgraphrec.models.propagation import spmm
 from fedgraphrec.protocols.common import CLIENT, SERVER
+from fedgraphrec.protocols.fedgrec.local import LocalObjective as _LocalObjective
+from fedgraphrec.protocols.fedgrec.local import LocalOptimizer as _Optimizer
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample, sample_round
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from fedgraphrec.protocols.secure_aggregation import (
@@ -399,115 +406,3 @@ class FedGRec:
         self.E.copy_(state["E"])
         self.U.copy_(state["U"])
         self.net.ledger.load_state_dict(state["ledger"])
-
-
-class _Optimizer:
-    """Adam (Kingma & Ba; PyTorch's defaults and arithmetic) or plain SGD on the first ``n`` rows.
-
-    Elementwise, so one instance over the stacked rows of all sampled users is exactly one fresh
-    optimizer per user; rows beyond ``n`` have had no gradient yet and would not move.
-    """
-
-    def __init__(
-        self,
-        param: torch.Tensor,
-        lr: float,
-        kind: str = "adam",
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-    ) -> None:
-        self.param, self.lr, self.kind, self.betas, self.eps = param, lr, kind, betas, eps
-        self.m = torch.zeros_like(param) if kind == "adam" else param
-        self.v = torch.zeros_like(param) if kind == "adam" else param
-        self.t = 0
-
-    def step(self, grad: torch.Tensor, n: int | None = None) -> None:
-        """One update of rows ``[:n]`` (all rows when ``n`` is None) with their gradient ``grad``."""
-        p, m, v = (x if n is None else x[:n] for x in (self.param, self.m, self.v))
-        if self.kind == "sgd":
-            p.add_(grad, alpha=-self.lr)
-            return
-        b1, b2 = self.betas
-        self.t += 1
-        m.lerp_(grad, 1 - b1)
-        v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
-        bias2_sqrt = (1 - b2**self.t) ** 0.5
-        denom = (v.sqrt() / bias2_sqrt).add_(self.eps)
-        p.addcdiv_(m, denom, value=-self.lr / (1 - b1**self.t))
-
-
-class _LocalObjective:
-    r"""Every sampled user's local loss (spec §2.3, or FCF's squared error) and its gradients, closed form.
-
-    Scores with every latent frozen: ``mean``/``last``: ``ŷ_ut = ⟨α_0 e_u^0 + B_u, α_0 e_t^0 + c_t⟩``
-    with ``B_u = Σ_{k≥1} α_k ẽ_u^k`` and ``c_t = Σ_{k≥1} α_k e_t^k``; ``concat``:
-    ``ŷ_ut = ⟨e_u^0, e_t^0⟩ + Σ_{k≥1} ⟨ẽ_u^k, e_t^k⟩``. The loss of user ``u`` is the mean over its
-    pairs ``(i, j)`` of ``softplus(ŷ_uj − ŷ_ui) + λ/2 (‖e_u^0‖² + ‖e_i^0‖² + ‖e_j^0‖²)``, and the round's
-    objective is the sum over users, so each user's gradient is its own. With
-    ``g = σ(ŷ_uj − ŷ_ui)/n_u``: ``∂/∂ū = g (t̄_j − t̄_i)``, ``∂/∂t̄_i = −g ū``, ``∂/∂t̄_j = g ū``, each
-    times ``α_0`` for the base rows, plus ``λ/n_u`` times the base rows themselves. Written out
-    because autograd's scatter of the gathered rows dominated a round; the tests check it against a
-    per-user autograd reference.
-    """
-
-    def __init__(
-        self,
-        s: FedGRecSettings,
-        lat: list[torch.Tensor],
-        item_lat: list[torch.Tensor],
-        t_seg: torch.Tensor,
-        seg: torch.Tensor,
-        n_clients: int,
-    ) -> None:
-        a = s.layer_weights()
-        self.reg = s.reg
-        self.loss = s.loss
-        self.confidence = s.confidence
-        self.seg = seg
-        self.n_clients = n_clients
-        self.concat = s.aggregation == "concat"
-        self.a0 = 1.0 if self.concat else a[0]
-        self.B: torch.Tensor | None = None
-        self.c: torch.Tensor | None = None
-        self.const: torch.Tensor | None = None
-        if self.concat and lat:  # ⟨ẽ_u^k, e_t^k⟩ per touched row, summed over k ≥ 1
-            self.const = sum((lat[k][t_seg] * item_lat[k]).sum(1) for k in range(len(lat)))  # type: ignore[assignment]
-        elif lat:
-            self.B = sum(a[k + 1] * lat[k] for k in range(len(lat)))  # type: ignore[assignment]
-            self.c = sum(a[k + 1] * item_lat[k] for k in range(len(item_lat)))  # type: ignore[assignment]
-
-    def _rep(self, it0: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        base = it0.index_select(0, rows)
-        return base if self.c is None else self.a0 * base + self.c.index_select(0, rows)
-
-    def gradients(
-        self, eu0: torch.Tensor, it0: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, pair_w: torch.Tensor
-    ) -> tuple[float, float, torch.Tensor, torch.Tensor]:
-        """Ranking (or MSE) and L2 parts of the objective and its gradients for ``eu0`` and ``it0``."""
-        seg, a0 = self.seg, self.a0
-        u_base = eu0.index_select(0, seg)
-        u = u_base if self.B is None else a0 * u_base + self.B.index_select(0, seg)
-        ti, tj = self._rep(it0, pos), self._rep(it0, neg)
-        s_i, s_j = (u * ti).sum(1), (u * tj).sum(1)
-        if self.const is not None:
-            s_i = s_i + self.const.index_select(0, pos)
-            s_j = s_j + self.const.index_select(0, neg)
-        if self.loss == "bpr":  # softplus(ŷ_uj − ŷ_ui)
-            fit = F.softplus(s_j - s_i)
-            g_j = torch.sigmoid(s_j - s_i)
-            g_i = -g_j
-        else:  # FCF's confidence-weighted squared error: c (1 − ŷ_ui)² + ŷ_uj², c = 1 + α
-            c = 1.0 + self.confidence
-            fit = c * (1 - s_i).square() + s_j.square()
-            g_i, g_j = -2 * c * (1 - s_i), 2 * s_j
-        i_base, j_base = it0.index_select(0, pos), it0.index_select(0, neg)
-        sq = u_base.square().sum(1) + i_base.square().sum(1) + j_base.square().sum(1)
-        bpr = (pair_w * fit).sum().item()
-        reg = (self.reg / 2) * (pair_w * sq).sum().item()
-        gi, gj = (pair_w * g_i)[:, None], (pair_w * g_j)[:, None]
-        lw = (self.reg * pair_w)[:, None]
-        grad_u = torch.zeros_like(eu0).index_add_(0, seg, a0 * (gi * ti + gj * tj) + lw * u_base)
-        grad_t = torch.zeros_like(it0)
-        grad_t.index_add_(0, pos, lw * i_base + a0 * gi * u)
-        grad_t.index_add_(0, neg, lw * j_base + a0 * gj * u)
-        return bpr, reg, grad_u, grad_t
