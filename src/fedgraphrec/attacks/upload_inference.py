@@ -103,7 +103,7 @@ def upload_inference(
                 support[items] = True
                 precisions.append(truth[support].mean() if support.any() else 0.0)
             elif entry.kind == "secagg-masked-input":
-                block = np.asarray(payload)[: n_items * dim].view(np.int64).reshape(n_items, dim)
+                block = np.asarray(payload).ravel()[: n_items * dim].view(np.int64).reshape(n_items, dim)
                 score = np.linalg.norm(np.ldexp(block.astype(np.float64), -frac_bits), axis=1)
                 precisions.append(np.nan)
             else:

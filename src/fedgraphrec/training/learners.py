@@ -1,4 +1,4 @@
-"""Minibatch learners (the centralized oracle, LP-GCN, GNN4FR, FedMF) and :func:`make_learner`.
+"""Minibatch learners (the centralized oracle, LP-GCN, GNN4FR, P-GCN) and :func:`make_learner`.
 
 The loop in :mod:`fedgraphrec.training.trainer` only needs a learner that trains on one minibatch of
 triples (or one round, :mod:`.round_learners`), exposes final embeddings or scores for evaluation,
@@ -14,7 +14,7 @@ import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.models import NCF
-from fedgraphrec.protocols.baselines import PGCN, FedMF
+from fedgraphrec.protocols.baselines import PGCN
 from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger
@@ -36,7 +36,6 @@ from fedgraphrec.training.round_learners import (
 __all__ = [
     "BatchStats",
     "CentralLearner",
-    "FedMFLearner",
     "FedNCFLearner",
     "FedPerGNNLearner",
     "LPGCNLearner",
@@ -207,29 +206,6 @@ class GNN4FRLearner(LPGCNLearner):
         )
 
 
-class FedMFLearner(LPGCNLearner):
-    """FedMF (BPR-MF with securely aggregated item gradients), verifiable against centralized BPR-MF."""
-
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model != "mf":
-            raise ValueError(f"fedmf is matrix factorisation; use --model mf (got {cfg.model!r})")
-        if cfg.alpha:
-            raise ValueError("fedmf has no virtual items; alpha applies to lpgcn only (set alpha=0)")
-        tables = self._oracle_tables(cfg, data)
-        self.protocol = FedMF(  # type: ignore[assignment]
-            data.train,
-            tables["user_emb"],
-            tables["item_emb"],
-            seed=cfg.seed,
-            lr=cfg.lr,
-            reg=cfg.reg,
-            **network_options(cfg),
-            frac_bits=cfg.frac_bits,
-            secagg_threshold=cfg.secagg_threshold,
-            secagg_semi_honest=cfg.secagg_semi_honest,
-        )
-
-
 class PGCNLearner(LPGCNLearner):
     """P-GCN (LightGCN+ forward, per-client star backward, secure aggregation); lossy, not verifiable."""
 
@@ -270,8 +246,6 @@ def make_learner(
         return LPGCNLearner(cfg, data)
     if cfg.protocol == "gnn4fr":
         return GNN4FRLearner(cfg, data)
-    if cfg.protocol == "fedmf":
-        return FedMFLearner(cfg, data)
     if cfg.protocol == "fedncf":
         return FedNCFLearner(cfg, data)
     if cfg.protocol == "pgcn":

@@ -42,6 +42,7 @@ SPECS: dict[str, str] = {
     "fedgrec": "fedgraphrec.protocols.fedgrec:SPEC",
     "federank": "fedgraphrec.protocols.fedgrec:FEDERANK",
     "fcf": "fedgraphrec.protocols.fedgrec:FCF",
+    "fedmf": "fedgraphrec.protocols.baselines.fedmf:SPEC",
 }
 """Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
 

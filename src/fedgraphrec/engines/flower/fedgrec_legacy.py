@@ -49,9 +49,9 @@ from fedgraphrec.models import NormalizedBipartite
 from fedgraphrec.models.propagation import spmm
 from fedgraphrec.protocols.common import CLIENT, SERVER
 from fedgraphrec.protocols.fedgrec.local import LocalObjective as _LocalObjective
-from fedgraphrec.protocols.fedgrec.local import LocalOptimizer as _Optimizer
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample, sample_round
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
+from fedgraphrec.protocols.optim import LocalOptimizer as _Optimizer
 from fedgraphrec.protocols.secure_aggregation import (
     AggregateResult,
     SecureSum,

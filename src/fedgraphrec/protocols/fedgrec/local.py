@@ -19,9 +19,10 @@ import torch.nn.functional as F
 
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
+from fedgraphrec.protocols.optim import LocalOptimizer
 from fedgraphrec.protocols.secagg.upload import SparseUpload
 
-__all__ = ["LocalObjective", "LocalOptimizer", "PendingUpload", "local_round"]
+__all__ = ["LocalObjective", "PendingUpload", "local_round"]
 
 
 @dataclass
@@ -166,41 +167,6 @@ def local_round(
             user=torch.stack(new),
         )
     return pending, bpr_sum, reg_sum
-
-
-class LocalOptimizer:
-    """Adam (Kingma & Ba; PyTorch's defaults and arithmetic) or plain SGD on the first ``n`` rows.
-
-    Elementwise, so one instance over the stacked rows of all sampled users is exactly one fresh
-    optimizer per user; rows beyond ``n`` have had no gradient yet and would not move.
-    """
-
-    def __init__(
-        self,
-        param: torch.Tensor,
-        lr: float,
-        kind: str = "adam",
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-    ) -> None:
-        self.param, self.lr, self.kind, self.betas, self.eps = param, lr, kind, betas, eps
-        self.m = torch.zeros_like(param) if kind == "adam" else param
-        self.v = torch.zeros_like(param) if kind == "adam" else param
-        self.t = 0
-
-    def step(self, grad: torch.Tensor, n: int | None = None) -> None:
-        """One update of rows ``[:n]`` (all rows when ``n`` is None) with their gradient ``grad``."""
-        p, m, v = (x if n is None else x[:n] for x in (self.param, self.m, self.v))
-        if self.kind == "sgd":
-            p.add_(grad, alpha=-self.lr)
-            return
-        b1, b2 = self.betas
-        self.t += 1
-        m.lerp_(grad, 1 - b1)
-        v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
-        bias2_sqrt = (1 - b2**self.t) ** 0.5
-        denom = (v.sqrt() / bias2_sqrt).add_(self.eps)
-        p.addcdiv_(m, denom, value=-self.lr / (1 - b1**self.t))
 
 
 class LocalObjective:
