@@ -1,83 +1,27 @@
 """The transport: one round per stage, with ledger, transcripts, sealing and binding on the way.
 
-A toy ring protocol exercises it: every client seals its row to its successor, the server forwards
-the ciphertexts, every client returns what it received. Two nodes host the clients.
+A toy ring protocol (``tests/ring_protocol.py``) exercises it: every client seals its row to its
+successor, the server forwards the ciphertexts, every client keeps what it received. Two nodes host
+the clients.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError, SharedKey
-from fedgraphrec.protocols.base import ClientProgram, NodeData, ServerProgram, shard_of
+from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.protocols.base import NodeData, shard_of
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
-from fedgraphrec.runtime.transport import LocalTransport, LostNodeError, require_senders
+from fedgraphrec.runtime.transport import LocalTransport, LostNodeError
+from tests.ring_protocol import RingClient, RingServer, RingState
 
 N, D = 7, 3
-
-
-@dataclass
-class RingState:
-    rows: torch.Tensor
-    key: bytes | None = None
-    got: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
-
-
-class RingClient(ClientProgram[RingState]):
-    def __init__(self, settings: Any, clients: np.ndarray, data: NodeData | None) -> None:
-        super().__init__(settings, clients, data)
-        assert data is not None
-        self.state = RingState(rows=data.tables["user_emb"][torch.from_numpy(self.clients)].clone())
-
-    def group_key(self) -> SharedKey | None:
-        return None if self.state.key is None else SharedKey.from_bytes(self.state.key)
-
-    def stage_setup(self, step: int, request: Message) -> Message:
-        self.state.key = bytes(request.fields["key"]) if request.fields.get("key") else None
-        return Message()
-
-    def stage_send(self, step: int, request: Message) -> Message:
-        succ = (self.clients + 1) % N
-        part = Part(
-            "ring/rows", "user_embedding", "client", "server", self.state.rows, protection="sealed",
-            senders=self.clients, seal_to_role="client", seal_to=succ,
-        )  # fmt: skip
-        return Message({"rows": part})
-
-    def stage_receive(self, step: int, request: Message) -> Message:
-        part = request["rows"]
-        require_senders(part, (part.receivers - 1) % N, "ring predecessors")
-        order = np.argsort(part.receivers)
-        self.state.got = torch.as_tensor(part.value)[torch.from_numpy(order)]
-        return Message()
-
-
-class RingServer(ServerProgram):
-    def setup(self) -> None:
-        key = SharedKey.generate().to_bytes() if self.transport.net.real else b""
-        # the toy hands out the key in the clear; real protocols wrap it per client (common.py)
-        self.transport.round("setup", {n: Message(fields={"key": key}) for n in self.nodes})
-
-    def step(self, step: int) -> None:
-        self.transport.begin_step(step)
-        ups = self.transport.round("send", {n: Message() for n in self.nodes})
-        parts = [ups[n]["rows"] for n in self.nodes]
-        requests = {}
-        for node, clients in self.shards.items():
-            picks = []
-            for p in parts:
-                dest = p.seal_to if p.seal_to is not None else np.zeros(0, dtype=np.int64)
-                picks.append((p, np.flatnonzero(np.isin(dest, clients))))
-            fwd = [p.forward(k, p.seal_to[k]) for p, k in picks if len(k)]
-            requests[node] = Message({"rows": Part.concat(fwd)})
-        self.transport.round("receive", requests)
 
 
 def _ring(crypto: str, transcripts: bool = False) -> tuple[RingServer, dict[int, RingClient], torch.Tensor]:

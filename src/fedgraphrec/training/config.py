@@ -184,10 +184,16 @@ class TrainConfig:
     secure_noise: bool = False
 
     def validate(self) -> None:
-        """Check ranges and choices; raise :class:`ConfigError` naming the parameter."""
+        """Check ranges and choices; raise :class:`ConfigError` naming the parameter.
+
+        A protocol registered as party programs (``protocol_learner.SPECS``) is valid too, so a
+        protocol added there (e.g. a test's toy protocol) trains without being listed here.
+        """
+        from fedgraphrec.training.protocol_learner import SPECS
+
         checks: list[tuple[bool, str]] = [
             (
-                self.protocol in PROTOCOLS,
+                self.protocol in PROTOCOLS or self.protocol in SPECS,
                 f"protocol must be one of {', '.join(PROTOCOLS)}; got {self.protocol!r}",
             ),
             (self.alpha >= 0, f"alpha must be >= 0; got {self.alpha}"),

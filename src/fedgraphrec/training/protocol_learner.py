@@ -1,4 +1,4 @@
-"""The one learner every federated protocol trains through: its programs over the in-process transport.
+"""The one learner every federated protocol trains through: its programs over a transport.
 
 :class:`ProtocolLearner` builds a protocol's :class:`~fedgraphrec.protocols.base.ServerProgram` and
 one :class:`~fedgraphrec.protocols.base.ClientProgram` per node (one node by default: the whole
@@ -6,6 +6,8 @@ population as one shard, at centralized speed) over a
 :class:`~fedgraphrec.runtime.transport.LocalTransport`, and gives the training loop what it needs:
 a minibatch step or a round, evaluation embeddings, the ledger, checkpoints and — for lossless
 protocols with ``verify`` — the largest deviation from the centralized oracle trained in lockstep.
+Only :meth:`ProtocolLearner.connect` knows where the nodes are: the Flower engine's learner
+(``fedgraphrec.engines.flower.learner``) overrides it (and the evaluation path) and shares the rest.
 
 Protocols are looked up by name in :data:`SPECS` (``module:attribute`` of each protocol's
 :class:`~fedgraphrec.protocols.base.ProtocolSpec`), imported on first use.
@@ -13,6 +15,7 @@ Protocols are looked up by name in :data:`SPECS` (``module:attribute`` of each p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
 
@@ -32,11 +35,11 @@ from fedgraphrec.protocols.base import (
 from fedgraphrec.runtime import Ledger, Network
 from fedgraphrec.runtime.network import Adversary
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
-from fedgraphrec.runtime.transport import LocalTransport
+from fedgraphrec.runtime.transport import LocalTransport, Transport
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import BatchStats, build_model
 
-__all__ = ["SPECS", "ProtocolLearner", "eval_splits", "protocol_spec"]
+__all__ = ["SPECS", "ProtocolLearner", "eval_splits", "initial_tables", "node_data", "protocol_spec"]
 
 SPECS: dict[str, str] = {
     "fedgrec": "fedgraphrec.protocols.fedgrec:SPEC",
@@ -47,15 +50,16 @@ SPECS: dict[str, str] = {
 """Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
 
 
-def protocol_spec(name: str) -> ProtocolSpec:
-    """The :class:`ProtocolSpec` registered as ``name``.
+def protocol_spec(name: str, registry: Mapping[str, str] | None = None) -> ProtocolSpec:
+    """The :class:`ProtocolSpec` registered as ``name`` (in ``registry``, default :data:`SPECS`).
 
     Raises:
         KeyError: no protocol of that name runs as party programs.
     """
-    if name not in SPECS:
-        raise KeyError(f"no party programs for protocol {name!r}; known: {', '.join(sorted(SPECS))}")
-    module, _, attr = SPECS[name].partition(":")
+    specs = SPECS if registry is None else registry
+    if name not in specs:
+        raise KeyError(f"no party programs for protocol {name!r}; known: {', '.join(sorted(specs))}")
+    module, _, attr = specs[name].partition(":")
     spec: ProtocolSpec = getattr(import_module(module), attr)
     return spec
 
@@ -72,6 +76,19 @@ def eval_splits(data: Interactions) -> EvalSplits:
     return EvalSplits(targets, exclude)
 
 
+def initial_tables(cfg: TrainConfig, data: Interactions) -> dict[str, torch.Tensor]:
+    """The run's initial tables by the oracle's names (drawn from the public ``init`` stream)."""
+    return {k: v.detach().clone() for k, v in build_model(cfg, data).named_parameters()}
+
+
+def node_data(
+    cfg: TrainConfig, data: Interactions, tables: Mapping[str, torch.Tensor] | None = None
+) -> NodeData:
+    """What a node knows from outside the protocol: the data, the initial tables, the held-out splits."""
+    tables = initial_tables(cfg, data) if tables is None else tables
+    return NodeData(sp.csr_matrix(data.train), tables, eval_splits(data))
+
+
 class ProtocolLearner:
     """A protocol's party programs, in process, as a learner of the training loop (module docstring).
 
@@ -86,8 +103,7 @@ class ProtocolLearner:
         self, cfg: TrainConfig, data: Interactions, nodes: int = 1, adversary: Adversary | None = None
     ) -> None:
         self.spec = protocol_spec(cfg.protocol)
-        oracle_model = build_model(cfg, data)
-        tables = {k: v.detach().clone() for k, v in oracle_model.named_parameters()}
+        tables = initial_tables(cfg, data)
         self.oracle: Any = None
         if cfg.verify:
             if not self.spec.lossless:
@@ -105,12 +121,8 @@ class ProtocolLearner:
             protocol=self.spec.name,
         )
         self.net.adversary = adversary
-        node_data = NodeData(sp.csr_matrix(data.train), tables, eval_splits(data))
-        shards = shard_of(n_users, list(range(nodes)))
-        self.programs: dict[int, ClientProgram[Any]] = {
-            k: self.spec.client(self.settings, ids, node_data) for k, ids in shards.items()
-        }
-        self.transport = LocalTransport(self.net, self.programs)
+        self.programs: dict[int, ClientProgram[Any]] = {}
+        self.transport = self.connect(cfg, data, tables, nodes)
         server_tables = {k: tables[k] for k in self.spec.server_tables}
         self.server: ServerProgram = self.spec.server(
             self.settings, self.transport, n_users, n_items, server_tables
@@ -120,6 +132,15 @@ class ProtocolLearner:
         self.last_round: dict[str, int] = {}
         if self.server.schedule == "round":
             self.train_round = self._train_round
+
+    def connect(
+        self, cfg: TrainConfig, data: Interactions, tables: Mapping[str, torch.Tensor], nodes: int
+    ) -> Transport:
+        """The transport to the nodes: ``nodes`` client programs in this process (shards ``u mod nodes``)."""
+        shared = node_data(cfg, data, tables)
+        shards = shard_of(data.train.shape[0], list(range(nodes)))
+        self.programs = {k: self.spec.client(self.settings, ids, shared) for k, ids in shards.items()}
+        return LocalTransport(self.net, self.programs)
 
     # ------------------------------------------------------------------ the loop's interface
     @property
@@ -216,7 +237,8 @@ class ProtocolLearner:
         self.server.load_state_dict(state["server"])
         self.net.ledger.load_state_dict(state["ledger"])
         self.net.begin_step(int(state["step"]))
-        for endpoint in self.transport.endpoints.values():
-            endpoint.last_step = int(state["step"])
+        if isinstance(self.transport, LocalTransport):
+            for endpoint in self.transport.endpoints.values():
+                endpoint.last_step = int(state["step"])
         if self.oracle is not None and "oracle" in state:
             self.oracle.load_state_dict(state["oracle"])

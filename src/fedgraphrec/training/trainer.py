@@ -104,6 +104,9 @@ class Trainer:
         data: train on this dataset instead of loading ``cfg.dataset`` (for derived subsets that
             are not registered, such as DGREC's ``ciao-10core``); ``cfg.valid_fraction`` is then
             not applied.
+        learner: build the learner with this instead of :func:`make_learner` (the Flower engine's
+            learner drives the same loop). A learner with ``run_summary()`` adds its entries to
+            ``summary.json``.
     """
 
     def __init__(
@@ -114,6 +117,7 @@ class Trainer:
         resume: bool = False,
         on_epoch_end: Callable[[int], None] | None = None,
         data: Interactions | None = None,
+        learner: Callable[[TrainConfig, Interactions], Learner] | None = None,
     ) -> None:
         cfg.validate()
         self.cfg = cfg
@@ -124,7 +128,7 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.data = prepare_interactions(cfg) if data is None else data
-        self.learner: Learner = make_learner(cfg, self.data)
+        self.learner: Learner = (make_learner if learner is None else learner)(cfg, self.data)
         scheme: SamplerScheme = "users" if cfg.sampler == "users" else "interactions"
         self.sampler = BPRSampler(self.data.train, cfg.seed, scheme)
         self._rounds: Callable[[int], BatchStats] | None = getattr(self.learner, "train_round", None)
@@ -332,6 +336,9 @@ class Trainer:
         if self._rounds is not None and self.learner.ledger is not None:  # federated rounds
             summary["clients_lost"] = st.clients_lost
             summary["clients_recovered"] = st.clients_recovered
+        extra: Callable[[], dict[str, Any]] | None = getattr(self.learner, "run_summary", None)
+        if extra is not None:  # the engine's own measurements (Flower's traffic and latency)
+            summary.update(extra())
         devs = [r["verify_max_deviation"] for r in self.history if "verify_max_deviation" in r]
         if devs:
             summary["verify_max_deviation"] = max(devs)

@@ -1,13 +1,17 @@
-"""FedGRec and LP-GCN as a Flower app: the ``ServerApp`` runs the server role, SuperNodes host the users.
+"""The Flower app of ``deploy/flower``: the ``ServerApp`` runs the server role, SuperNodes host the users.
 
 Components for ``flwr run`` (see ``deploy/flower/pyproject.toml``) and for
 :func:`flwr.simulation.run_simulation`:
 
-* :data:`server_app` — reads a :class:`~fedgraphrec.engines.flower.job.FlowerJob` from the run
-  config, waits for ``min-nodes`` SuperNodes, runs :func:`run_fedgrec_job` with secure aggregation
-  over the grid, and writes ``result.json`` (metrics, ledger, Flower traffic and per-round latency)
-  and ``embeddings.pt`` into ``out``; with ``protocol = "lpgcn"`` it runs LP-GCN's relay server
-  instead (:mod:`fedgraphrec.engines.flower.lpgcn`);
+* :data:`server_app` — with ``run`` in the run config (a training configuration as JSON), any
+  registered protocol through ``fedgraphrec train``'s loop
+  (:func:`fedgraphrec.engines.flower.party_app.run_from_config`). Otherwise (the older form, kept
+  until every protocol runs as party programs) it reads a
+  :class:`~fedgraphrec.engines.flower.job.FlowerJob` from the run config, waits for ``min-nodes``
+  SuperNodes, runs :func:`run_fedgrec_job` with secure aggregation over the grid, and writes
+  ``result.json`` (metrics, ledger, Flower traffic and per-round latency) and ``embeddings.pt``
+  into ``out``; with ``protocol = "lpgcn"`` it runs LP-GCN's relay server instead
+  (:mod:`fedgraphrec.engines.flower.lpgcn`);
 * :data:`client_app` — :data:`fedgraphrec.engines.flower.client.client_app`, the users' side.
 """
 
@@ -106,7 +110,13 @@ def make_server_app(job: FlowerJob | None = None, sink: list[JobResult] | None =
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        the_job = job if job is not None else FlowerJob.from_config(dict(context.run_config))
+        config = dict(context.run_config)
+        if job is None and config.pop("run", ""):
+            from fedgraphrec.engines.flower.party_app import run_from_config
+
+            run_from_config(grid, context.run_config)
+            return
+        the_job = job if job is not None else FlowerJob.from_config(config)
         try:
             result = _run(grid, the_job)
         except Exception as exc:  # leave the reason where the submitter looks for the result

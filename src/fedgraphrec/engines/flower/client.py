@@ -1,9 +1,10 @@
 """The ClientApp of the ``deploy/flower`` app: every protocol's SuperNode side, in one ``ClientApp``.
 
 * ``query.secagg`` — FedGRec's secure-aggregation stages (:mod:`fedgraphrec.runtime.flower.secagg`);
-* ``query.lpgcn`` — an LP-GCN shard's rounds (:mod:`fedgraphrec.engines.flower.lpgcn`).
+* ``query.lpgcn`` — an LP-GCN shard's rounds (:mod:`fedgraphrec.engines.flower.lpgcn`);
+* ``query.party`` — any protocol registered as party programs (:mod:`fedgraphrec.engines.flower.node`).
 
-The LP-GCN handler is imported on its first message only: a SuperNode starts a fresh ClientApp
+The LP-GCN and party handlers are imported on their first message only: a SuperNode starts a fresh ClientApp
 process for every message, and secure aggregation alone does not need torch.
 """
 
@@ -26,3 +27,11 @@ def _lpgcn(msg: Message, context: Context) -> Message:
     from fedgraphrec.engines.flower.lpgcn import lpgcn_query
 
     return lpgcn_query(msg, context)
+
+
+@client_app.query("party")
+def _party(msg: Message, context: Context) -> Message:
+    """One round of a party-program protocol on this SuperNode's shard of clients."""
+    from fedgraphrec.engines.flower.node import party_query
+
+    return party_query(msg, context)

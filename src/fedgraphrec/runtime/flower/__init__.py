@@ -5,6 +5,10 @@ it raises ``ImportError`` naming the extra. What crosses processes:
 
 * :mod:`.records` — protocol messages as Flower ``RecordDict``\\s (binary payloads as ``bytes`` in a
   ``ConfigRecord``, ring vectors as an ``ArrayRecord``) and Flower's own byte count of a message;
+* :mod:`.parts` — a round's :class:`~fedgraphrec.runtime.message.Message` as a ``RecordDict`` and back
+  (the one codec of party-program messages);
+* :mod:`.transport` — :class:`~.transport.FlowerTransport`, the ServerApp's
+  :class:`~fedgraphrec.runtime.transport.Transport` over a grid;
 * :mod:`.secagg` — secure aggregation with each client's keys held on the SuperNode hosting it
   (``context.state``), the server running its side of the four stages over ``grid.send_and_receive``.
 """
