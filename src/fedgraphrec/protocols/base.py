@@ -248,7 +248,11 @@ class ServerProgram(ABC):
         return None
 
     def evaluate(self, ks: list[int]) -> dict[str, dict[str, float]]:
-        """Federated evaluation: every node scores its clients; the server averages the sums."""
+        """Federated evaluation: every node scores its clients; the server averages the sums.
+
+        Nodes the transport lost (protocols with dropout recovery) are not asked: the mean is over
+        the clients of the nodes still online.
+        """
         items = self.items_for_evaluation()
         request = Message(fields={"ks": [int(k) for k in ks]})
         if items is not None:
@@ -257,7 +261,8 @@ class ServerProgram(ABC):
                 Part("evaluate/items", "item_embedding", "server", "client", items, shape="broadcast"),
             )
         self.transport.begin_step(self.transport.net.step)
-        replies = self.transport.round("evaluate", dict.fromkeys(self.nodes, request))
+        live = [n for n in self.nodes if n not in self.transport.lost]
+        replies = self.transport.round("evaluate", dict.fromkeys(live, request))
         totals: dict[str, float] = {}
         for reply in replies.values():
             for key, value in reply.fields.items():

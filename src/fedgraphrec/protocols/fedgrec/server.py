@@ -97,9 +97,16 @@ class FedGRecServer(ServerProgram):
                 out[node] = mine
         return out
 
-    def _sum(self, phase: str, label: str, users: np.ndarray, length: int) -> SumResult:
-        """``SecAgg(·)`` of the paper over ``users`` (or, with ``secure_aggregation`` off, in the clear)."""
+    def _sum(
+        self, phase: str, label: str, users: np.ndarray, length: int, n_sampled: int | None = None
+    ) -> SumResult:
+        """``SecAgg(·)`` of the paper over ``users`` (or, with ``secure_aggregation`` off, in the clear).
+
+        ``n_sampled``: the users the threshold is taken over (default ``len(users)``); users of nodes
+        lost earlier in the round count as dropped.
+        """
         participants = self._by_node(users)
+        n = len(users) if n_sampled is None else n_sampled
         if not self.settings.secure_aggregation:
             return plain_sum(
                 self.transport, phase=phase, session=label, participants=participants, length=length,
@@ -107,7 +114,7 @@ class FedGRecServer(ServerProgram):
             )  # fmt: skip
         return secure_sum(
             self.transport, phase=phase, session=label, participants=participants, length=length,
-            threshold=threshold_for(len(users), self.settings.secagg_threshold),
+            threshold=threshold_for(n, self.settings.secagg_threshold),
             frac_bits=self.settings.frac_bits, device=self.device,
         )  # fmt: skip
 
@@ -150,15 +157,15 @@ class FedGRecServer(ServerProgram):
         s = self.settings
         clients = sample_clients(self.active, round_index, seed=s.seed, clients_per_round=s.clients_per_round)
         queries = self.step1_query(round_index, clients)
-        bpr_sum, reg_sum = self.step2_3_local(queries)
-        result = self.step4_aggregate(round_index, clients)
+        bpr_sum, reg_sum, trained = self.step2_3_local(queries)
+        result = self.step4_aggregate(round_index, trained, len(clients))
         steps = s.local_steps * len(clients)
         return StepStats(
             loss=(bpr_sum + reg_sum) / steps,
             bpr=bpr_sum / steps,
             reg=reg_sum / steps,
             clients=len(clients),
-            clients_lost=len(result.dropped),
+            clients_lost=len(clients) - len(result.included),
             clients_recovered=len(result.unresponsive),
         )
 
@@ -168,11 +175,14 @@ class FedGRecServer(ServerProgram):
             node: Message(fields={"round": round_index, "clients": ids.tolist(), "sampled": clients.tolist()})
             for node, ids in self._by_node(clients).items()
         }
-        replies = self.transport.round(QUERY, requests)
+        replies = self.transport.round(QUERY, requests, allow_loss=True)  # a lost node's users drop out
         return {node: reply["query"] for node, reply in replies.items()}
 
-    def step2_3_local(self, queries: Mapping[int, Part]) -> tuple[float, float]:
-        """Steps 2–3: each query's rows of every order down; the nodes train; their local loss sums."""
+    def step2_3_local(self, queries: Mapping[int, Part]) -> tuple[float, float, np.ndarray]:
+        """Steps 2–3: each query's rows of every order down; the nodes train.
+
+        Returns the local loss sums and the users whose nodes answered (who can upload).
+        """
         row_bytes = (self.settings.K + 1) * self.dim * self.E.element_size()
         requests = {}
         for node, query in queries.items():
@@ -183,16 +193,20 @@ class FedGRecServer(ServerProgram):
             part = Part(ROUND_DOWNLOAD, "item-embeddings", "server", "client", rows, shape="broadcast",
                         receivers=query.senders).with_sizes(query.counts * row_bytes)  # fmt: skip
             requests[node] = Message({"rows": part}, {"full": full})
-        replies = self.transport.round(ROUND_DOWNLOAD, requests)
+        replies = self.transport.round(ROUND_DOWNLOAD, requests, allow_loss=True)
         bpr = sum(float(r.fields["bpr"]) for r in replies.values())
         reg = sum(float(r.fields["reg"]) for r in replies.values())
-        return bpr, reg
+        trained = [np.asarray(queries[n].senders, dtype=np.int64) for n in replies]
+        return bpr, reg, np.sort(np.concatenate(trained or [np.zeros(0, dtype=np.int64)]))
 
-    def step4_aggregate(self, round_index: int, clients: np.ndarray) -> SumResult:
-        """Step 4: one secure sum of every user's ``[Δ⁰ ; latent deltas (; query counts)]``; Eqs. 10–11."""
+    def step4_aggregate(self, round_index: int, clients: np.ndarray, n_sampled: int) -> SumResult:
+        """Step 4: one secure sum of every user's ``[Δ⁰ ; latent deltas (; query counts)]``; Eqs. 10–11.
+
+        ``t`` is taken over the ``n_sampled`` users of the round; ``clients`` are those still online.
+        """
         K, N, d = self.settings.K, self.n_items, self.dim
         length = (K + 1) * N * d + (N if self.settings.item_agg == "mean_touched" else 0)
-        result = self._sum(UPLOAD, session("round", round_index), clients, length)
+        result = self._sum(UPLOAD, session("round", round_index), clients, length, n_sampled)
         self._apply(result.total, len(result.included))
         return result
 
@@ -215,7 +229,8 @@ class FedGRecServer(ServerProgram):
         if self.settings.eval_latents == "refresh":
             tables = Part(PREDICT_PHASE, "item-table", "server", "client", self.E, shape="broadcast")
             request.add("items", tables)
-        self.transport.round(PREDICT, dict.fromkeys(self.nodes, request))
+        live = [n for n in self.nodes if n not in self.transport.lost]
+        self.transport.round(PREDICT, dict.fromkeys(live, request), allow_loss=True)
 
     def items_for_evaluation(self) -> torch.Tensor:
         """``ē_t`` (spec §5.3): the layer combination of the item tables."""
