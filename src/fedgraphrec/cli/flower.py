@@ -5,9 +5,8 @@ plus ``--supernodes``. ``simulate`` runs Flower's simulation runtime in this pro
 ``deploy`` submits the app in ``deploy/flower`` with ``flwr run`` to a running SuperLink. Any protocol
 registered as party programs runs (``training.protocol_learner.SPECS``).
 
-``flower simulate`` without PROTOCOL is the older form (``--set`` takes
-:class:`~fedgraphrec.engines.flower.job.FlowerJob` fields: FedGRec with secure aggregation, or
-``--set protocol=lpgcn``), kept until every protocol runs as party programs.
+``flower simulate`` without PROTOCOL is the older LP-GCN form (``--set`` takes
+:class:`~fedgraphrec.engines.flower.job.FlowerJob` fields), kept until LP-GCN runs as party programs.
 """
 
 from __future__ import annotations
@@ -82,8 +81,8 @@ def flower_simulate(
 ) -> None:
     """Train PROTOCOL in Flower's simulation runtime (Ray backend); writes train's run folder.
 
-    Without PROTOCOL: the older FedGRec / LP-GCN job (``--set`` FlowerJob fields, e.g. ``--set
-    protocol=lpgcn --set batches=4``). For SuperNodes on other machines use ``flower deploy``.
+    Without PROTOCOL: the older LP-GCN job (``--set`` FlowerJob fields, e.g. ``--set batches=4``).
+    For SuperNodes on other machines use ``flower deploy``.
     """
     use_data_dir(data_dir)
     _engine()
@@ -149,7 +148,7 @@ def flower_deploy(
 
 
 def _simulate_job(supernodes: int, setting: list[str] | None, compare: bool) -> None:
-    """The older form: a FedGRec or LP-GCN :class:`FlowerJob`, compared with the in-process engine."""
+    """The older form: an LP-GCN :class:`FlowerJob`, compared with the in-process engine."""
     from fedgraphrec.engines.flower.app import run_in_process, simulate
     from fedgraphrec.engines.flower.job import FlowerJob
 
@@ -164,6 +163,4 @@ def _simulate_job(supernodes: int, setting: list[str] | None, compare: bool) -> 
         ref = run_in_process(job)
         diff = float((result.item_emb - ref.item_emb).norm() / ref.item_emb.norm())
         report["in_process"] = {"metrics": ref.metrics, "item_rel_diff": diff}
-        if job.protocol == "fedgrec":  # LP-GCN's Flower run keeps no ledger (see benchmarks/flower_lpgcn.py)
-            report["same_ledger"] = ref.ledger == result.ledger
     out.print_json(json.dumps(report, default=str))

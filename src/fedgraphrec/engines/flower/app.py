@@ -6,12 +6,10 @@ Components for ``flwr run`` (see ``deploy/flower/pyproject.toml``) and for
 * :data:`server_app` — with ``run`` in the run config (a training configuration as JSON), any
   registered protocol through ``fedgraphrec train``'s loop
   (:func:`fedgraphrec.engines.flower.party_app.run_from_config`). Otherwise (the older form, kept
-  until every protocol runs as party programs) it reads a
-  :class:`~fedgraphrec.engines.flower.job.FlowerJob` from the run config, waits for ``min-nodes``
-  SuperNodes, runs :func:`run_fedgrec_job` with secure aggregation over the grid, and writes
-  ``result.json`` (metrics, ledger, Flower traffic and per-round latency) and ``embeddings.pt``
-  into ``out``; with ``protocol = "lpgcn"`` it runs LP-GCN's relay server instead
-  (:mod:`fedgraphrec.engines.flower.lpgcn`);
+  until every protocol runs as party programs) it reads an LP-GCN
+  :class:`~fedgraphrec.engines.flower.job.FlowerJob` from the run config and runs LP-GCN's relay
+  server (:mod:`fedgraphrec.engines.flower.lpgcn`), writing ``result.json`` and ``embeddings.pt``
+  into ``out``;
 * :data:`client_app` — :data:`fedgraphrec.engines.flower.client.client_app`, the users' side.
 """
 
@@ -25,12 +23,12 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedgraphrec.engines.flower.client import client_app
-from fedgraphrec.engines.flower.job import FlowerJob, JobResult, run_fedgrec_job
-from fedgraphrec.runtime.flower import FlowerSecureSum, Traffic
+from fedgraphrec.engines.flower.job import FlowerJob, JobResult
+from fedgraphrec.runtime.flower import Traffic
 
 __all__ = ["client_app", "make_server_app", "run_in_process", "server_app", "simulate"]
 
-PROTOCOLS = ("fedgrec", "lpgcn")
+PROTOCOLS = ("lpgcn",)
 LPGCN_ROUND_TIMEOUT_S = 600.0
 """Bound on one LP-GCN round when ``stage-timeout`` is 0 (LP-GCN rounds are never unbounded)."""
 
@@ -51,27 +49,7 @@ def _run(grid: Grid, job: FlowerJob) -> JobResult:
     """Run ``job`` over the connected SuperNodes; writes its outputs when ``job.out`` is set."""
     if job.protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {job.protocol!r}")
-    if job.protocol == "lpgcn":
-        return _run_lpgcn(grid, job)
-    nodes = _wait_for_nodes(grid, job.min_nodes)
-    summer = FlowerSecureSum(grid, nodes, timeout=job.stage_timeout or None)
-    start = time.perf_counter()
-    result = run_fedgrec_job(
-        job,
-        secure_sum=summer,
-        dropped_of=lambda r: list(summer.dropped.get(f"fedgrec/round/{r}".encode(), ())),
-    )
-    result.extra = {
-        "engine": "flower",
-        "nodes": len(nodes),
-        "lost_nodes": len(summer.lost_nodes),
-        "wall_seconds": time.perf_counter() - start,
-        "flower_traffic": summer.traffic.summary(),
-        "input_bytes": summer.input_bytes,
-    }
-    if job.out:
-        result.save(job.out)
-    return result
+    return _run_lpgcn(grid, job)
 
 
 def _run_lpgcn(grid: Grid, job: FlowerJob) -> JobResult:
@@ -97,11 +75,9 @@ def _run_lpgcn(grid: Grid, job: FlowerJob) -> JobResult:
 
 def run_in_process(job: FlowerJob) -> JobResult:
     """``job`` on the in-process engine (the reference a Flower run must reproduce)."""
-    if job.protocol == "lpgcn":
-        from fedgraphrec.engines.flower.lpgcn import run_lpgcn_in_process
+    from fedgraphrec.engines.flower.lpgcn import run_lpgcn_in_process
 
-        return run_lpgcn_in_process(job)
-    return run_fedgrec_job(job)
+    return run_lpgcn_in_process(job)
 
 
 def make_server_app(job: FlowerJob | None = None, sink: list[JobResult] | None = None) -> ServerApp:

@@ -1,11 +1,10 @@
 """The ClientApp of the ``deploy/flower`` app: every protocol's SuperNode side, in one ``ClientApp``.
 
-* ``query.secagg`` — FedGRec's secure-aggregation stages (:mod:`fedgraphrec.runtime.flower.secagg`);
 * ``query.lpgcn`` — an LP-GCN shard's rounds (:mod:`fedgraphrec.engines.flower.lpgcn`);
 * ``query.party`` — any protocol registered as party programs (:mod:`fedgraphrec.engines.flower.node`).
 
-The LP-GCN and party handlers are imported on their first message only: a SuperNode starts a fresh ClientApp
-process for every message, and secure aggregation alone does not need torch.
+The handlers are imported on their first message only: a SuperNode starts a fresh ClientApp
+process for every message.
 """
 
 from __future__ import annotations
@@ -13,12 +12,9 @@ from __future__ import annotations
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
-from fedgraphrec.runtime.flower.secagg import secagg_query
-
 __all__ = ["client_app"]
 
 client_app = ClientApp()
-client_app.query("secagg")(secagg_query)
 
 
 @client_app.query("lpgcn")

@@ -8,9 +8,8 @@ it raises ``ImportError`` naming the extra. What crosses processes:
 * :mod:`.parts` — a round's :class:`~fedgraphrec.runtime.message.Message` as a ``RecordDict`` and back
   (the one codec of party-program messages);
 * :mod:`.transport` — :class:`~.transport.FlowerTransport`, the ServerApp's
-  :class:`~fedgraphrec.runtime.transport.Transport` over a grid;
-* :mod:`.secagg` — secure aggregation with each client's keys held on the SuperNode hosting it
-  (``context.state``), the server running its side of the four stages over ``grid.send_and_receive``.
+  :class:`~fedgraphrec.runtime.transport.Transport` over a grid (secure aggregation's stages run
+  over it like any protocol's: :mod:`fedgraphrec.protocols.secagg`).
 """
 
 from __future__ import annotations
@@ -32,15 +31,11 @@ from fedgraphrec.runtime.flower.records import (
     unpack,
     unpack_arrays,
 )
-from fedgraphrec.runtime.flower.secagg import FlowerSecureSum, client_app, handle_secagg
 
 __all__ = [
-    "FlowerSecureSum",
     "StageTiming",
     "Traffic",
-    "client_app",
     "content_bytes",
-    "handle_secagg",
     "message_bytes",
     "pack",
     "pack_arrays",
