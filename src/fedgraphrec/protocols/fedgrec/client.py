@@ -224,7 +224,7 @@ class FedGRecClient(SecureSumClient, ClientProgram[FedGRecState]):
     def stage_predict(self, step: int, request: Message) -> Message:
         """``ē_u`` of every user: stored base, latents refreshed by Eq. 6 (or as stored), combined."""
         s, U = self.settings, self.state.user
-        if s.eval_latents == "stored":
+        if s.eval_latents == "stored" or not s.K:
             users = [U[k] for k in range(s.K + 1)]
         else:
             R, _ = self._norm()

@@ -226,7 +226,7 @@ class FedGRecServer(ServerProgram):
     def predict(self) -> None:
         """The tables down once per node (latent refresh); every node combines its users' ``ē_u``."""
         request = Message()
-        if self.settings.eval_latents == "refresh":
+        if self.settings.eval_latents == "refresh" and self.settings.K:  # K = 0: no latent to refresh
             tables = Part(PREDICT_PHASE, "item-table", "server", "client", self.E, shape="broadcast")
             request.add("items", tables)
         live = [n for n in self.nodes if n not in self.transport.lost]
