@@ -10,6 +10,7 @@ and kills one in the middle of a round's secure aggregation.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("flwr", reason="the Flower engine needs the extra fedgraphrec[flower]")
+
+from flwr.common.constant import ErrorCode
 
 from fedgraphrec.engines.flower.learner import FlowerLearner
 from fedgraphrec.engines.flower.local import APP_DIR, local_federation
@@ -205,3 +208,32 @@ def _history(run: Path) -> list[dict[str, Any]]:
     import json
 
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+@dataclass
+class _Unavailable:
+    reason: str = "Node Unavailable"
+    code: int = ErrorCode.NODE_UNAVAILABLE
+
+
+class _HeartbeatGrid(_Grid):
+    """As a SuperLink reports a SuperNode that died: an error reply saying the node is unavailable."""
+
+    def send_and_receive(self, messages: list[_Msg], timeout: float | None = None) -> list[_Msg]:
+        live = [m for m in messages if m.metadata.dst_node_id not in self.dead]
+        gone = [_Msg(None, _Meta(0, m.metadata.dst_node_id), _Unavailable()) for m in messages  # type: ignore[arg-type]
+                if m.metadata.dst_node_id in self.dead]  # fmt: skip
+        return super().send_and_receive(live, timeout) + gone
+
+
+def test_a_supernode_reported_unavailable_is_a_lost_node(stand_in: None) -> None:
+    cfg = _cfg("fedgrec", crypto="real", epochs=1, extra=LOSS)
+    from fedgraphrec.training.trainer import prepare_interactions
+
+    data = prepare_interactions(cfg)
+    grid = _HeartbeatGrid(NODES)
+    learner = FlowerLearner(cfg, data, grid, NODES, timeout=5.0)  # type: ignore[arg-type]
+    grid.dead.add(NODES[1])
+    stats = learner.train_round(0)  # the dead node's sampled users drop out; the round completes
+    assert learner.transport.lost == {NODES[1]} and stats.loss > 0
+    assert learner.last_round["clients_lost"] > 0
