@@ -1,4 +1,4 @@
-"""Minibatch learners (the centralized oracle, FedMF, P-GCN) and :func:`make_learner`.
+"""Minibatch learners (the centralized oracle, P-GCN) and :func:`make_learner`.
 
 The loop in :mod:`fedgraphrec.training.trainer` only needs a learner that trains on one minibatch of
 triples (or one round, :mod:`.round_learners`), exposes final embeddings or scores for evaluation,
@@ -14,9 +14,9 @@ import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.models import NCF
-from fedgraphrec.protocols.baselines import PGCN, FedMF
+from fedgraphrec.protocols.baselines import PGCN
 from fedgraphrec.runtime import Ledger
-from fedgraphrec.training.config import ROUND_PROTOCOLS, TrainConfig
+from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import (
     BatchStats,
     Learner,
@@ -25,16 +25,11 @@ from fedgraphrec.training.learner_base import (
     network_options,
 )
 from fedgraphrec.training.protocol_learner import SPECS, ProtocolLearner
-from fedgraphrec.training.round_learners import (
-    FedGRecLearner,
-    MultVAELearner,
-)
+from fedgraphrec.training.round_learners import MultVAELearner
 
 __all__ = [
     "BatchStats",
     "CentralLearner",
-    "FedGRecLearner",
-    "FedMFLearner",
     "Learner",
     "MultVAELearner",
     "PGCNLearner",
@@ -94,7 +89,7 @@ class CentralLearner:
 
 
 class TableProtocolLearner:
-    """Shim for the whole-table protocols not yet ported to party programs (FedMF, P-GCN).
+    """Shim for the whole-table protocols not yet ported to party programs (P-GCN).
 
     What LP-GCN's adapter learner shared with them before LP-GCN became party programs
     (``ProtocolLearner``): the oracle's initial tables, lockstep verification, checkpoints of
@@ -165,29 +160,6 @@ class TableProtocolLearner:
             self.oracle.load_state_dict(state["oracle"])
 
 
-class FedMFLearner(TableProtocolLearner):
-    """FedMF (BPR-MF with securely aggregated item gradients), verifiable against centralized BPR-MF."""
-
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model != "mf":
-            raise ValueError(f"fedmf is matrix factorisation; use --model mf (got {cfg.model!r})")
-        if cfg.alpha:
-            raise ValueError("fedmf has no virtual items; alpha applies to lpgcn only (set alpha=0)")
-        tables = self._oracle_tables(cfg, data)
-        self.protocol = FedMF(
-            data.train,
-            tables["user_emb"],
-            tables["item_emb"],
-            seed=cfg.seed,
-            lr=cfg.lr,
-            reg=cfg.reg,
-            **network_options(cfg),
-            frac_bits=cfg.frac_bits,
-            secagg_threshold=cfg.secagg_threshold,
-            secagg_semi_honest=cfg.secagg_semi_honest,
-        )
-
-
 class PGCNLearner(TableProtocolLearner):
     """P-GCN (LightGCN+ forward, per-client star backward, secure aggregation); lossy, not verifiable."""
 
@@ -224,10 +196,6 @@ def make_learner(
         return MultVAELearner(cfg, data)
     if cfg.protocol == "central":
         return CentralLearner(cfg, data)
-    if cfg.protocol in ROUND_PROTOCOLS:
-        return FedGRecLearner(cfg, data)
-    if cfg.protocol == "fedmf":
-        return FedMFLearner(cfg, data)
     if cfg.protocol == "pgcn":
         return PGCNLearner(cfg, data)
     raise ValueError(f"unknown protocol {cfg.protocol!r}")
