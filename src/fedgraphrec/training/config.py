@@ -82,6 +82,11 @@ class TrainConfig:
         secure_virtual_items: LP-GCN: draw virtual items and the token upload order from the OS
             CSPRNG (secret from anyone who knows the seed; same numbers, run-dependent byte counts)
             instead of the run seed (reproducible ledgers, for research runs).
+        secure_init: draw the initial tables from the OS CSPRNG instead of the run seed's public
+            ``init`` stream (LP-GCN's server sees plaintext item rows: with seeded tables it can
+            regenerate them and match rows to learn the item id behind every token). Metrics then
+            differ from run to run; ``--verify`` still holds (the oracle starts from the same tables).
+            In-process only (Flower nodes regenerate the tables from the seed).
         crypto: ``real`` (every protected payload encrypted) or ``accounted`` (bytes counted as if).
         verify: run the centralized oracle in lockstep and log the largest parameter deviation.
         transcripts: keep what each party received (for audits; memory-hungry on large data).
@@ -152,6 +157,7 @@ class TrainConfig:
     threads: int = 0
     alpha: int = 0
     secure_virtual_items: bool = False
+    secure_init: bool = False
     crypto: str = "accounted"
     verify: bool = False
     transcripts: bool = False

@@ -125,6 +125,9 @@ class ProtocolLearner:
             from fedgraphrec.training.learners import CentralLearner
 
             self.oracle = CentralLearner(cfg, data)
+            with torch.no_grad():  # the oracle starts from the protocol's tables (secure_init draws fresh)
+                for name, param in self.oracle.model.named_parameters():
+                    param.copy_(tables[name])
         self.max_deviation = 0.0
         self.settings = self.spec.settings(cfg)
         n_users, n_items = data.train.shape

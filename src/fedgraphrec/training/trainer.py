@@ -319,6 +319,12 @@ class Trainer:
                 if cfg.secure_virtual_items
                 else "run seed (reproducible; anyone who knows the seed and S can tell virtual items apart)"
             )
+        if cfg.protocol != "central":  # where the initial tables came from
+            summary["init_source"] = (
+                "CSPRNG (secure_init): secret from anyone who knows the run seed"
+                if cfg.secure_init
+                else "run seed's public init stream (reproducible; the seed regenerates them)"
+            )
         if cfg.protocol == "fedpergnn" and cfg.ldp_scale:  # where the LDP noise came from
             summary["noise_source"] = (
                 "csprng (os.urandom-keyed ChaCha20): the stated ε holds against whoever knows the seed"

@@ -64,6 +64,11 @@ class FlowerLearner(ProtocolLearner):
             raise ValueError(
                 "--verify compares every table with the oracle in one process; run it in-process"
             )
+        if cfg.secure_init:
+            raise ValueError(
+                "secure_init draws the initial tables in this process; Flower's SuperNodes regenerate them "
+                "from the run seed, so it runs in-process only"
+            )
         self.grid = grid
         self.node_ids = sorted(int(n) for n in nodes)
         self.timeout = timeout
