@@ -10,7 +10,9 @@ list attempts, detected and accepted per attack and per phase.
 
 LP-GCN and GNN4FR are attacked on their group-key relays (and the verification answers, degrees
 and key wrapping of set-up); FedGRec and the horizontal baselines that aggregate securely (FedMF,
-FedNCF, P-GCN) on secure aggregation's pairwise share messages.
+FedNCF, P-GCN) on secure aggregation's pairwise share messages: for the protocols written as party
+programs (FedGRec, FedMF) on every share phase a clean run relays, through the transport's
+adversary hook, as LP-GCN's relays.
 """
 
 from __future__ import annotations
@@ -35,8 +37,6 @@ from fedgraphrec.training.trainer import prepare_interactions
 
 __all__ = ["INTEGRITY_PROTOCOLS", "audit_integrity"]
 
-SECAGG_SHARE_PHASE = "train/upload/secagg-share-keys"
-"""The relayed (presealed) share messages of a party program's secure sum."""
 INTEGRITY_PROTOCOLS = ("lpgcn", "gnn4fr", "fedgrec", "fedmf", "fedncf", "pgcn")
 """Protocols whose relayed messages are sealed, hence attacked here."""
 STEPS = 3
@@ -81,10 +81,15 @@ def _secagg_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
         cfg, crypto="real", secure_aggregation=True, model=_SECAGG_MODEL.get(cfg.protocol, cfg.model), alpha=0
     )
     data = prepare_interactions(arm)
-    if arm.protocol in SPECS:  # party programs: the adversary sits on the transport
+    if arm.protocol in SPECS:  # party programs: the adversary sits in the transport
         programs = ProtocolLearner(arm, data, adversary=adversary)
         for r in range(STEPS):
-            programs.train_round(r)
+            if programs.server.schedule == "round":
+                programs.train_round(r)
+        if programs.server.schedule != "round":
+            batches = BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.batch_size)
+            for _ in range(STEPS):
+                programs.train_batch(*next(batches))
         return programs.net
     learner: Any = make_learner(arm, data)
     if adversary is not None:
@@ -122,11 +127,9 @@ def audit_integrity(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
     out = Path(out_dir)
     graph = cfg.protocol in ("lpgcn", "gnn4fr")
     runner: Callable[[TrainConfig, ActiveServer | None], Network] = _graph_run if graph else _secagg_run
-    if graph:
+    if graph or cfg.protocol in SPECS:
         clean = runner(dataclasses.replace(cfg, transcripts=True), None)
         phases: list[str | None] = list(_sealed_phases(clean))
-    elif cfg.protocol in SPECS:  # secure aggregation as stages of the programs' upload phase
-        phases = [SECAGG_SHARE_PHASE]
     else:
         phases = ["secagg/share-keys"]
     rows: list[dict[str, Any]] = []

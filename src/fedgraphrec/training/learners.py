@@ -14,7 +14,7 @@ import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.models import NCF
-from fedgraphrec.protocols.baselines import PGCN, FedMF
+from fedgraphrec.protocols.baselines import FedMF
 from fedgraphrec.protocols.gnn4fr import GNN4FR
 from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import Ledger
@@ -40,7 +40,6 @@ __all__ = [
     "LPGCNLearner",
     "Learner",
     "MultVAELearner",
-    "PGCNLearner",
     "build_model",
     "make_learner",
 ]
@@ -228,32 +227,6 @@ class FedMFLearner(LPGCNLearner):
         )
 
 
-class PGCNLearner(LPGCNLearner):
-    """P-GCN (LightGCN+ forward, per-client star backward, secure aggregation); lossy, not verifiable."""
-
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model != "lightgcn+":
-            raise ValueError(f"pgcn runs the lightgcn+ backbone; use --model lightgcn+ (got {cfg.model!r})")
-        if cfg.verify or cfg.alpha:
-            raise ValueError(
-                "pgcn is lossy (incomplete backward) and has no virtual items: unset verify/alpha"
-            )
-        tables = self._oracle_tables(cfg, data)
-        self.protocol = PGCN(  # type: ignore[assignment]
-            data.train,
-            tables["item_emb"],
-            tables["item_w"],
-            n_layers=cfg.n_layers,
-            seed=cfg.seed,
-            lr=cfg.lr,
-            reg=cfg.reg,
-            **network_options(cfg),
-            frac_bits=cfg.frac_bits,
-            secagg_threshold=cfg.secagg_threshold,
-            secagg_semi_honest=cfg.secagg_semi_honest,
-        )
-
-
 def make_learner(
     cfg: TrainConfig, data: Interactions
 ) -> CentralLearner | LPGCNLearner | RoundLearner | ProtocolLearner:
@@ -272,6 +245,4 @@ def make_learner(
         return FedGRecLearner(cfg, data)
     if cfg.protocol == "fedmf":
         return FedMFLearner(cfg, data)
-    if cfg.protocol == "pgcn":
-        return PGCNLearner(cfg, data)
     raise ValueError(f"unknown protocol {cfg.protocol!r}")

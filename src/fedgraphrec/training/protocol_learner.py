@@ -46,6 +46,7 @@ __all__ = ["SPECS", "ProtocolLearner", "eval_splits", "initial_tables", "node_da
 SPECS: dict[str, str] = {
     "fedncf": "fedgraphrec.protocols.baselines.fedncf:SPEC",
     "fedpergnn": "fedgraphrec.protocols.baselines.fedpergnn:SPEC",
+    "pgcn": "fedgraphrec.protocols.baselines.pgcn:SPEC",
 }
 """Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
 
