@@ -73,6 +73,8 @@ def test_messages_round_trip_through_records_in_every_shape() -> None:
         "p/f", "k", "client", "server", rows, senders=[4, 5, 6], counts=[1, 3, 2], seal_to_role="client"
     )
     fwd = fwd.forward(np.array([2, 0]), np.array([9, 8]))  # sizes kept from the original part
+    one = Part("p/o", "k", "client", "server", rows, senders=np.arange(6), seal_to_role="client")
+    shared = one.forward(np.array([5, 5, 1]), np.array([7, 8, 9]))  # copies share rows
     parts = {
         "rows": Part("p/r", "user_embedding", "client", "server", rows, senders=np.arange(3), counts=[2, 0, 4]),
         "np": Part("p/n", "count", "server", "client", np.arange(5, dtype=np.int32), receivers=np.arange(5)),
@@ -84,6 +86,7 @@ def test_messages_round_trip_through_records_in_every_shape() -> None:
                        bound_senders=["client:0", "client:1"]).with_sizes(np.array([40, 41])),
         "empty": Part("p/e", "k", "server", "client", torch.zeros((0, 3)), receivers=np.zeros(0, dtype=np.int64)),
         "fwd": fwd,
+        "shared": shared,
         "shares": Part("p/k", "share", "client", "server", [b"ct1", b"ct2"], "blobs", "sealed", senders=[3, 4],
                        seal_to_role="client", seal_to=[4, 3], presealed=True),
         "stand-in": Part("p/m", "masked_input", "client", "server", np.ones((1, 2)), protection="masked",

@@ -4,21 +4,16 @@ Both take ``train``'s options (``--dataset --epochs --seed --crypto --set --conf
 plus ``--supernodes``. ``simulate`` runs Flower's simulation runtime in this process (Ray backend);
 ``deploy`` submits the app in ``deploy/flower`` with ``flwr run`` to a running SuperLink. Any protocol
 registered as party programs runs (``training.protocol_learner.SPECS``).
-
-``flower simulate`` without PROTOCOL is the older form (``--set`` takes
-:class:`~fedgraphrec.engines.flower.job.FlowerJob` fields: FedGRec with secure aggregation, or
-``--set protocol=lpgcn``), kept until every protocol runs as party programs.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, use_data_dir, user_errors
+from fedgraphrec.cli._app import DataDirOpt, app, err, fail, use_data_dir, user_errors
 from fedgraphrec.cli.train import (
     ConfigOpt,
     CryptoOpt,
@@ -37,7 +32,7 @@ flower_app = typer.Typer(
 app.add_typer(flower_app, name="flower")
 
 ProtocolArg = Annotated[
-    str | None, typer.Argument(help="A protocol that runs as party programs (e.g. lpgcn, gnn4fr).")
+    str, typer.Argument(help="A protocol that runs as party programs (e.g. lpgcn, gnn4fr).")
 ]
 SupernodesOpt = Annotated[int, typer.Option(help="SuperNodes hosting the clients (u on the u mod n-th).")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds one round may take before a node counts as lost.")]
@@ -65,7 +60,7 @@ def _report(summary: dict[str, object], run_dir: Path) -> None:
 
 @flower_app.command("simulate")
 def flower_simulate(
-    protocol: ProtocolArg = None,
+    protocol: ProtocolArg,
     supernodes: SupernodesOpt = 3,
     dataset: DatasetOpt = None,
     config: ConfigOpt = None,
@@ -75,21 +70,14 @@ def flower_simulate(
     crypto: CryptoOpt = None,
     out_dir: OutOpt = None,
     round_timeout: TimeoutOpt = 600.0,
-    compare: Annotated[
-        bool, typer.Option(help="Older form only: also run the in-process engine and compare.")
-    ] = True,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Train PROTOCOL in Flower's simulation runtime (Ray backend); writes train's run folder.
 
-    Without PROTOCOL: the older FedGRec / LP-GCN job (``--set`` FlowerJob fields, e.g. ``--set
-    protocol=lpgcn --set batches=4``). For SuperNodes on other machines use ``flower deploy``.
+    For SuperNodes on other machines use ``flower deploy``.
     """
     use_data_dir(data_dir)
     _engine()
-    if protocol is None:
-        _simulate_job(supernodes, setting, compare)
-        return
     from fedgraphrec.training import default_run_dir
     from fedgraphrec.training.protocol_learner import SPECS
 
@@ -146,24 +134,3 @@ def flower_deploy(
 
         summary = deploy(cfg, run_dir, supernodes, superlink, timeout=round_timeout)
     _report(summary, run_dir)
-
-
-def _simulate_job(supernodes: int, setting: list[str] | None, compare: bool) -> None:
-    """The older form: a FedGRec or LP-GCN :class:`FlowerJob`, compared with the in-process engine."""
-    from fedgraphrec.engines.flower.app import run_in_process, simulate
-    from fedgraphrec.engines.flower.job import FlowerJob
-
-    try:
-        pairs = dict(kv.split("=", 1) for kv in setting or [])
-        job = FlowerJob.from_config(pairs)
-    except ValueError as exc:
-        raise fail(f"--set: {exc}") from None
-    result = simulate(job, supernodes)
-    report: dict[str, object] = {"flower": {"metrics": result.metrics, **result.extra}}
-    if compare:
-        ref = run_in_process(job)
-        diff = float((result.item_emb - ref.item_emb).norm() / ref.item_emb.norm())
-        report["in_process"] = {"metrics": ref.metrics, "item_rel_diff": diff}
-        if job.protocol == "fedgrec":  # LP-GCN's Flower run keeps no ledger (see benchmarks/flower_lpgcn.py)
-            report["same_ledger"] = ref.ledger == result.ledger
-    out.print_json(json.dumps(report, default=str))

@@ -285,10 +285,15 @@ class ServerProgram(ABC):
         }
 
     def evaluate(self, ks: list[int]) -> dict[str, dict[str, float]]:
-        """Federated evaluation: every node scores its clients; the server averages the sums."""
+        """Federated evaluation: every node scores its clients; the server averages the sums.
+
+        Nodes the transport lost (protocols with dropout recovery) are not asked: the mean is over
+        the clients of the nodes still online.
+        """
         request = Message(dict(self.evaluation_parts()), fields={"ks": [int(k) for k in ks]})
         self.transport.begin_step(self.transport.net.step)
-        replies = self.transport.round("evaluate", dict.fromkeys(self.nodes, request))
+        live = [n for n in self.nodes if n not in self.transport.lost]
+        replies = self.transport.round("evaluate", dict.fromkeys(live, request))
         totals: dict[str, float] = {}
         for reply in replies.values():
             for key, value in reply.fields.items():

@@ -99,7 +99,8 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
     else:
         users, pos, neg = next(iter(BPRSampler(data.train, short.seed).batches(0, participants)))
         learner.train_batch(users, pos, neg)
-    frac_bits = getattr(getattr(protocol, "fp", None), "frac_bits", short.frac_bits)
+    settings = getattr(learner, "settings", None) or getattr(protocol, "fp", None)
+    frac_bits = getattr(settings, "frac_bits", short.frac_bits)
     result = upload_inference(net.transcript, data.train, short.dim, phase=phase, frac_bits=frac_bits)
     return float(result.summary()["mean_auc"])
 

@@ -12,9 +12,15 @@ kind between parties of two roles. A part says
 
   - **rows** — a 2-D tensor or array; logical message ``k`` is the block of ``counts[k]`` rows
     starting where message ``k - 1`` ended (one row each when ``counts`` is ``None``);
-  - **broadcast** — one tensor or array that every listed receiver gets a copy of;
+  - **broadcast** — one tensor or array that every listed receiver gets a copy of; with
+    ``counts``, a shared table of which receiver ``k`` reads its ``counts[k]`` rows (booked as a
+    ``(counts[k], width)`` matrix: a node hosting many clients receives the table once);
   - **blobs** — a list of byte strings, one per logical message (tokens, ciphertexts of other
     sub-protocols).
+
+A rows part may be a *view*: with ``index`` set, its rows are ``value[index]`` (what the server
+forwards is a selection of what it received; :meth:`Part.forward` selects without copying, and a
+receiving node that knows the selection can compute on ``value`` directly; :meth:`Part.rows` copies).
 
 The transport (:mod:`fedgraphrec.runtime.transport`) turns every part into ledger and transcript
 entries with exactly the bytes the wire format of :mod:`~fedgraphrec.runtime.codec` (plus the AEAD
@@ -38,10 +44,10 @@ from fedgraphrec.crypto.aead import ciphertext_size
 from fedgraphrec.runtime.codec import encoded_size
 from fedgraphrec.runtime.network import Protection
 
-__all__ = ["Message", "Part", "Shape", "block_bounds"]
+__all__ = ["Message", "Part", "Shape", "block_bounds", "gather_blocks"]
 
 Shape = Literal["rows", "broadcast", "blobs"]
-_PROTECTIONS = ("plain", "sealed", "pseudonymous", "masked", "homomorphic")
+_PROTECTIONS = ("plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric")
 
 
 def block_bounds(counts: np.ndarray | None, n_rows: int) -> np.ndarray:
@@ -74,7 +80,8 @@ class Part:
         value: the content (rows or broadcast: a tensor or array; blobs: a list of byte strings).
             ``None`` while a sealed part is in transit in ``real`` mode.
         shape: ``"rows"``, ``"broadcast"`` or ``"blobs"``.
-        protection: ``plain``, ``sealed``, ``pseudonymous``, ``masked`` or ``homomorphic``.
+        protection: ``plain``, ``sealed``, ``pseudonymous``, ``masked``, ``homomorphic`` or
+            ``asymmetric``.
         senders: client id of each logical message's sender (``None``: the server sends).
         receivers: client id of each logical message's receiver (``None``: the server receives).
         counts: rows per logical message (rows shape; ``None``: one row each).
@@ -101,6 +108,10 @@ class Part:
             themselves; each message is booked at its own size and transcripts record no payload.
             Refused in ``real`` mode, where every masked input is carried.
         meta: small public fields of the part (ints, floats, strings).
+        index: rows shape: the part's rows are ``value[index]`` (a view; ``None``: ``value`` itself);
+            for a batched part in transit: which of the batch's messages these are.
+        batched: in transit, ``sealed`` holds one ciphertext of every message of the part the
+            node sealed (:mod:`fedgraphrec.runtime.batching`, single-node transports only).
     """
 
     phase: str
@@ -122,6 +133,8 @@ class Part:
     repeat: int = 1
     summed: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    index: np.ndarray | None = None
+    batched: bool = False
     _sizes: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -131,12 +144,14 @@ class Part:
             )
         if self.shape not in ("rows", "broadcast", "blobs"):
             raise ValueError(f"{self.kind}: shape must be rows, broadcast or blobs, got {self.shape!r}")
-        for name in ("senders", "receivers", "counts", "seal_to"):
+        for name in ("senders", "receivers", "counts", "seal_to", "index"):
             ids = getattr(self, name)
             if ids is not None:
                 setattr(self, name, np.asarray(ids, dtype=np.int64))
         if self.shape == "broadcast" and self.protection == "sealed":
             raise ValueError(f"{self.kind}: a broadcast is a copy per receiver; seal rows instead")
+        if self.index is not None and self.shape != "rows" and not self.batched:
+            raise ValueError(f"{self.kind}: only a rows part can be a view (index)")
         if self.presealed and (self.protection != "sealed" or self.shape != "blobs"):
             raise ValueError(f"{self.kind}: presealed parts are sealed blobs (a sub-protocol's ciphertexts)")
         if self.repeat < 1:
@@ -167,6 +182,8 @@ class Part:
             return len(self.value)
         if self.shape == "broadcast":
             return 1
+        if self.index is not None:
+            return len(self.index)
         return int(self.value.shape[0]) if self.value is not None else 0
 
     def sizes(self) -> np.ndarray:
@@ -180,9 +197,11 @@ class Part:
         if self.sealed is not None and all(b is not None for b in self.sealed):
             return np.fromiter((len(b) for b in self.sealed), dtype=np.int64, count=n)  # type: ignore[arg-type]
         if self.shape == "blobs":
-            return np.fromiter((len(b) for b in self.value), dtype=np.int64, count=n)
+            blobs = np.fromiter((len(b) for b in self.value), dtype=np.int64, count=n)
+            sealed_here = self.protection == "sealed" and not self.presealed  # the transport adds the AEAD
+            return blobs + ciphertext_size(0) if sealed_here else blobs
         value = self.value
-        if self.shape == "broadcast":
+        if self.shape == "broadcast" and self.counts is None:
             size = encoded_size(tuple(value.shape), _dtype_of(value))
             return np.full(n, size, dtype=np.int64)
         width = int(np.prod(value.shape[1:])) if value.ndim > 1 else 1
@@ -191,6 +210,30 @@ class Part:
         rows = np.ones(n, dtype=np.int64) if self.counts is None else self.counts
         out = header + rows * per_row
         return out + ciphertext_size(0) if self.protection == "sealed" else out
+
+    def uniform_size(self) -> int | None:
+        """The size every logical message has, when the part says so without a per-message array.
+
+        Rows parts of one row per message (the common relayed row) qualify; the transport then
+        books them without materialising a size per message.
+        """
+        if (
+            self._sizes is not None
+            or self.sealed is not None
+            or self.shape != "rows"
+            or self.counts is not None
+        ):
+            return None
+        if self.presealed or self.summed:
+            return None
+        if self.value is None:
+            return None
+        value = self.value
+        width = int(np.prod(value.shape[1:])) if value.ndim > 1 else 1
+        dtype = _dtype_of(value)
+        size = encoded_size((0, width) if value.ndim > 1 else (0,), dtype)
+        size += width * torch.empty((), dtype=dtype).element_size()
+        return size + ciphertext_size(0) if self.protection == "sealed" else size
 
     def with_sizes(self, sizes: np.ndarray) -> Part:
         """A copy whose ledger sizes are ``sizes`` (a sealed part in transit keeps its plaintext's)."""
@@ -209,23 +252,30 @@ class Part:
         if len(pick) != len(receivers):
             raise ValueError(f"{self.kind}: {len(pick)} forwarded messages for {len(receivers)} receivers")
         senders = None if self.senders is None else self.senders[pick]
-        bound = None if self.bound_senders is None else [self.bound_senders[k] for k in pick.tolist()]
+        bound = None if self.bound_senders is None else _take(self.bound_senders, pick)
         value: Any = None
         counts = None
+        index: np.ndarray | None = None
         if self.value is not None:
             if self.shape == "blobs":
                 value = [self.value[k] for k in pick.tolist()]
             elif self.shape == "broadcast":
                 value = self.value
-            else:
-                bounds = block_bounds(self.counts, int(self.value.shape[0]))
-                rows = _gather_blocks(bounds, pick)
-                value = self.value[torch.from_numpy(rows) if isinstance(self.value, torch.Tensor) else rows]
+                counts = None if self.counts is None else self.counts[pick]
+            else:  # a view of the rows received: no copy
+                n_rows = len(self.index) if self.index is not None else int(self.value.shape[0])
+                rows = pick if self.counts is None else gather_blocks(block_bounds(self.counts, n_rows), pick)
+                index = rows if self.index is None else self.index[rows]
+                value = self.value
                 counts = None if self.counts is None else self.counts[pick]
         elif self.counts is not None:
             counts = self.counts[pick]
-        sealed = None if self.sealed is None else [self.sealed[k] for k in pick.tolist()]
-        sizes = self.sizes()[pick]
+        if self.batched:  # one ciphertext of the whole part: forward it with the messages' positions
+            index = pick if self.index is None else self.index[pick]
+            sealed = self.sealed
+        else:
+            sealed = None if self.sealed is None else _take(self.sealed, pick)
+        sizes = None if value is not None and self.uniform_size() is not None else self.sizes()[pick]
         return Part(
             phase=self.phase,
             kind=self.kind,
@@ -246,8 +296,32 @@ class Part:
             repeat=self.repeat,
             summed=self.summed,
             meta=dict(self.meta),
+            index=index,
+            batched=self.batched,
             _sizes=sizes,
         )
+
+    def message_rows(self, which: np.ndarray | None = None) -> Any:
+        """The rows of messages ``which`` (all by default) of a one-row-per-message part, in order.
+
+        Reads through a view without copying the rest (``value[index[which]]``).
+        """
+        if self.counts is not None or self.shape != "rows":
+            raise ValueError(f"{self.kind}: message_rows needs one row per message")
+        if which is None:
+            return self.rows()
+        at = np.asarray(which, dtype=np.int64)
+        if self.index is not None:
+            at = self.index[at]
+        return self.value[torch.from_numpy(at) if isinstance(self.value, torch.Tensor) else at]
+
+    def rows(self) -> Any:
+        """The part's rows as one tensor or array (a view is copied out: ``value[index]``)."""
+        if self.index is None or self.value is None:
+            return self.value
+        if isinstance(self.value, torch.Tensor):
+            return self.value[torch.from_numpy(self.index)]
+        return self.value[self.index]
 
     @staticmethod
     def concat(parts: Sequence[Part]) -> Part:
@@ -274,17 +348,28 @@ class Part:
             return np.concatenate(got)
 
         value: Any = None
+        index: np.ndarray | None = None
         if all(p.value is not None for p in parts):
             if first.shape == "blobs":
                 value = [b for p in parts for b in p.value]
+            elif first.shape == "rows" and all(p.value is first.value for p in parts):
+                value = first.value  # views of one table stay a view
+                n = int(first.value.shape[0])
+                got = [np.arange(n, dtype=np.int64) if p.index is None else p.index for p in parts]
+                index = np.concatenate(got)
             elif isinstance(first.value, torch.Tensor):
-                value = torch.cat([torch.as_tensor(p.value) for p in parts])
+                value = torch.cat([torch.as_tensor(p.rows()) for p in parts])
             else:
-                value = np.concatenate([p.value for p in parts])
+                value = np.concatenate([p.rows() for p in parts])
         counts = ids("counts")
         if counts is None and first.counts is None and any(p.counts is not None for p in parts):
             raise ValueError(f"{first.phase}: cannot mix parts with and without row counts")
         sealed = None if first.sealed is None else [b for p in parts for b in (p.sealed or [])]
+        if first.batched:
+            if any(p.sealed != first.sealed for p in parts):
+                raise ValueError(f"{first.phase}: cannot concatenate messages of different sealed batches")
+            sealed = first.sealed
+            index = np.concatenate([np.zeros(0, np.int64) if p.index is None else p.index for p in parts])
         bound = None if first.bound_senders is None else [b for p in parts for b in (p.bound_senders or [])]
         return replace(
             first,
@@ -295,6 +380,7 @@ class Part:
             seal_to=ids("seal_to"),
             bound_senders=bound,
             sealed=sealed,
+            index=index,
             _sizes=np.concatenate([p.sizes() for p in parts]),
         )
 
@@ -307,12 +393,20 @@ class Part:
             for _ in range(self.n_messages):
                 yield self.value
             return
-        bounds = block_bounds(self.counts, int(self.value.shape[0]))
+        value = self.rows()
+        bounds = block_bounds(self.counts, int(value.shape[0]))
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            yield self.value[a:b]
+            yield value[a:b]
 
 
-def _gather_blocks(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:
+def _take(items: list[Any], pick: np.ndarray) -> list[Any]:
+    """``[items[k] for k in pick]`` (the same objects), without a Python loop over many copies."""
+    table = np.empty(len(items), dtype=object)
+    table[:] = items
+    return list(table[pick])
+
+
+def gather_blocks(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:
     """Row indices of blocks ``pick`` (in order), given block ``bounds``."""
     starts, ends = bounds[pick], bounds[pick + 1]
     lens = ends - starts
@@ -343,6 +437,10 @@ class Message:
 
     def __contains__(self, name: str) -> bool:
         return name in self.parts
+
+    def get(self, name: str) -> Part | None:
+        """The part named ``name``, or ``None`` when the message has none."""
+        return self.parts.get(name)
 
     def add(self, name: str, part: Part) -> Message:
         """Add ``part`` under ``name`` (returns ``self`` for chaining)."""

@@ -16,6 +16,8 @@ Every message declares its :data:`Protection`:
 - ``pseudonymous`` — item tokens (keyed HMACs): the server handles them by design without
   learning the item ids;
 - ``masked`` — secret-shared or masked values whose sum only is meaningful;
+- ``asymmetric`` — sealed by the sending program to one receiver's public key (key wrapping,
+  LP-GCN's verification answers); the transport carries the ciphertext as it is;
 - ``homomorphic`` — homomorphic ciphertexts (P4GCN).
 
 In crypto mode ``real`` a protected message without its payload is an error: nothing is merely
@@ -42,8 +44,8 @@ from fedgraphrec.runtime.transcript import Received, Transcript
 __all__ = ["Adversary", "CryptoMode", "Network", "Protection"]
 
 CryptoMode = Literal["real", "accounted"]
-Protection = Literal["plain", "sealed", "pseudonymous", "masked", "homomorphic"]
-_PROTECTIONS = ("plain", "sealed", "pseudonymous", "masked", "homomorphic")
+Protection = Literal["plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric"]
+_PROTECTIONS = ("plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric")
 
 
 class Adversary(Protocol):

@@ -36,10 +36,11 @@ import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.keys import SharedKey
+from fedgraphrec.runtime.batching import open_batch, seal_batch
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor, tensor_header
-from fedgraphrec.runtime.message import Message, Part, block_bounds
+from fedgraphrec.runtime.message import Message, Part, block_bounds, gather_blocks
 from fedgraphrec.runtime.network import CryptoMode, Network
-from fedgraphrec.runtime.sealing import SERVER, Binding, GroupChannel, multicast, party_names
+from fedgraphrec.runtime.sealing import SERVER, Binding, GroupChannel, multicast, party, party_names
 from fedgraphrec.runtime.transcript import Received
 
 __all__ = ["LocalTransport", "LostNodeError", "Node", "NodeEndpoint", "Transport", "require_senders"]
@@ -73,6 +74,8 @@ class NodeEndpoint:
         protocol: protocol name bound into every sealed message.
         crypto: ``real`` (seal and open for real) or ``accounted`` (pass values through).
         charge: called with ``(client ids, seconds)`` for the sealing/opening time of each part.
+        batch: seal each part as one message (only when this node is the only one:
+            :mod:`fedgraphrec.runtime.batching`).
     """
 
     def __init__(
@@ -80,9 +83,13 @@ class NodeEndpoint:
         protocol: str,
         crypto: CryptoMode,
         charge: Callable[[np.ndarray, float], None] | None = None,
+        batch: bool = False,
     ) -> None:
         self.protocol = protocol
         self.real = crypto == "real"
+        self.batch = batch
+        self.aead_bytes = 0
+        """Plaintext bytes this endpoint sealed and opened (the AEAD's work, for cost floors)."""
         self.charge = charge
         self._channel: tuple[bytes, GroupChannel] | None = None
         self.last_step = -(1 << 62)
@@ -127,6 +134,12 @@ class NodeEndpoint:
             raise ValueError(f"{part.phase}: a sealed part without content cannot be sealed")
         channel = self._channel_for(node, part.phase)
         binding = Binding(self.protocol, part.phase, step)
+        if self.batch:
+            t0 = time.perf_counter()
+            batched = seal_batch(channel, binding, part)
+            self.aead_bytes += sum(len(b) for b in batched.sealed or [] if b is not None)
+            self._charge(part.senders, time.perf_counter() - t0)
+            return batched
         senders = _sender_names(part)
         role = part.seal_to_role or part.receiver_role
         to = (
@@ -136,6 +149,7 @@ class NodeEndpoint:
         )
         t0 = time.perf_counter()
         blobs = channel.seal(binding, _encode_blocks(part), binding.aads(senders, to))
+        self.aead_bytes += sum(len(b) for b in blobs)
         self._charge(part.senders, time.perf_counter() - t0)
         sizes = part.sizes()
         return replace(part, value=None, sealed=list(blobs), _sizes=sizes)
@@ -147,39 +161,77 @@ class NodeEndpoint:
             raise IntegrityError(f"{part.phase}: a sealed part arrived without its ciphertexts")
         channel = self._channel_for(node, part.phase)
         binding = Binding(self.protocol, part.phase, step)
-        senders = _sender_names(part)
+        if part.batched:
+            t0 = time.perf_counter()
+            delivered = open_batch(channel, binding, part, f"{part.receiver_role} on this node")
+            self.aead_bytes += sum(len(b) for b in part.sealed or [] if b is not None)
+            self._charge(part.receivers, time.perf_counter() - t0)
+            return delivered
         if part.receivers is None:
             raise ValueError(f"{part.phase}: a sealed part delivered to a node must name its receivers")
-        own = party_names(part.receiver_role, part.receivers.tolist())
-        bound_to = [multicast(part.receiver_role)] * len(own) if part.seal_to is None else own
-        # byte-identical copies of one sender's message share one verified opening (AES-GCM
-        # decryption is a function of key, bytes and associated data); altered copies differ
-        slot: dict[tuple[str, bytes | None], int] = {}
-        unique: list[bytes | None] = []
-        exp_from: list[str] = []
-        exp_to: list[str] = []
-        names: list[str] = []
-        index = np.empty(len(part.sealed), dtype=np.int64)
-        for j, blob in enumerate(part.sealed):
-            key = (senders[j], blob if part.seal_to is None else None)
-            at = slot.get(key) if part.seal_to is None else None
-            if at is None:
-                at = len(unique)
-                if part.seal_to is None:
-                    slot[key] = at
-                unique.append(blob)
-                exp_from.append(senders[j])
-                exp_to.append(bound_to[j])
-                names.append(own[j])
-            index[j] = at
+        if part.seal_to is None:
+            # byte-identical copies of one sender's message share one verified opening (AES-GCM
+            # decryption is a function of key, bytes and associated data); altered copies differ
+            unique, exp_from, exp_to, names, index = _multicast_groups(part)
+        else:
+            exp_from = _sender_names(part)
+            names = party_names(part.receiver_role, part.receivers.tolist())
+            unique, exp_to = list(part.sealed), names
+            index = np.arange(len(unique), dtype=np.int64)
         t0 = time.perf_counter()
         opened = channel.open(binding, unique, binding.aads(exp_from, exp_to), exp_from, names)
+        self.aead_bytes += sum(len(b) for b in opened)
         self._charge(part.receivers, time.perf_counter() - t0)
-        return replace(part, value=_decode_blocks(part, opened, index), sealed=None)
+        return _decode_blocks(part, opened, index)
 
     def _charge(self, ids: np.ndarray | None, seconds: float) -> None:
         if self.charge is not None and ids is not None:
             self.charge(ids, seconds)
+
+
+def _multicast_groups(part: Part) -> tuple[list[bytes | None], list[str], list[str], list[str], np.ndarray]:
+    """The distinct (sender, ciphertext) copies of a multicast part, and each copy's distinct copy.
+
+    Copies are grouped by object identity and sender first (the same bytes object is the same
+    bytes; no hashing of every copy, no name per copy), then the groups by content, so a copy the
+    server altered is opened, and rejected, on its own.
+    """
+    sealed = part.sealed or []
+    assert part.receivers is not None
+    ids = np.fromiter(map(id, sealed), dtype=np.int64, count=len(sealed))
+    if part.bound_senders is not None:
+        codes = np.fromiter(
+            map(id, part.bound_senders), dtype=np.int64, count=len(ids)
+        )  # same object, same name
+    elif part.senders is not None:
+        codes = part.senders
+    else:
+        raise ValueError(f"{part.phase}: a sealed part must name its senders")
+    order = np.lexsort((codes, ids))
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (ids[order][1:] != ids[order][:-1]) | (codes[order][1:] != codes[order][:-1])
+    first = order[new]
+    group = np.empty(len(order), dtype=np.int64)
+    group[order] = np.cumsum(new) - 1
+    role = part.origin_role
+    slot: dict[tuple[str, bytes | None], int] = {}
+    unique: list[bytes | None] = []
+    exp_from: list[str] = []
+    names: list[str] = []
+    of_group = np.empty(len(first), dtype=np.int64)
+    ids_of = part.senders if part.senders is not None else np.zeros(len(sealed), dtype=np.int64)
+    for g, j in enumerate(first.tolist()):
+        sender = part.bound_senders[j] if part.bound_senders is not None else party(role, int(ids_of[j]))
+        key = (sender, sealed[j])
+        at = slot.get(key)
+        if at is None:
+            at = slot[key] = len(unique)
+            unique.append(sealed[j])
+            exp_from.append(sender)
+            names.append(party(part.receiver_role, int(part.receivers[j])))
+        of_group[g] = at
+    bound_to = [multicast(part.receiver_role)] * len(unique)
+    return unique, exp_from, bound_to, names, of_group[group]
 
 
 def _sender_names(part: Part) -> list[str]:
@@ -194,7 +246,7 @@ def _encode_blocks(part: Part) -> list[bytes]:
     """The plaintext of every logical message: the codec encoding of its block of rows."""
     if part.shape == "blobs":
         return [bytes(b) for b in part.value]
-    value = part.value
+    value = part.rows()
     tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(value))
     tensor = tensor.detach().contiguous()
     if part.counts is None and tensor.dim() == 2:  # one row each: one buffer, no per-row tensors
@@ -207,14 +259,23 @@ def _encode_blocks(part: Part) -> list[bytes]:
     return [encode_tensor(tensor[a:b]) for a, b in ends]
 
 
-def _decode_blocks(part: Part, opened: list[bytes], index: np.ndarray) -> object:
-    """Rows (or blobs) of the delivered messages, from the distinct openings and their use ``index``."""
+def _decode_blocks(part: Part, opened: list[bytes], index: np.ndarray) -> Part:
+    """The delivered part: the distinct openings, and which of them each message is (``index``).
+
+    Rows come back as a view (:attr:`Part.index`) of the distinct openings' rows, so copies of one
+    sender's message are decoded once and never duplicated.
+    """
     if part.shape == "blobs":
-        return [opened[k] for k in index.tolist()]
+        return replace(part, value=[opened[k] for k in index.tolist()], sealed=None)
     blocks = [decode_tensor(b) for b in opened]
     if not blocks:
-        return torch.zeros((0, 0))
-    return torch.cat([blocks[k] for k in index.tolist()]) if len(index) else blocks[0][:0]
+        return replace(part, value=torch.zeros((0, 0)), sealed=None)
+    table = torch.cat(blocks)
+    lengths = np.fromiter((int(b.shape[0]) for b in blocks), dtype=np.int64, count=len(blocks))
+    bounds = np.zeros(len(blocks) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    rows = index if part.counts is None else gather_blocks(bounds, index)
+    return replace(part, value=table, index=rows, sealed=None)
 
 
 class Transport(ABC):
@@ -267,8 +328,12 @@ class Transport(ABC):
         parts = {}
         for name, part in request.parts.items():
             self._check_payload(part)
-            if part.protection == "sealed" and net.real_for(part.phase) and net.adversary is not None:
-                if part.presealed:  # the sub-protocol's ciphertexts travel as the value
+            if (
+                part.protection in ("sealed", "asymmetric")
+                and net.real_for(part.phase)
+                and net.adversary is not None
+            ):
+                if part.presealed or part.protection == "asymmetric":  # ciphertexts travel as the value
                     altered = net.adversary.forward(part.phase, net.step, list(part.value), part.receivers)
                     part = replace(part, value=list(altered))
                 else:
@@ -304,18 +369,20 @@ class Transport(ABC):
 
     def _book(self, part: Part) -> None:
         net = self.net
-        sizes = part.sizes()
+        uniform = part.uniform_size()
         net.ledger.record(  # a relayed part names its original senders; the server sent this hop
             part.phase,
             part.sender_role,
             part.receiver_role,
-            sizes,
+            part.sizes() if uniform is None else uniform,
             senders=part.senders if part.sender_role != SERVER else None,
             receivers=part.receivers if part.receiver_role != SERVER else None,
+            count=None if uniform is None else part.n_messages,
             repeat=part.repeat,
         )
         if not net.transcript.enabled:
             return
+        sizes = part.sizes()
         if part.protection == "sealed" and not part.presealed:
             payloads = list(part.sealed) if part.sealed is not None else []
         elif part.value is None or part.summed:
@@ -354,7 +421,10 @@ class LocalTransport(Transport):
         super().__init__(net)
         self.programs = dict(sorted(nodes.items()))
         self.endpoints = {
-            k: NodeEndpoint(net.protocol, net.crypto, charge=net.ledger.charge_crypto) for k in self.programs
+            k: NodeEndpoint(
+                net.protocol, net.crypto, charge=net.ledger.charge_crypto, batch=len(self.programs) == 1
+            )
+            for k in self.programs
         }
 
     @property

@@ -86,7 +86,9 @@ class TrainConfig:
         verify: run the centralized oracle in lockstep and log the largest parameter deviation.
         transcripts: keep what each party received (for audits; memory-hungry on large data).
         paper_literal: LP-GCN(LightGCN+): random gradients for virtual items' W rows as Alg. 7
-            prints (inexact when alpha > 0) instead of the lossless aggregation.
+            prints (inexact when alpha > 0) instead of the lossless aggregation. GNN4FR: Algorithm 5
+            and the secret-shared dense aggregation as printed instead of the transposed backward
+            (same numbers, about 3x the bytes; ``protocols/gnn4fr/client.py``).
         log_every: write a metrics line every this many epochs (evaluated epochs always); round-based
             protocols run thousands of one-round epochs.
         clients_per_round: FedGRec ``S``, users sampled per round (one round = one epoch).

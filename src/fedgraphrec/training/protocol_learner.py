@@ -44,8 +44,14 @@ from fedgraphrec.training.learner_base import BatchStats, build_model
 __all__ = ["SPECS", "ProtocolLearner", "eval_splits", "initial_tables", "node_data", "protocol_spec"]
 
 SPECS: dict[str, str] = {
+    "fcf": "fedgraphrec.protocols.fedgrec:FCF",
+    "federank": "fedgraphrec.protocols.fedgrec:FEDERANK",
+    "fedgrec": "fedgraphrec.protocols.fedgrec:SPEC",
+    "fedmf": "fedgraphrec.protocols.baselines.fedmf:SPEC",
     "fedncf": "fedgraphrec.protocols.baselines.fedncf:SPEC",
     "fedpergnn": "fedgraphrec.protocols.baselines.fedpergnn:SPEC",
+    "gnn4fr": "fedgraphrec.protocols.gnn4fr:SPEC",
+    "lpgcn": "fedgraphrec.protocols.lpgcn:SPEC",
     "pgcn": "fedgraphrec.protocols.baselines.pgcn:SPEC",
 }
 """Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""

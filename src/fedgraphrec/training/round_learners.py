@@ -1,9 +1,8 @@
-"""Learners of round-based training: FedGRec and its family, and Mult-VAE (user batches).
+"""The round-based learner that is not a protocol: Mult-VAE (user batches).
 
-FedPerGNN and FedNCF run as party programs (:class:`~fedgraphrec.training.protocol_learner.ProtocolLearner`).
-
-One epoch of the training loop is one communication round (the papers' "epoch" for FedGRec) or one
-pass over the users (Mult-VAE); see :class:`~fedgraphrec.training.learner_base.RoundLearner`.
+Every federated protocol runs as party programs
+(:class:`~fedgraphrec.training.protocol_learner.ProtocolLearner`). One epoch of Mult-VAE is one pass
+over the users; see :class:`~fedgraphrec.training.learner_base.RoundLearner`.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.models.multvae import MultVAE
-from fedgraphrec.protocols.fedgrec import FedGRec
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.seeding import numpy_rng, torch_generator
 from fedgraphrec.training.config import TrainConfig
@@ -23,50 +21,9 @@ from fedgraphrec.training.learner_base import (
     DTYPES,
     BatchStats,
     RoundLearner,
-    build_model,
-    network_options,
 )
 
-__all__ = ["FedGRecLearner", "MultVAELearner"]
-
-
-class FedGRecLearner(RoundLearner):
-    """FedGRec: one communication round per epoch (the paper's "epoch"), lossy by design.
-
-    The initial tables are the centralized LightGCN's (same ``init`` stream), so the warm-up can be
-    compared with the oracle's propagation. There is no lockstep oracle: FedGRec is not lossless.
-    """
-
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model != "lightgcn" and not (cfg.protocol != "fedgrec" and cfg.model == "mf"):
-            raise ValueError(f"{cfg.protocol} runs the lightgcn backbone; got model={cfg.model!r}")
-        if cfg.verify:
-            raise ValueError(f"{cfg.protocol} is not lossless; --verify applies to lpgcn, gnn4fr and fedmf")
-        tables = dict(build_model(cfg, data).named_parameters())
-        self.protocol = FedGRec(
-            data.train,
-            tables["user_emb"].detach(),
-            tables["item_emb"].detach(),
-            cfg.fedgrec_settings(),
-            seed=cfg.seed,
-            **network_options(cfg),
-            device=cfg.device,
-        )
-        self.last_round: dict[str, int] = {}
-
-    def train_round(self, round_index: int) -> BatchStats:
-        """One round of Algorithm 1; who was lost is kept in :attr:`last_round`."""
-        rec = self.protocol.train_round(round_index)
-        self.last_round = {
-            "clients": rec.clients,
-            "clients_lost": rec.lost,
-            "clients_recovered": rec.recovered,
-        }
-        return BatchStats(rec.loss, rec.bpr, rec.reg)
-
-    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Representations for evaluation (spec §5.3)."""
-        return self.protocol.final_embeddings()
+__all__ = ["MultVAELearner"]
 
 
 class MultVAELearner(RoundLearner):

@@ -29,6 +29,8 @@ in-process run: it breaks the protocol's privacy by design.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import typing
 from collections.abc import Mapping
 from functools import lru_cache
@@ -145,7 +147,17 @@ def _export(program: ClientProgram[Any]) -> Message:
 def party_query(
     msg: FlowerMessage, context: Context, specs: Mapping[str, str] | None = None, allow_export: bool = False
 ) -> FlowerMessage:
-    """The ``query.party`` handler: :func:`handle_party` on the message and the node's context."""
+    """The ``query.party`` handler: :func:`handle_party` on the message and the node's context.
+
+    For fault tests, ``node_config["crash-at"] = "<stage>|<step>"`` kills this SuperNode's process
+    group when that request arrives (start the SuperNode in a session of its own, as
+    :func:`~fedgraphrec.engines.flower.local.local_federation` does).
+    """
+    crash = str(context.node_config.get("crash-at", ""))
+    if crash and "header" in msg.content.config_records:
+        header = msg.content.config_records["header"]
+        if crash == f"{header.get('stage')!s}|{header.get('step')!s}":
+            os.killpg(os.getpgrp(), signal.SIGKILL)
     return FlowerMessage(handle_party(msg.content, context.state, specs, allow_export), reply_to=msg)
 
 

@@ -1,7 +1,7 @@
 """Horizontal federated baselines the papers compare against (LP-GCN Table 4, FedGRec Table 1).
 
-* :class:`FedMF` — federated BPR matrix factorisation (Chai et al.), item gradients through secure
-  aggregation.
+* :mod:`.fedmf` — federated BPR matrix factorisation (Chai et al.), item gradients through secure
+  aggregation, as party programs (``fedmf.SPEC``).
 * :mod:`.fedncf` — NeuMF trained by rounds, item rows and weights averaged through secure
   aggregation (Perifanis & Efraimidis), as party programs (``fedncf.SPEC``).
 * :mod:`.fedpergnn` — FedGNN (Wu et al.), as party programs (``fedpergnn.SPEC``): third-party graph
@@ -9,10 +9,8 @@
   on the plain uploads.
 * :mod:`.pgcn` — P-GCN (Hu et al.), as party programs (``pgcn.SPEC``): LightGCN+'s forward through
   the users' secure sums, each client's backward through its own star only, secure aggregation.
-* FedeRank is :class:`~fedgraphrec.protocols.fedgrec.FedGRec` with ``K = 0`` (spec ``fedgrec.md``
+* FedeRank is FedGRec with ``K = 0`` (:data:`fedgraphrec.protocols.fedgrec.FEDERANK`) (spec ``fedgrec.md``
   §5.5); it is not duplicated here.
 """
 
-from fedgraphrec.protocols.baselines.fedmf import FedMF
-
-__all__ = ["FedMF"]
+__all__: list[str] = []

@@ -34,7 +34,7 @@ from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["decode_message", "encode_message"]
 
-_IDS = ("senders", "receivers", "counts", "seal_to")
+_IDS = ("senders", "receivers", "counts", "seal_to", "index")
 _NATIVE = (bool, int, float, str, bytes)
 _JSON = "~json"
 
@@ -170,6 +170,7 @@ def _encode_part(part: Part) -> tuple[ConfigRecord, ArrayRecord]:
             "presealed": part.presealed,
             "repeat": part.repeat,
             "summed": part.summed,
+            "batched": part.batched,
             "value_type": value_type,
             "meta": json.dumps(_plain(part.meta)),
         }
@@ -203,6 +204,7 @@ def _decode_part(meta: ConfigRecord, record: ArrayRecord) -> Part:
         presealed=bool(meta["presealed"]),
         repeat=int(meta["repeat"]),  # type: ignore[arg-type]
         summed=bool(meta["summed"]),
+        batched=bool(meta.get("batched", False)),
         meta=json.loads(str(meta["meta"])),
         _sizes=arrays.get("sizes"),
         **{name: arrays[name] for name in _IDS if name in arrays},

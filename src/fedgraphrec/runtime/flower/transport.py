@@ -28,6 +28,7 @@ from typing import Any
 
 from flwr.app import ConfigRecord, RecordDict
 from flwr.app import Message as FlowerMessage
+from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 
 from fedgraphrec.crypto import IntegrityError
@@ -129,6 +130,8 @@ class FlowerTransport(Transport):
         replies: dict[int, Message] = {}
         for m in got:
             node = int(m.metadata.src_node_id)
+            if m.has_error() and getattr(m.error, "code", None) == ErrorCode.NODE_UNAVAILABLE:
+                continue  # the SuperNode is gone (no heartbeat): it did not answer, it is lost
             if m.has_error():
                 reason = str(m.error.reason)
                 if "IntegrityError" in reason:
