@@ -8,35 +8,32 @@ the server carry the attack out once. The attempt is *detected* when a receiver 
 nothing happened. The goal is ``accepted = 0`` everywhere. ``integrity.json`` / ``integrity.md``
 list attempts, detected and accepted per attack and per phase.
 
-LP-GCN and GNN4FR are attacked on their group-key relays (and the verification answers, degrees
-and key wrapping of set-up); FedGRec and the horizontal baselines that aggregate securely (FedMF,
-FedNCF, P-GCN) on secure aggregation's pairwise share messages: for the protocols written as party
-programs (FedGRec, FedMF) on every share phase a clean run relays, through the transport's
-adversary hook, as LP-GCN's relays.
+Every protocol runs as party programs, the adversary in the transport. LP-GCN and GNN4FR are
+attacked on their group-key relays (and the verification answers, degrees and key wrapping of
+set-up); FedGRec and the horizontal baselines that aggregate securely (FedMF, FedNCF, P-GCN) on
+secure aggregation's pairwise share messages, in every share phase a clean run relays (P-GCN: the
+degrees at set-up, every forward layer, the gradients).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fedgraphrec.attacks.active_server import ATTACKS, ActiveServer, tamper_inbox
-from fedgraphrec.crypto import IntegrityError, secure_sum
+from fedgraphrec.attacks.active_server import ATTACKS, ActiveServer
+from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.runtime import Network
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
-from fedgraphrec.training.protocol_learner import SPECS, ProtocolLearner
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
 
 __all__ = ["INTEGRITY_PROTOCOLS", "audit_integrity"]
 
-SECAGG_SHARE_PHASE = "train/upload/secagg-share-keys"
-"""The relayed (presealed) share messages of a party program's secure sum."""
 INTEGRITY_PROTOCOLS = ("lpgcn", "gnn4fr", "fedgrec", "fedmf", "fedncf", "pgcn")
 """Protocols whose relayed messages are sealed, hence attacked here."""
 STEPS = 3
@@ -68,33 +65,19 @@ _SECAGG_MODEL = {"fedmf": "mf", "fedncf": "ncf", "pgcn": "lightgcn+"}
 
 def _secagg_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
     """``STEPS`` rounds (or minibatches) of a protocol whose secure-aggregation share routing is attacked."""
-    from fedgraphrec.training.learners import make_learner
-
     arm = dataclasses.replace(
         cfg, crypto="real", secure_aggregation=True, model=_SECAGG_MODEL.get(cfg.protocol, cfg.model), alpha=0
     )
     data = prepare_interactions(arm)
-    if arm.protocol in SPECS:  # party programs: the adversary sits in the transport
-        programs = ProtocolLearner(arm, data, adversary=adversary)
-        if programs.server.schedule == "round":
-            for r in range(STEPS):
-                programs.train_round(r)
-        else:
-            batches = BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.batch_size)
-            for _ in range(STEPS):
-                programs.train_batch(*next(batches))
-        return programs.net
-    learner: Any = make_learner(arm, data)
-    if adversary is not None:
-        learner.protocol.secure_sum = functools.partial(secure_sum, tamper=tamper_inbox(adversary))
-    if hasattr(learner, "train_round"):
+    programs = ProtocolLearner(arm, data, adversary=adversary)
+    if programs.server.schedule == "round":
         for r in range(STEPS):
-            learner.train_round(r)
+            programs.train_round(r)
     else:
         batches = BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.batch_size)
         for _ in range(STEPS):
-            learner.train_batch(*next(batches))
-    return learner.protocol.net
+            programs.train_batch(*next(batches))
+    return programs.net
 
 
 def _sealed_phases(net: Network) -> list[str]:
@@ -120,17 +103,12 @@ def audit_integrity(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
     out = Path(out_dir)
     graph = cfg.protocol in ("lpgcn", "gnn4fr")
     runner: Callable[[TrainConfig, ActiveServer | None], Network] = _graph_run if graph else _secagg_run
-    if graph or cfg.protocol in SPECS:
-        clean = runner(dataclasses.replace(cfg, transcripts=True), None)
-        phases: list[str | None] = list(_sealed_phases(clean))
-    elif cfg.protocol in SPECS:  # secure aggregation as stages of the programs' upload phase
-        phases = [SECAGG_SHARE_PHASE]
-    else:
-        phases = ["secagg/share-keys"]
+    clean = runner(dataclasses.replace(cfg, transcripts=True), None)
+    phases = _sealed_phases(clean)
     rows: list[dict[str, Any]] = []
     for attack in ATTACKS:
         for phase in phases:
-            adv = ActiveServer(attack, phase, numpy_rng(cfg.seed, "audit-integrity", attack, str(phase)))
+            adv = ActiveServer(attack, phase, numpy_rng(cfg.seed, "audit-integrity", attack, phase))
             outcome, message = "accepted", ""
             try:
                 runner(cfg, adv)

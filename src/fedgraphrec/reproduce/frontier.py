@@ -80,7 +80,9 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
     The run is short (one minibatch of ``participants`` triples, or one round of that many users)
     with transcripts on and ``real`` cryptography for that step. Set-up runs in ``accounted`` mode
     (same numbers, no cipher): FedGRec's warm-up sums over *every* user would otherwise run full
-    secure aggregation among all of them, hours on a laptop, and the attack does not read them.
+    secure aggregation among all of them, hours on a laptop, and the attack does not read them. For
+    the same reason the step's other secure sums (P-GCN's forward over every user) stay ``accounted``:
+    only the attacked phase's are enciphered.
     """
     short = dataclasses.replace(
         cfg, transcripts=True, crypto="accounted", batch_size=participants, clients_per_round=participants
@@ -90,6 +92,7 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
     protocol: Any = getattr(learner, "protocol", None)
     net = learner.net if isinstance(learner, ProtocolLearner) else protocol.net
     net.crypto = "real"  # the attacked step is enciphered for real
+    net.real_phases = (phase,)  # party programs' secure sums of other phases stay accounted
     step = getattr(learner, "train_round", None)
     if step is not None:
         step(0)

@@ -328,7 +328,11 @@ class Transport(ABC):
         parts = {}
         for name, part in request.parts.items():
             self._check_payload(part)
-            if part.protection in ("sealed", "asymmetric") and net.real and net.adversary is not None:
+            if (
+                part.protection in ("sealed", "asymmetric")
+                and net.real_for(part.phase)
+                and net.adversary is not None
+            ):
                 if part.presealed or part.protection == "asymmetric":  # ciphertexts travel as the value
                     altered = net.adversary.forward(part.phase, net.step, list(part.value), part.receivers)
                     part = replace(part, value=list(altered))
@@ -347,12 +351,13 @@ class Transport(ABC):
             self._book(part)
 
     def _check_payload(self, part: Part) -> None:
-        if self.net.real and (part.summed or part.repeat > 1):
+        real = self.net.real_for(part.phase)
+        if real and (part.summed or part.repeat > 1):
             raise ValueError(
                 f"{part.phase}: a part standing for messages it does not carry (summed or repeated) is "
                 "for accounted crypto mode only; in real mode every message carries its payload"
             )
-        if self.net.real and part.protection != "plain" and part.n_messages:
+        if real and part.protection != "plain" and part.n_messages:
             own = part.protection == "sealed" and not part.presealed
             missing = part.sealed is None if own else part.value is None
             if missing:

@@ -1,4 +1,4 @@
-"""Minibatch learners (the centralized oracle, P-GCN) and :func:`make_learner`.
+"""The centralized oracle's learner and :func:`make_learner` (every federated protocol: ``ProtocolLearner``).
 
 The loop in :mod:`fedgraphrec.training.trainer` only needs a learner that trains on one minibatch of
 triples (or one round, :mod:`.round_learners`), exposes final embeddings or scores for evaluation,
@@ -14,7 +14,6 @@ import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.models import NCF
-from fedgraphrec.protocols.baselines import PGCN
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import (
@@ -22,7 +21,6 @@ from fedgraphrec.training.learner_base import (
     Learner,
     RoundLearner,
     build_model,
-    network_options,
 )
 from fedgraphrec.training.protocol_learner import SPECS, ProtocolLearner
 from fedgraphrec.training.round_learners import MultVAELearner
@@ -32,8 +30,6 @@ __all__ = [
     "CentralLearner",
     "Learner",
     "MultVAELearner",
-    "PGCNLearner",
-    "TableProtocolLearner",
     "build_model",
     "make_learner",
 ]
@@ -88,107 +84,7 @@ class CentralLearner:
         self.optimizer.load_state_dict(state["optimizer"])
 
 
-class TableProtocolLearner:
-    """Shim for the whole-table protocols not yet ported to party programs (P-GCN).
-
-    What LP-GCN's adapter learner shared with them before LP-GCN became party programs
-    (``ProtocolLearner``): the oracle's initial tables, lockstep verification, checkpoints of
-    ``protocol.parameters_by_name()``. It goes away with the last of them.
-    """
-
-    protocol: Any
-
-    def _oracle_tables(self, cfg: TrainConfig, data: Interactions) -> dict[str, torch.Tensor]:
-        """The centralized model's initial tables (drawn once; rows go to their owners).
-
-        Keeps the model as the lockstep oracle when ``cfg.verify``.
-        """
-        oracle = CentralLearner(cfg, data)
-        self.oracle = oracle if cfg.verify else None
-        self.max_deviation = 0.0
-        return oracle.parameters_for_verification()
-
-    @property
-    def ledger(self) -> Ledger | None:
-        """The protocol's communication ledger."""
-        return self.protocol.net.ledger
-
-    def train_batch(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> BatchStats:
-        """One minibatch of Algorithm 1 (and of the oracle, when verifying)."""
-        rec = self.protocol.train_step(users, pos, neg)
-        if self.oracle is not None:
-            self.oracle.train_batch(users, pos, neg)
-            reference = self.oracle.parameters_for_verification()
-            for name, fed in self.protocol.parameters_by_name().items():
-                ref = reference[name]
-                dev = ((fed.detach() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
-                self.max_deviation = max(self.max_deviation, dev)
-        return BatchStats(rec.loss, rec.bpr, rec.reg)
-
-    def pop_deviation(self) -> float | None:
-        """Largest deviation since the last call (``None`` when not verifying)."""
-        if self.oracle is None:
-            return None
-        dev, self.max_deviation = self.max_deviation, 0.0
-        return dev
-
-    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Final embeddings as the clients and server hold them."""
-        return self.protocol.final_embeddings()
-
-    def state_dict(self) -> dict[str, Any]:
-        """Owners' parameters, their Adam states, the ledger (and the oracle's state)."""
-        p = self.protocol
-        state: dict[str, Any] = {
-            "tables": {k: v.detach().clone() for k, v in p.parameters_by_name().items()},
-            "optimizer": p.optimizer.state_dict(),
-            "ledger": p.net.ledger.state_dict(),
-        }
-        if self.oracle is not None:
-            state["oracle"] = self.oracle.state_dict()
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore parameters, optimizer, ledger (set-up is re-run deterministically)."""
-        p = self.protocol
-        with torch.no_grad():
-            for name, param in p.parameters_by_name().items():
-                param.copy_(state["tables"][name])
-        p.optimizer.load_state_dict(state["optimizer"])
-        p.net.ledger.load_state_dict(state["ledger"])
-        if self.oracle is not None and "oracle" in state:
-            self.oracle.load_state_dict(state["oracle"])
-
-
-class PGCNLearner(TableProtocolLearner):
-    """P-GCN (LightGCN+ forward, per-client star backward, secure aggregation); lossy, not verifiable."""
-
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model != "lightgcn+":
-            raise ValueError(f"pgcn runs the lightgcn+ backbone; use --model lightgcn+ (got {cfg.model!r})")
-        if cfg.verify or cfg.alpha:
-            raise ValueError(
-                "pgcn is lossy (incomplete backward) and has no virtual items: unset verify/alpha"
-            )
-        tables = self._oracle_tables(cfg, data)
-        self.protocol = PGCN(
-            data.train,
-            tables["item_emb"],
-            tables["item_w"],
-            n_layers=cfg.n_layers,
-            seed=cfg.seed,
-            lr=cfg.lr,
-            reg=cfg.reg,
-            **network_options(cfg),
-            frac_bits=cfg.frac_bits,
-            secagg_threshold=cfg.secagg_threshold,
-            secagg_semi_honest=cfg.secagg_semi_honest,
-        )
-
-
-def make_learner(
-    cfg: TrainConfig, data: Interactions
-) -> CentralLearner | TableProtocolLearner | RoundLearner | ProtocolLearner:
+def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | RoundLearner | ProtocolLearner:
     """The learner for ``cfg.protocol`` (party programs where the protocol has them)."""
     if cfg.protocol in SPECS:
         return ProtocolLearner(cfg, data)
@@ -196,6 +92,4 @@ def make_learner(
         return MultVAELearner(cfg, data)
     if cfg.protocol == "central":
         return CentralLearner(cfg, data)
-    if cfg.protocol == "pgcn":
-        return PGCNLearner(cfg, data)
     raise ValueError(f"unknown protocol {cfg.protocol!r}")

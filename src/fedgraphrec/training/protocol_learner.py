@@ -52,6 +52,7 @@ SPECS: dict[str, str] = {
     "fedpergnn": "fedgraphrec.protocols.baselines.fedpergnn:SPEC",
     "gnn4fr": "fedgraphrec.protocols.gnn4fr:SPEC",
     "lpgcn": "fedgraphrec.protocols.lpgcn:SPEC",
+    "pgcn": "fedgraphrec.protocols.baselines.pgcn:SPEC",
 }
 """Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
 

@@ -7,12 +7,10 @@
 * :mod:`.fedpergnn` — FedGNN (Wu et al.), as party programs (``fedpergnn.SPEC``): third-party graph
   expansion over item tokens, a 1-hop GNN with neighbours' embeddings, pseudo items and local DP
   on the plain uploads.
-* :class:`PGCN` — P-GCN (Hu et al.): LightGCN+'s forward, each client's backward through its own
-  star only, secure aggregation.
+* :mod:`.pgcn` — P-GCN (Hu et al.), as party programs (``pgcn.SPEC``): LightGCN+'s forward through
+  the users' secure sums, each client's backward through its own star only, secure aggregation.
 * FedeRank is FedGRec with ``K = 0`` (:data:`fedgraphrec.protocols.fedgrec.FEDERANK`) (spec ``fedgrec.md``
   §5.5); it is not duplicated here.
 """
 
-from fedgraphrec.protocols.baselines.pgcn import PGCN
-
-__all__ = ["PGCN"]
+__all__: list[str] = []

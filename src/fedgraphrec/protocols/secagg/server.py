@@ -122,7 +122,7 @@ def secure_sum(
     Raises:
         SecAggAbortError: fewer than ``threshold`` clients are left at some stage.
     """
-    real = transport.net.real
+    real = transport.net.real_for(phase)
     hosted = {n: np.sort(np.asarray(ids, dtype=np.int64)) for n, ids in participants.items() if len(ids)}
     everyone = np.sort(np.concatenate(list(hosted.values()) or [np.zeros(0, np.int64)]))
     base: dict[str, Any] = {
