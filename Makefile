@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Real datasets for the tests that use them (skipped with a reason when absent).
 export FEDGRAPHREC_DATA ?= $(if $(wildcard ../shared/datasets),$(abspath ../shared/datasets),)
 
-.PHONY: setup demo test lint typecheck unit docs clean
+.PHONY: setup demo test test-deploy lint typecheck unit docs clean
 
 setup: $(VENV)/.installed
 
@@ -29,9 +29,14 @@ typecheck: setup
 	$(BIN)/mypy
 
 unit: setup
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -n 2 -q -m "not deploy"
 
 test: lint typecheck unit
+
+# The deployment tests: each starts a real SuperLink and SuperNodes (minutes each), so they run
+# apart from `make test`; CI runs both.
+test-deploy: setup
+	$(BIN)/pytest -n 2 -q -m deploy
 
 # The documentation site into site/; --strict fails on any broken link, reference or docstring.
 docs: setup

@@ -121,7 +121,7 @@ def test_lpgcn_in_flower_simulation_equals_in_process(tmp_path: Path) -> None:
     _assert_same_run(run.result, ref, learner, ref_trainer)
 
 
-@pytest.mark.slow
+@pytest.mark.deploy
 @pytest.mark.skipif(not APP_DIR.exists(), reason="deploy/flower is part of a source checkout")
 def test_lpgcn_deploy_on_superlink_and_supernodes_writes_the_same_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

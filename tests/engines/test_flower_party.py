@@ -295,7 +295,7 @@ def _ledger_rows(run: Path) -> list[str]:
     return sorted(ln for ln in lines if not ln.startswith("evaluate/"))
 
 
-@pytest.mark.slow
+@pytest.mark.deploy
 @pytest.mark.skipif(not APP_DIR.exists(), reason="deploy/flower is part of a source checkout")
 def test_deploy_on_superlink_and_supernodes_writes_the_same_run(
     ring: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

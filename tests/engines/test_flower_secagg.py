@@ -170,7 +170,7 @@ def test_a_node_lost_mid_aggregation_in_process_is_recovered_exactly(tmp_path: P
     assert got.history[1]["clients_lost"] > 0 and got.history[2]["loss"] != plain.history[2]["loss"]
 
 
-@pytest.mark.slow
+@pytest.mark.deploy
 @pytest.mark.skipif(not APP_DIR.exists(), reason="deploy/flower is part of a source checkout")
 def test_fedgrec_recovers_when_a_supernode_dies_mid_aggregation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
