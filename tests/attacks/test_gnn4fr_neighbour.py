@@ -13,12 +13,14 @@ from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train
 
 
-def _run(dim: int) -> tuple[LocalGNN4FR, object, torch.Tensor]:
+def _run(dim: int, nodes: int = 2) -> tuple[LocalGNN4FR, object, torch.Tensor]:
     train = random_train(n_users=20, n_items=40, density=0.15, seed=3)
     g = torch.Generator().manual_seed(0)
     u0 = torch.randn(20, dim, generator=g, dtype=torch.float64) * 0.1
     v0 = torch.randn(40, dim, generator=g, dtype=torch.float64) * 0.1
-    p = local_gnn4fr(train, u0, v0, GNN4FRSettings(n_layers=2, seed=1), crypto="real", transcripts=True)
+    p = local_gnn4fr(
+        train, u0, v0, GNN4FRSettings(n_layers=2, seed=1), nodes=nodes, crypto="real", transcripts=True
+    )
     users, pos, neg = next(BPRSampler(train, seed=0).batches(0, 16))
     p.server.train_step(users, pos, neg)
     return p, train, v0
@@ -48,3 +50,9 @@ def test_senders_must_match_the_rows() -> None:
     senders = np.asarray(entry.senders)[:-1]
     with pytest.raises(ValueError, match="senders"):
         gnn4fr_neighbour(p.net.transcript, train, v0, senders, p.nodes[0].group_key())  # type: ignore[arg-type]
+
+
+def test_a_single_node_run_sealed_in_batches_is_refused_with_the_reason() -> None:
+    p, train, v0 = _run(dim=8, nodes=1)  # one node seals a whole part as one message
+    with pytest.raises(ValueError, match="sealed as one batch"):
+        gnn4fr_neighbour(p.net.transcript, train, v0, None, p.nodes[0].group_key())  # type: ignore[arg-type]

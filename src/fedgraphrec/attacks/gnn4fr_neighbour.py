@@ -67,7 +67,8 @@ def gnn4fr_neighbour(
     r"""Membership inference of items in neighbours' sets from the first ``phase`` rows received.
 
     Args:
-        transcript: the run's transcript (``crypto="real"``, transcripts on).
+        transcript: the run's transcript (``crypto="real"``, transcripts on, two or more nodes: one
+            node seals a whole part as one batch message).
         train: true training matrix (only to score the attack).
         item_table: layer-0 item embeddings :math:`V^{(0)}` of the attacked step (``N × d``).
         senders: for each forwarded copy, the client whose row it is (``None``: as the relay names
@@ -85,6 +86,11 @@ def gnn4fr_neighbour(
         raise ValueError(f"transcript: no {phase!r} rows received by clients; run with transcripts on")
     if senders is None:
         senders = np.asarray(entry.senders if entry.senders is not None else [], dtype=np.int64)
+    if len(entry.payloads) == 1 and len(senders) > 1:
+        raise ValueError(
+            f"{phase!r} was sealed as one batch (a single in-process node seals a part as one message); "
+            "attack a run with two or more nodes, where every forwarded row is a message of its own"
+        )
     if len(senders) != len(entry.payloads):
         raise ValueError(f"senders: {len(senders)} ids for {len(entry.payloads)} forwarded rows")
     n_items = train.shape[1]

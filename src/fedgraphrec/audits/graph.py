@@ -106,7 +106,7 @@ def audit_gnn4fr(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     arm = dataclasses.replace(cfg, transcripts=True, crypto="real")
     data = prepare_interactions(arm)
-    learner = ProtocolLearner(arm, data)
+    learner = ProtocolLearner(arm, data, nodes=2)  # per-message sealing, as one device per client
     table = learner.tables()["item_emb"].detach().clone()  # the initial item table (the attacked step's)
     learner.train_batch(*next(BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.batch_size)))
     arms = {}

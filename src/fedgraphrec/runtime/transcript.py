@@ -81,7 +81,9 @@ class Transcript:
 
         Each line holds ``phase``, ``step``, ``sender``, ``receiver`` (``role:id`` where the id is
         known), ``kind``, ``protection``, ``protected``, ``size`` (bytes on the wire) and ``sha256``
-        of the payload bytes as delivered (``null`` for messages recorded without a payload).
+        of the payload bytes as delivered (``null`` for messages recorded without a payload), and
+        ``batch``: how many logical messages those bytes carry (more than 1 where a single in-process
+        node sealed a whole part as one AEAD message, :mod:`~fedgraphrec.runtime.batching`).
         Returns the files written.
         """
         out = Path(folder)
@@ -99,8 +101,16 @@ class Transcript:
 
 def _lines(role: str, e: Received) -> Iterator[dict[str, Any]]:
     n = max(len(e.payloads), len(e.sizes or ()))
+    # one payload for many messages: a single node sealed the part as one AEAD message (batching);
+    # every logical message it carries was delivered as those bytes, so each line gets their digest
+    batch = n if len(e.payloads) == 1 and n > 1 else 1
+    digest = hashlib.sha256(payload_bytes(e.payloads[0])).hexdigest() if batch > 1 else None
     for k in range(n):
         payload = e.payloads[k] if k < len(e.payloads) else None
+        if batch > 1:
+            sha = digest
+        else:
+            sha = None if payload is None else hashlib.sha256(payload_bytes(payload)).hexdigest()
         yield {
             "phase": e.phase,
             "step": e.step,
@@ -110,7 +120,8 @@ def _lines(role: str, e: Received) -> Iterator[dict[str, Any]]:
             "protection": e.protection or ("sealed" if e.protected else "plain"),
             "protected": e.protected,
             "size": None if e.sizes is None else int(e.sizes[k]),
-            "sha256": None if payload is None else hashlib.sha256(payload_bytes(payload)).hexdigest(),
+            "sha256": sha,
+            "batch": batch,
         }
 
 

@@ -18,7 +18,7 @@ from fedgraphrec.data import Interactions
 from fedgraphrec.models import BPRMF, NCF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
 from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.runtime import CryptoMode, Ledger
-from fedgraphrec.seeding import torch_generator
+from fedgraphrec.seeding import seeded_generator, torch_generator
 from fedgraphrec.training.config import TrainConfig
 
 __all__ = [
@@ -93,7 +93,7 @@ def init_generator(cfg: TrainConfig) -> torch.Generator:
     its outputs would betray its state), so only the dense weights (NCF's MLP) come from it.
     """
     if cfg.secure_init:
-        return torch.Generator().manual_seed(secrets.randbits(63))
+        return seeded_generator(secrets.randbits(63))
     return torch_generator(cfg.seed, "init")
 
 
