@@ -283,12 +283,14 @@ def test_compare_writes_a_mean_std_table(tmp_path):
     )
     assert res.exit_code == 0, res.output
     rows = json.loads((out / "compare.json").read_text())["rows"]
-    assert [r["method"] for r in rows] == ["central:model=mf", "fedmf:model=mf"]
+    assert [r["method"] for r in rows] == ["central:model=mf", "fedmf:model=mf", "popularity", "random"]
     assert rows[0]["runs"] == 2 and rows[0]["recall@5_std"] >= 0
     # FedMF is centralized BPR-MF up to the fixed-point secure sum: the same metrics
     assert abs(rows[0]["recall@5_mean"] - rows[1]["recall@5_mean"]) < 1e-6
     assert rows[0]["bytes_per_client_per_epoch"] == 0 and rows[1]["bytes_per_client_per_epoch"] > 0
     assert "| central:model=mf |" in (out / "compare.md").read_text()
+    # the reference rows: same split and masking, popularity deterministic over seeds
+    assert rows[2]["runs"] == 2 and rows[2]["recall@5_std"] == 0 and rows[3]["epochs"] == 0
 
 
 def test_compare_rejects_a_bad_method(tmp_path):

@@ -31,8 +31,9 @@ def reference_metrics(
     test: sp.csr_matrix,
     seed: int = 0,
     ks: Sequence[int] = (20,),
+    exclude: Sequence[sp.csr_matrix | None] | None = None,
 ) -> dict[str, float]:
-    """recall@k / ndcg@k of a reference ranking, with the training items masked.
+    """The ranking metrics at ``ks`` of a reference ranking, with the training items masked.
 
     Args:
         kind: ``"popularity"`` or ``"random"``.
@@ -40,6 +41,7 @@ def reference_metrics(
         test: user×item test matrix.
         seed: the random ranking's seed (stream ``"reference.random"``); popularity ignores it.
         ks: cut-offs.
+        exclude: the masked matrices (default ``[train]``; a trainer's test masks train + valid).
 
     Raises:
         ValueError: unknown ``kind``.
@@ -61,7 +63,8 @@ def reference_metrics(
         def score(users: torch.Tensor) -> torch.Tensor:
             return torch.rand(len(users), n_items, generator=gen, dtype=torch.float64)
 
-    res = evaluate_scores(score, n_users, n_items, test, [train], ks=tuple(ks))
+    masked = [train] if exclude is None else list(exclude)
+    res = evaluate_scores(score, n_users, n_items, test, masked, ks=tuple(ks))
     return {k: float(v) for k, v in res.metrics.items()}
 
 
