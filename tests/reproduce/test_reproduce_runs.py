@@ -109,7 +109,7 @@ def test_fig13_reads_a_sweep_and_judges_range_and_trends(tmp_path: Path) -> None
         reproduce_fig13("lpgcn-f13-gowalla-resplit90", tmp_path / "out")
 
 
-EPOCHS = 4  # the DGREC CPU budget (results/dgrec/README.md, *Budget*)
+EPOCHS = 2  # the DGREC CPU budget (results/dgrec/README.md, *Budget*)
 
 
 @pytest.mark.parametrize("table", ["dgrec-t2-flixster", "dgrec-t2-ciao"])
