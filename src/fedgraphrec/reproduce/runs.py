@@ -252,7 +252,7 @@ def _dgrec_tables() -> list[RunTable]:
                 "cpu": Budget(
                     _DGREC_CPU_ARGS,
                     (0, 1, 2),
-                    "CPU budget as on Flixster: DGREC 2 epochs of 300 group centres (lr 0.5); DMF/DLGNN 6 "
+                    "CPU budget as on Flixster: DGREC 2 epochs of 300 group centres (lr 0.6); DMF/DLGNN 6 "
                     "epochs with every user a centre (lr 5 / 20, the Flixster choices, not re-tuned); "
                     "3 seeds (see results/dgrec/README.md)",
                 ),
