@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Real datasets for the tests that use them (skipped with a reason when absent).
 export FEDGRAPHREC_DATA ?= $(if $(wildcard ../shared/datasets),$(abspath ../shared/datasets),)
 
-.PHONY: setup demo test lint typecheck unit clean
+.PHONY: setup demo test test-deploy lint typecheck unit docs clean
 
 setup: $(VENV)/.installed
 
@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "torch==2.13.0"
-	$(BIN)/python -m pip install -q -e ".[dev,flower,paillier,he]"
+	$(BIN)/python -m pip install -q -e ".[dev,flower,paillier,he,docs]"
 	touch $@
 
 demo: setup
@@ -29,9 +29,18 @@ typecheck: setup
 	$(BIN)/mypy
 
 unit: setup
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -n 2 -q -m "not deploy"
 
 test: lint typecheck unit
 
+# The deployment tests: each starts a real SuperLink and SuperNodes (minutes each), so they run
+# apart from `make test`; CI runs both.
+test-deploy: setup
+	$(BIN)/pytest -n 2 -q -m deploy
+
+# The documentation site into site/; --strict fails on any broken link, reference or docstring.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site $(MKDOCS_FLAGS)
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) runs site .pytest_cache .mypy_cache .ruff_cache

@@ -14,8 +14,8 @@ import argparse
 import json
 
 from fedgraphrec.attacks import query_intersection
-from fedgraphrec.training.learners import FedGRecLearner
 from fedgraphrec.training.loading import load_config
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
 
 
@@ -39,10 +39,10 @@ def main() -> None:
         ],
     )
     data = prepare_interactions(cfg)
-    proto = FedGRecLearner(cfg, data).protocol
+    learner = ProtocolLearner(cfg, data)
     for r in range(args.rounds):
-        proto.train_round(r)
-    result = query_intersection(proto.net.transcript, data.train, min_rounds=1)
+        learner.train_round(r)
+    result = query_intersection(learner.net.transcript, data.train, min_rounds=1)
     out = {
         "dataset": args.dataset,
         "rounds": args.rounds,

@@ -1,7 +1,8 @@
 """FedGRec: time of one batched round vs the same round computed user by user, on the same draws.
 
 Both start from the same warmed-up state and process the same sampled users, negatives and pairs
-(round ``r`` of the run seed); the per-user version is
+(round ``r`` of the run seed); the batched round is the party programs' (one node, in process,
+:class:`~fedgraphrec.training.protocol_learner.ProtocolLearner`), the per-user version is
 :func:`fedgraphrec.protocols.fedgrec.reference.reference_round` (autograd and ``torch.optim.Adam``
 per user, every queried row a parameter). Prints the median of ``--rounds`` rounds and the ratio.
 
@@ -17,9 +18,10 @@ import time
 
 import torch
 
+from fedgraphrec.protocols.fedgrec import sample_round
 from fedgraphrec.protocols.fedgrec.reference import reference_round
-from fedgraphrec.training.learners import FedGRecLearner
 from fedgraphrec.training.loading import load_config
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
 
 
@@ -31,21 +33,29 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", default="")
+    ap.add_argument("--no-reference", action="store_true", help="time the batched round only")
     args = ap.parse_args()
     cfg = load_config(
         None,
         [f"dataset={args.dataset}", "protocol=fedgrec", f"K={args.K}", f"clients_per_round={args.clients}"],
     )
     data = prepare_interactions(cfg)
-    proto = FedGRecLearner(cfg, data).protocol
+    learner = ProtocolLearner(cfg, data)  # one node: the whole population as one shard
+    server, (program,) = learner.server, learner.programs.values()
+    s = learner.settings
     batched, per_user = [], []
     for r in range(args.rounds):
-        rs = proto.sample(r)
+        if not args.no_reference:
+            rs = sample_round(
+                data.train, r, seed=s.seed, clients_per_round=s.clients_per_round, n_negatives=s.n_negatives,
+                local_steps=s.local_steps, dropout_before=s.dropout_before, dropout_after=s.dropout_after,
+                batch_mode=s.batch_mode,
+            )  # fmt: skip
+            t0 = time.perf_counter()
+            reference_round(s, server.E, program.state.user, data.train, rs)
+            per_user.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        reference_round(proto, rs)
-        per_user.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        proto.train_round(r)
+        learner.train_round(r)
         batched.append(time.perf_counter() - t0)
     out = {
         "dataset": args.dataset,
@@ -53,9 +63,10 @@ def main() -> None:
         "clients_per_round": args.clients,
         "threads": torch.get_num_threads(),
         "batched_round_s_median": statistics.median(batched),
-        "per_user_round_s_median": statistics.median(per_user),
-        "speedup": statistics.median(per_user) / statistics.median(batched),
     }
+    if per_user:
+        out["per_user_round_s_median"] = statistics.median(per_user)
+        out["speedup"] = statistics.median(per_user) / statistics.median(batched)
     print(json.dumps(out, indent=2))
     if args.json:
         with open(args.json, "w") as f:

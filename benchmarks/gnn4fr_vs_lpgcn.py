@@ -3,13 +3,15 @@
 The two lossless designs trade differently: LP-GCN computes every item once, on its
 convolution-client, and ships neighbours' user embeddings to the convolution-clients and item rows
 to every holder; GNN4FR computes every item redundantly on every holder (its 2-hop ego graph) and
-ships users' embeddings and gradients between all pairs of users that share an item, plus a
-secret-shared item-gradient vector per client.
+ships users' embeddings and gradients between all pairs of users that share an item (plus, with
+``--paper-literal``, a secret-shared dense item-gradient vector per client and minibatch).
 
 Bytes come from each protocol's ledger over ``--batches`` real minibatches (``accounted`` mode:
 the exact ciphertext sizes, no cipher), scaled to one epoch, set-up excluded. Where GNN4FR is too
 large to instantiate (``--analytic-gnn4fr``, e.g. Gowalla), its bytes come from the same message
-sizes applied to the counted neighbour pairs. Compute is counted in multiply-adds of the
+sizes applied to the counted neighbour pairs (the paper-literal scheme; the default transposed
+backward replaces the per-pair gradients and the dense vectors by multicast rows and the triples'
+direct gradients, see ``protocols/gnn4fr/client.py``). Compute is counted in multiply-adds of the
 propagation (forward + backward, all layers) a client performs, averaged over clients.
 
     python benchmarks/gnn4fr_vs_lpgcn.py --dataset ml-100k --layers 5 --dim 20 \
@@ -29,9 +31,11 @@ import torch
 
 from fedgraphrec.crypto import ciphertext_size
 from fedgraphrec.data import load_dataset
-from fedgraphrec.protocols.gnn4fr import GNN4FR
-from fedgraphrec.protocols.lpgcn.protocol import LPGCN
+from fedgraphrec.protocols.gnn4fr import GNN4FRSettings
+from fedgraphrec.protocols.gnn4fr.local import local_gnn4fr
 from fedgraphrec.runtime import Ledger, encoded_size
+from fedgraphrec.training import TrainConfig
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 
 
@@ -59,6 +63,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=2048)
     ap.add_argument("--batches", type=int, default=2)
     ap.add_argument("--analytic-gnn4fr", action="store_true")
+    ap.add_argument("--paper-literal", action="store_true", help="GNN4FR as printed (Algorithm 5, shares)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -80,10 +85,11 @@ def main() -> None:
         "batches_per_epoch": len(batches),
     }
 
-    lp = LPGCN(train, u0, v0, n_layers=L)
+    cfg = TrainConfig(protocol="lpgcn", dataset=args.dataset, dim=d, n_layers=L, batch_size=args.batch_size)
+    lp = ProtocolLearner(cfg, data)
     setup = lp.net.ledger.client_sent + lp.net.ledger.client_received
     for b in batches[: args.batches]:
-        lp.train_step(*b)
+        lp.train_batch(*b)
     report["lpgcn_bytes_per_client_epoch"] = per_client_epoch_bytes(lp.net.ledger, setup, scale)
     # LP-GCN: every edge is used once for users (Eq. 7) and once for items (Eq. 8), forward and backward
     report["lpgcn_madds_per_client_epoch"] = 4 * L * train.nnz * d / n * len(batches)
@@ -97,15 +103,20 @@ def main() -> None:
         + n * 2 * (ciphertext_size(vec) + vec)  # shares out and in, upload, aggregate back
     ) / n
     report["gnn4fr_neighbour_pairs"] = pairs
-    report["gnn4fr_bytes_per_client_epoch_analytic"] = per_client_batch * len(batches)
+    report["gnn4fr_paper_literal_bytes_per_client_epoch_analytic"] = per_client_batch * len(batches)
+    report["gnn4fr_paper_literal"] = args.paper_literal
     if not args.analytic_gnn4fr:
-        g = GNN4FR(train, u0, v0, n_layers=L)
+        g = local_gnn4fr(train, u0, v0, GNN4FRSettings(n_layers=L, paper_literal=args.paper_literal))
         setup = g.net.ledger.client_sent + g.net.ledger.client_received
         for b in batches[: args.batches]:
-            g.train_step(*b)
+            g.server.train_step(*b)
         report["gnn4fr_bytes_per_client_epoch"] = per_client_epoch_bytes(g.net.ledger, setup, scale)
     else:
-        report["gnn4fr_bytes_per_client_epoch"] = report["gnn4fr_bytes_per_client_epoch_analytic"]
+        if not args.paper_literal:
+            raise SystemExit("--analytic-gnn4fr counts the paper-literal scheme: add --paper-literal")
+        report["gnn4fr_bytes_per_client_epoch"] = report[
+            "gnn4fr_paper_literal_bytes_per_client_epoch_analytic"
+        ]
     # GNN4FR: each holder convolves each of its items over all the item's users, forward and backward
     report["gnn4fr_madds_per_client_epoch"] = 2 * L * float((item_deg**2).sum()) * d / n * len(batches)
     report["bytes_ratio_gnn4fr_over_lpgcn"] = (

@@ -32,3 +32,43 @@ def assert_forward_and_loss_match(rec, us, vs, oracle_loss, rtol: float) -> None
         assert rel_err(rec.user_layers[layer], us[layer].detach()) <= rtol
         assert rel_err(rec.item_layers[layer], vs[layer].detach()) <= rtol
     assert abs(rec.loss - oracle_loss) <= rtol * abs(oracle_loss)
+
+
+class ProgramsRun:
+    """A protocol's party programs over the in-process transport, built from raw tables (tests)."""
+
+    def __init__(
+        self,
+        spec,
+        settings,
+        train: sp.csr_matrix,
+        tables: dict,
+        nodes: int = 1,
+        crypto: str = "accounted",
+        transcripts: bool = False,
+        adversary=None,
+    ) -> None:
+        from fedgraphrec.protocols.base import NodeData, shard_of
+        from fedgraphrec.runtime import Network
+        from fedgraphrec.runtime.transport import LocalTransport
+
+        n_users, n_items = train.shape
+        self.net = Network(n_users, crypto=crypto, transcripts=transcripts, protocol=spec.name)
+        self.net.adversary = adversary
+        data = NodeData(sp.csr_matrix(train), tables)
+        shards = shard_of(n_users, list(range(nodes)))
+        self.programs = {k: spec.client(settings, ids, data) for k, ids in shards.items()}
+        self.transport = LocalTransport(self.net, self.programs)
+        server_tables = {k: tables[k] for k in spec.server_tables}
+        self.server = spec.server(settings, self.transport, n_users, n_items, server_tables)
+        self.server.setup()
+
+    def gather(self, get) -> object:
+        """Rows ``get(program)`` (clients along dim ``axis`` 1 for stacked tables) in client order."""
+        import torch
+
+        ids = np.concatenate([p.clients for p in self.programs.values()])
+        rows = torch.cat([get(p) for p in self.programs.values()], dim=-2)
+        out = torch.empty_like(rows)
+        out[..., torch.from_numpy(ids), :] = rows
+        return out

@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import torch
 
 from fedgraphrec.attacks import lpgcn_collusion
-from fedgraphrec.protocols.lpgcn.setup import SetupResult, initialization
-from fedgraphrec.runtime import Network
+from fedgraphrec.protocols.lpgcn import key_material
 from tests.helpers import random_train
+from tests.protocols.lpgcn_world import World, world
 
 
-def _setup(alpha: int) -> tuple[Network, SetupResult, object]:
+def _setup(alpha: int) -> tuple[World, Any]:
     train = random_train(n_users=20, n_items=40, density=0.15, seed=3)
-    net = Network(20, crypto="real", transcripts=True)
-    return net, initialization(train, alpha, seed=4, net=net), train
+    tables = {"user_emb": torch.zeros(20, 2), "item_emb": torch.zeros(40, 2)}
+    return world(train, tables, n_layers=1, alpha=alpha, seed=4, crypto="real", transcripts=True), train
 
 
 def _attack(alpha: int, colluders: list[int]) -> dict[str, float]:
-    net, s, train = _setup(alpha)
-    res = lpgcn_collusion(
-        net.transcript, train, s.topology.conv_of_item, colluders, s.shared_key if colluders else None,  # type: ignore[arg-type]
-        s.keypairs,
-    )  # fmt: skip
+    w, train = _setup(alpha)
+    key, pairs = key_material(w.programs.values(), 20)
+    res = lpgcn_collusion(w.net.transcript, train, colluders, key if colluders else None, pairs)
     return res.summary()
 
 
@@ -38,8 +39,10 @@ def test_the_server_cannot_regenerate_the_tokens_from_the_seed_or_the_ids() -> N
     import hashlib
 
     def tokens() -> set[bytes]:
-        net, _, _ = _setup(alpha=5)
-        uploads = next(e for e in net.transcript.of("server") if e.phase == "setup/item-tokens").payloads
+        w, _ = _setup(alpha=5)
+        uploads = [
+            p for e in w.net.transcript.of("server") if e.phase == "setup/item-tokens" for p in e.payloads
+        ]
         return {p[k : k + 16] for p in uploads for k in range(0, len(p), 16)}
 
     first, second = tokens(), tokens()
@@ -62,17 +65,18 @@ def test_virtual_items_dilute_one_colluder_and_verification_undoes_it() -> None:
     assert one["mean_held_precision"] < 0.6  # real items drown among virtual ones
     assert one["mean_recall"] == 1.0  # but every real item is in the held set
     assert one["mean_auc"] > 0.8  # held vs not held already ranks far above random
-    every_conv = _attack(alpha=8, colluders=list(range(10)))
+    w, _ = _setup(alpha=8)
+    conv = sorted({int(c) for p in w.programs.values() for c in p.state.conv_owner})
+    every_conv = _attack(alpha=8, colluders=conv)  # every convolution-client (the seed fixes the cover)
     assert every_conv["mean_recovered"] > one["mean_recovered"]
     assert every_conv["mean_precision"] > one["mean_precision"]
 
 
 def test_verification_answers_decode_to_the_truth() -> None:
-    net, s, train = _setup(alpha=4)
-    conv = s.topology.convolution_clients
-    res = lpgcn_collusion(
-        net.transcript, train, s.topology.conv_of_item, list(conv), s.shared_key, s.keypairs
-    )
+    w, train = _setup(alpha=4)
+    conv = sorted({int(c) for p in w.programs.values() for c in p.state.conv_owner})
+    key, pairs = key_material(w.programs.values(), 20)
+    res = lpgcn_collusion(w.net.transcript, train, conv, key, pairs)
     # every convolution-client colludes: each victim edge is verified, so the recovery is exact
     assert len(res.victims) == 20 - len(conv) > 0
     np.testing.assert_array_equal(res.precision, 1.0)

@@ -6,24 +6,18 @@ import pytest
 import torch
 
 from fedgraphrec.attacks import query_intersection
-from fedgraphrec.protocols.fedgrec import FedGRec, FedGRecSettings
-from tests.helpers import random_train
+from fedgraphrec.protocols.fedgrec import SPEC, FedGRecSettings
+from tests.helpers import ProgramsRun, random_train
 
 
-def _run(transcripts: bool, rounds: int = 12) -> tuple[FedGRec, object]:
+def _run(transcripts: bool, rounds: int = 12) -> tuple[ProgramsRun, object]:
     train = random_train(40, 200, density=0.08, seed=3)
     g = torch.Generator().manual_seed(0)
-    settings = FedGRecSettings(K=1, clients_per_round=20, local_steps=1, n_negatives=30)
-    p = FedGRec(
-        train,
-        torch.randn(40, 4, generator=g),
-        torch.randn(200, 4, generator=g),
-        settings,
-        seed=1,
-        transcripts=transcripts,
-    )
+    settings = FedGRecSettings(K=1, clients_per_round=20, local_steps=1, n_negatives=30, seed=1)
+    tables = {"user_emb": torch.randn(40, 4, generator=g), "item_emb": torch.randn(200, 4, generator=g)}
+    p = ProgramsRun(SPEC, settings, train, tables, transcripts=transcripts)
     for r in range(rounds):
-        p.train_round(r)
+        p.server.train_round(r)
     return p, train
 
 

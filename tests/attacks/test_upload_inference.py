@@ -7,22 +7,24 @@ import pytest
 import torch
 
 from fedgraphrec.attacks import upload_inference
-from fedgraphrec.protocols.fedgrec import FedGRec, FedGRecSettings
-from tests.helpers import random_train
+from fedgraphrec.protocols.fedgrec import SPEC, FedGRecSettings
+from tests.helpers import ProgramsRun, random_train
 
 
-def _run(secure: bool, crypto: str, loss: str = "bpr") -> tuple[FedGRec, object]:
+def _run(secure: bool, crypto: str, loss: str = "bpr") -> tuple[ProgramsRun, object]:
     train = random_train(16, 60, density=0.12, seed=5)
     g = torch.Generator().manual_seed(0)
     settings = FedGRecSettings(
-        K=0, clients_per_round=8, local_steps=5, n_negatives=12, lr=0.05, loss=loss, secure_aggregation=secure
-    )
-    p = FedGRec(
-        train, torch.randn(16, 4, generator=g) * 0.3, torch.randn(60, 4, generator=g) * 0.3, settings,
-        seed=2, crypto=crypto, transcripts=True,  # type: ignore[arg-type]
+        K=0, clients_per_round=8, local_steps=5, n_negatives=12, lr=0.05, loss=loss, secure_aggregation=secure,
+        seed=2,
     )  # fmt: skip
+    tables = {
+        "user_emb": torch.randn(16, 4, generator=g) * 0.3,
+        "item_emb": torch.randn(60, 4, generator=g) * 0.3,
+    }
+    p = ProgramsRun(SPEC, settings, train, tables, crypto=crypto, transcripts=True)
     for r in range(3):
-        p.train_round(r)
+        p.server.train_round(r)
     return p, train
 
 

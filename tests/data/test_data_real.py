@@ -5,7 +5,6 @@ Skipped (with the reason) when FEDGRAPHREC_DATA is unset or a dataset folder is 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,23 +46,20 @@ def _total(r: Ratings) -> int:
 
 
 @pytest.mark.parametrize(
-    ("name", "users", "items", "train", "test", "budget_s"),
+    ("name", "users", "items", "train", "test"),
     [
-        ("gowalla", 29_858, 40_981, 810_128, 217_242, 2.0),
-        ("yelp2018", 31_668, 38_048, 1_237_259, 324_147, 5.0),
+        ("gowalla", 29_858, 40_981, 810_128, 217_242),
+        ("yelp2018", 31_668, 38_048, 1_237_259, 324_147),
     ],
 )
 def test_lightgcn_datasets(
-    dataset_folder: Folder, name: str, users: int, items: int, train: int, test: int, budget_s: float
+    dataset_folder: Folder, name: str, users: int, items: int, train: int, test: int
 ) -> None:
     folder = dataset_folder(name)
-    start = time.perf_counter()
     d = _interactions(name, folder.parent)
-    elapsed = time.perf_counter() - start
     assert (d.n_users, d.n_items, d.n_train, d.test.nnz) == (users, items, train, test)
     assert d.train.multiply(d.test).nnz == 0
     assert (d.user_degrees() > 0).all() and (d.item_degrees() > 0).all()
-    assert elapsed < budget_s, f"loading {name} took {elapsed:.2f} s"
 
 
 def test_amazon_book_is_test_only(dataset_folder: Folder) -> None:
@@ -144,16 +140,13 @@ def test_ciao_10core_is_the_iterated_10_core_of_ciao(dataset_folder: Folder) -> 
 
 def test_epinions(dataset_folder: Folder) -> None:
     folder = dataset_folder("epinions")
-    start = time.perf_counter()
     r = _ratings("epinions", folder.parent)
-    elapsed = time.perf_counter() - start
     assert (r.n_users, r.n_items) == (22_165, 296_277)
     assert r.info["duplicate_rows_removed"] == 922_267 - 912_441
     assert _total(r) == 912_441
     assert r.social is not None and r.social.n_links == 355_754
     assert r.info["social_self_loops"] == 224 and r.info["social_duplicate_rows"] == 27
     assert r.tags is not None and r.tags.n_tags == 27
-    assert elapsed < 4.0, f"loading epinions took {elapsed:.2f} s"
 
 
 def test_douban(dataset_folder: Folder) -> None:

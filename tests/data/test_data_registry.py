@@ -293,3 +293,16 @@ def test_listing_dict_is_json_ready(tmp_path: Path, write: Write) -> None:
     by_name = {r["name"]: r for r in json.loads(json.dumps(rows))}
     assert by_name["gowalla"]["path"] == str(tmp_path / "gowalla")
     assert by_name["yelp2018"]["path"] is None and by_name["yelp2018"]["where"] == "not found"
+
+
+def test_a_misspelt_loader_option_is_named_with_the_ones_the_loader_takes(tmp_path) -> None:
+    with pytest.raises(
+        DataError, match=r"unknown dataset option\(s\) user_fractio; this loader takes: .*n_users"
+    ):
+        load_dataset("synthetic", user_fractio=0.5)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "train.txt").write_text("0 1 2\n1 0\n")
+    (folder / "test.txt").write_text("0 0\n1 1\n")
+    with pytest.raises(DataError, match=r"mine: unknown dataset option\(s\) splt; .*user_fraction"):
+        load_dataset(folder, splt="u2")

@@ -1,186 +1,144 @@
-"""LP-GCN on Flower: users' shards on SuperNodes, the relay server in the ServerApp, in-process numbers.
+"""LP-GCN on the generic Flower engine equals LP-GCN in process (3 nodes, float64, ``real`` crypto).
 
-Unit tests drive the ServerApp's transport over a stand-in grid whose nodes run the real SuperNode
-handler (state in a ``RecordDict``, messages packed and unpacked as Flower records), so they check the
-whole message path without processes. The deployment test starts a real SuperLink and two SuperNodes
-on loopback (bounded in time, always torn down), submits LP-GCN with ``real`` crypto through
-``flwr run``, and compares embeddings and metrics with the in-process engine.
+A fast test drives the Flower transport over a stand-in grid whose nodes run the real node handler
+on ``RecordDict`` states (every message encoded to Flower records and back); one test runs Flower's
+simulation runtime (Ray), and a slow one a loopback SuperLink with SuperNodes. Each compares the
+embeddings and metrics (<= 1e-10 relative), the training ledger, and checks that what the ServerApp
+received of every protected kind was ciphertext only.
 """
 
 from __future__ import annotations
 
-import shutil
-import sys
-from dataclasses import dataclass, replace
+import os
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pytest
-import torch
 
 pytest.importorskip("flwr", reason="the Flower engine needs the extra fedgraphrec[flower]")
 
-from flwr.app import RecordDict
+from fedgraphrec.engines.flower.learner import FlowerLearner
+from fedgraphrec.engines.flower.local import APP_DIR, local_federation
+from fedgraphrec.engines.flower.party_app import deploy, simulate
+from fedgraphrec.runtime.flower.transport import FlowerTransport
+from fedgraphrec.training import Trainer, load_config
+from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables
+from fedgraphrec.training.sampler import BPRSampler
+from fedgraphrec.training.trainer import prepare_interactions
+from tests.engines.test_flower_party import NODES, _Grid, _Meta, _Msg
 
-from fedgraphrec.engines.flower.job import FlowerJob
-from fedgraphrec.engines.flower.local import APP_DIR, flwr_run, local_federation
-from fedgraphrec.engines.flower.lpgcn import (
-    FlowerTransport,
-    handle_lpgcn,
-    run_lpgcn_in_process,
-    run_lpgcn_job,
-)
-from fedgraphrec.protocols.lpgcn.distributed import LostNodeError, rounds_per_minibatch
-from fedgraphrec.runtime.flower import content_bytes, pack_arrays, unpack_arrays
-
-BIN = Path(sys.executable).parent
-LIMIT_S = 420.0
-JOB = FlowerJob(
-    protocol="lpgcn",
-    users=24,
-    items=30,
-    mean_degree=5.0,
-    dim=4,
-    seed=1,
-    lr=0.01,
-    batches=3,
-    train_set="n_layers=2;alpha=2;batch_size=16;dtype='float64'",
-)
+SETTINGS = [
+    "dataset_options.n_users=12", "dataset_options.n_items=15", "dataset_options.mean_degree=4.0",
+    "dim=4", "n_layers=2", "alpha=2", "dtype='float64'", "batch_size=16", "ks=[5]", "metric='recall@5'",
+    "transcripts=true", "checkpoint_every=0", "lr=0.01",
+]  # fmt: skip
+PROTECTED = {"user_embedding", "user_gradient", "user_degree", "virtual_flag", "wrapped_key"}
 
 
-@dataclass
-class _Meta:
-    dst_node_id: int
-    src_node_id: int = 0
+def _cfg(**values: Any) -> TrainConfig:
+    return load_config(
+        None,
+        SETTINGS,
+        **{"protocol": "lpgcn", "dataset": "synthetic", "epochs": 1, "crypto": "real", **values},
+    )
 
 
-@dataclass
-class _Reply:  # a request or a reply
-    content: RecordDict
-    metadata: _Meta
-
-    def has_error(self) -> bool:
-        return False
-
-    def has_content(self) -> bool:
-        return True
+def _in_process(cfg: TrainConfig, out: Path) -> tuple[Trainer, Any]:
+    trainer = Trainer(cfg, out, progress=False, learner=lambda c, d: ProtocolLearner(c, d, nodes=3))
+    return trainer, trainer.fit()
 
 
-class _Grid:
-    """Stand-in grid: each node is a ``RecordDict`` state and the SuperNode handler (no processes)."""
-
-    def __init__(self, job: FlowerJob, nodes: list[int], dead_at: tuple[int, str] | None = None) -> None:
-        self.job = job
-        self.states = {n: RecordDict() for n in nodes}
-        self.dead_at = dead_at
-        self.seen: list[tuple[str, bytes]] = []
-
-    def send_and_receive(self, messages: list, timeout: float | None = None) -> list[_Reply]:  # type: ignore[type-arg]
-        replies = []
-        for m in messages:
-            node = m.metadata.dst_node_id
-            fields, arrays = unpack_arrays(m.content)
-            self.seen.append((str(fields["op"]), b"".join(a.tobytes() for a in arrays.values())))
-            if self.dead_at == (node, fields["op"]):
-                continue
-            out_f, out_a = handle_lpgcn(fields, arrays, self.states[node])
-            self.seen.append((str(fields["op"]), b"".join(a.tobytes() for a in out_a.values())))
-            replies.append(_Reply(pack_arrays(out_f, out_a), _Meta(0, node)))
-        return replies
-
-
-def _transport(grid: _Grid) -> FlowerTransport:
-    t = FlowerTransport(grid, timeout=30.0, job=grid.job, n_items=grid.job.items)  # type: ignore[arg-type]
-    t.measure = lambda message: content_bytes(message.content)
-    t.make_message = lambda content, node, group: _Reply(content, _Meta(node))  # type: ignore[assignment,return-value]
-    return t
+def _assert_same_run(got: Any, ref: Any, learner: Any, ref_trainer: Trainer) -> None:
+    ref_learner: Any = ref_trainer.learner
+    U, V = learner.embeddings()
+    U0, V0 = ref_learner.embeddings()
+    assert float((U - U0).norm() / U0.norm()) <= 1e-10 and float((V - V0).norm() / V0.norm()) <= 1e-10
+    for a, b in zip(got.history, ref.history, strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-10)
+        for name, value in b["test"].items():
+            assert a["test"][name] == pytest.approx(value, rel=1e-10, abs=1e-12)
+    ledger, ref_ledger = learner.net.ledger, ref_learner.net.ledger
+    training = [r for r in ledger.rows() if not r.phase.startswith(("evaluate/", "export/"))]
+    assert sorted(training, key=repr) == sorted(ref_ledger.rows(), key=repr)
+    # the ServerApp got user rows, user gradients, degrees, answers and wrapped keys as ciphertexts only
+    got_kinds = set()
+    for e in learner.net.transcript.of("server"):
+        if e.kind in PROTECTED:
+            got_kinds.add(e.kind)
+            assert e.protected and all(isinstance(b, bytes) for b in e.payloads), e.phase
+    assert got_kinds == PROTECTED
+    first = initial_tables(ref_trainer.cfg, ref_trainer.data)["user_emb"]  # what step 0 sealed
+    blobs = [b for e in learner.net.transcript.of("server") for b in e.payloads if isinstance(b, bytes)]
+    assert not any(first[u].numpy().tobytes() in b for u in range(first.shape[0]) for b in blobs)
 
 
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).norm() / b.norm())
+@pytest.fixture
+def stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        FlowerTransport, "make_message", staticmethod(lambda c, node, g: _Msg(c, _Meta(node)))
+    )
+    monkeypatch.setattr(FlowerTransport, "measure", staticmethod(lambda m: 0))
 
 
-class TestJobConfig:
-    def test_lpgcn_settings_and_bad_input_named(self) -> None:
-        cfg = JOB.lpgcn_config()
-        assert (cfg.n_layers, cfg.alpha, cfg.crypto, cfg.dtype) == (2, 2, "real", "float64")
-        assert FlowerJob.from_config(JOB.to_config()) == JOB
-        with pytest.raises(ValueError, match="protocol"):
-            FlowerJob(protocol="bogus")
-        with pytest.raises(ValueError, match="batches"):
-            replace(JOB, batches=0).lpgcn_config()
-        with pytest.raises(ValueError, match="crypto"):
-            replace(JOB, train_set="crypto='accounted'").lpgcn_config()
-        with pytest.raises(ValueError, match="model"):
-            replace(JOB, train_set="model='lightgcn+'").lpgcn_config()
-        with pytest.raises(ValueError, match="n_layers"):
-            replace(JOB, train_set="n_layers=0").lpgcn_config()
+def test_lpgcn_over_stand_in_grid_equals_in_process(stand_in: None, tmp_path: Path) -> None:
+    cfg = _cfg()
+    grid = _Grid(NODES)
+    made: list[FlowerLearner] = []
+
+    def flower(c: TrainConfig, d: Any) -> FlowerLearner:
+        made.append(FlowerLearner(c, d, grid, NODES, timeout=5.0))  # type: ignore[arg-type]
+        return made[0]
+
+    got = Trainer(cfg, tmp_path / "flower", progress=False, learner=flower).fit()
+    ref_trainer, ref = _in_process(cfg, tmp_path / "local")
+    _assert_same_run(got, ref, made[0], ref_trainer)
+    assert got.summary["engine"] == "flower"
 
 
-class TestShardsOverStandInGrid:
-    def test_float64_equals_in_process_and_server_sees_no_key_or_user_row(self) -> None:
-        nodes = [11, 2**63 + 12, 2**64 - 1]  # Flower's node ids are unsigned 64-bit
-        grid = _Grid(JOB, nodes)
-        transport = _transport(grid)
-        got = run_lpgcn_job(JOB, transport, nodes)
-        ref = run_lpgcn_in_process(JOB)
-        assert _rel(got.user_emb, ref.user_emb) <= 1e-10
-        assert _rel(got.item_emb, ref.item_emb) <= 1e-10
-        assert got.metrics == ref.metrics
-        assert np.allclose(got.losses, ref.losses, rtol=1e-12, atol=0)
-        L = 2
-        assert got.extra["rounds"] == 5 + JOB.batches * rounds_per_minibatch(L) + L
-        assert len(transport.traffic.rounds) == got.extra["rounds"]
-        # what crossed the wire before prediction: never S, never a user's layer-0 row in the clear
-        wire = b"".join(blob for op, blob in grid.seen[: -2 * len(nodes)])
-        for state in grid.states.values():
-            shard = {k: a.numpy() for k, a in state.array_records["lpgcn.shard"].items()}
-            assert shard["S"].tobytes() not in wire
-            for row in shard["U0"]:
-                assert row.tobytes() not in wire
-
-    def test_float32_close_to_in_process(self) -> None:
-        job = replace(JOB, batches=2, train_set="n_layers=2;alpha=2;batch_size=16;dtype='float32'")
-        got = run_lpgcn_job(job, _transport(_Grid(job, [1, 2])), [1, 2])
-        ref = run_lpgcn_in_process(job)
-        assert got.user_emb.dtype == torch.float32
-        assert _rel(got.user_emb, ref.user_emb) <= 1e-5
-        assert _rel(got.item_emb, ref.item_emb) <= 1e-5
-
-    def test_lost_node_fails_naming_it(self) -> None:
-        grid = _Grid(JOB, [5, 6], dead_at=(6, "loss"))
-        with pytest.raises(LostNodeError, match=r"\[6\].*no dropout recovery"):
-            run_lpgcn_job(JOB, _transport(grid), [5, 6])
-
-    def test_items_nobody_holds_are_a_clear_error(self) -> None:
-        job = replace(JOB, train_set="alpha=0")
-        with pytest.raises(ValueError, match="held by no client"):
-            run_lpgcn_job(job, _transport(_Grid(job, [1, 2])), [1, 2])
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("flower-superlink", path=str(BIN)) is None, reason="no flower-superlink")
-@pytest.mark.skipif(not APP_DIR.exists(), reason="deploy/flower is part of a source checkout")
-class TestDeployment:
-    def test_lpgcn_on_superlink_and_two_supernodes_equals_in_process(self, tmp_path: Path) -> None:
-        job = replace(JOB, batches=2, min_nodes=2, stage_timeout=120.0)
-        with local_federation(tmp_path, 2) as fed:
-            got = flwr_run(fed, job, limit_s=LIMIT_S)
-        ref = run_lpgcn_in_process(job)
-        assert _rel(got["user"], ref.user_emb) <= 1e-10
-        assert _rel(got["item"], ref.item_emb) <= 1e-10
-        assert got["metrics"] == ref.metrics
-        assert np.allclose(got["losses"], ref.losses, rtol=1e-12, atol=0)
-        assert got["nodes"] == 2 and got["rounds"] == 5 + 2 * rounds_per_minibatch(2) + 2
-        assert got["flower_traffic"]["rounds"] == got["rounds"]
-
-    def test_lost_supernode_stops_lpgcn_naming_it(self, tmp_path: Path) -> None:
-        job = replace(
-            JOB, batches=1, min_nodes=2, stage_timeout=20.0, train_set="n_layers=1;alpha=2;batch_size=16"
+def test_lpgcn_plus_over_stand_in_grid_equals_in_process(stand_in: None) -> None:
+    cfg = _cfg(model="lightgcn+", crypto="accounted")
+    data = prepare_interactions(cfg)
+    flower = FlowerLearner(cfg, data, _Grid(NODES), NODES, timeout=5.0)  # type: ignore[arg-type]
+    ref = ProtocolLearner(cfg, data, nodes=3)
+    for users, pos, neg in list(BPRSampler(data.train, seed=cfg.seed).batches(0, 16))[:3]:
+        assert flower.train_batch(users, pos, neg).loss == pytest.approx(
+            ref.train_batch(users, pos, neg).loss, rel=1e-10
         )
-        lost = r"LostNodeError.*did not answer.*no dropout recovery"
-        with (
-            local_federation(tmp_path, 2, ["", 'crash-at="lpgcn|loss"']) as fed,
-            pytest.raises(RuntimeError, match=lost),
-        ):
-            flwr_run(fed, job, limit_s=LIMIT_S)
+    (U, V), (U0, V0) = flower.embeddings(), ref.embeddings()
+    assert float((U - U0).norm() / U0.norm()) <= 1e-10 and float((V - V0).norm() / V0.norm()) <= 1e-10
+    rows = [r for r in flower.net.ledger.rows() if not r.phase.startswith(("export/", "evaluate/"))]
+    assert sorted(rows, key=repr) == sorted(ref.net.ledger.rows(), key=repr)
+
+
+def test_lpgcn_in_flower_simulation_equals_in_process(tmp_path: Path) -> None:
+    cfg = _cfg()
+    run = simulate(cfg, tmp_path / "flower", 3, export=True)
+    ref_trainer, ref = _in_process(cfg, tmp_path / "local")
+    assert run.learner is not None and run.embeddings is not None
+    learner = run.learner
+    learner.embeddings = lambda: run.embeddings  # type: ignore[method-assign,assignment,return-value]
+    _assert_same_run(run.result, ref, learner, ref_trainer)
+
+
+@pytest.mark.deploy
+@pytest.mark.skipif(not APP_DIR.exists(), reason="deploy/flower is part of a source checkout")
+def test_lpgcn_deploy_on_superlink_and_supernodes_writes_the_same_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    cfg = _cfg()
+    with local_federation(tmp_path / "fed", 2) as fed:
+        summary = deploy(cfg, tmp_path / "flower", 2, fed.connection, env=fed.env, timeout=120, limit_s=900)
+    trainer = Trainer(
+        cfg, tmp_path / "local", progress=False, learner=lambda c, d: ProtocolLearner(c, d, nodes=2)
+    )
+    ref = trainer.fit()
+    for name, value in ref.summary["test"].items():
+        assert summary["test"][name] == pytest.approx(value, rel=1e-10, abs=1e-12)
+    rows = [
+        sorted(ln for ln in (d / "ledger.csv").read_text().splitlines()[1:] if not ln.startswith("evaluate/"))
+        for d in (tmp_path / "flower", tmp_path / "local")
+    ]
+    assert rows[0] == rows[1]

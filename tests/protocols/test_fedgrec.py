@@ -1,6 +1,6 @@
-"""FedGRec: warm-up = LightGCN propagation, the latent invariant, batched round = per-user reference,
-reductions (-last with K=1, K=0 = federated BPR-MF), dropout through secure aggregation, and the
-ledger against spec §3.5's per-user formulas."""
+"""FedGRec's party programs: warm-up = LightGCN propagation, the latent invariant, batched round =
+per-user reference, reductions (-last with K=1, K=0 = federated BPR-MF), dropout through secure
+aggregation, the ledger against spec §3.5's per-user formulas, and three nodes = one node."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import torch
 
 from fedgraphrec.crypto.secagg import SecAggAbortError
 from fedgraphrec.models import NormalizedBipartite, propagate_layers
-from fedgraphrec.protocols.fedgrec import FedGRec, FedGRecSettings
+from fedgraphrec.protocols.fedgrec import SPEC, FedGRecSettings, sample_round
 from fedgraphrec.protocols.fedgrec.reference import reference_round
-from tests.helpers import random_train, rel_err
+from tests.helpers import ProgramsRun, random_train, rel_err
 
 D = 4
 EXACT = dict(frac_bits=40)  # fixed-point resolution 2^-40 ≈ 9e-13 per contribution
@@ -27,33 +27,74 @@ def _tables(train: sp.csr_matrix, seed: int = 0) -> tuple[torch.Tensor, torch.Te
     ) * 0.3
 
 
-def _make(train: sp.csr_matrix, crypto: str = "accounted", **kw: object) -> FedGRec:
+def _settings(**kw: object) -> FedGRecSettings:
     base: dict[str, object] = dict(
-        K=2, clients_per_round=6, local_steps=3, n_negatives=5, lr=0.05, reg=1e-2, **EXACT
+        K=2, clients_per_round=6, local_steps=3, n_negatives=5, lr=0.05, reg=1e-2, seed=7, **EXACT
     )
     base.update(kw)
-    user0, item0 = _tables(train)
-    return FedGRec(train, user0, item0, FedGRecSettings(**base), seed=7, crypto=crypto)  # type: ignore[arg-type]
+    return FedGRecSettings(**base)  # type: ignore[arg-type]
 
 
-def _graph_t(p: FedGRec) -> torch.Tensor:
-    return torch.from_numpy(p.graph.csr.T.toarray())
+class Run(ProgramsRun):
+    """FedGRec's programs with the old object's views: ``E``, ``U``, ``sample(r)``, ``train_round(r)``."""
+
+    def __init__(
+        self,
+        train: sp.csr_matrix,
+        crypto: str = "accounted",
+        nodes: int = 1,
+        transcripts: bool = False,
+        **kw: object,
+    ) -> None:
+        user0, item0 = _tables(train)
+        self.settings = _settings(**kw)
+        self.train = train
+        tables = {"user_emb": user0, "item_emb": item0}
+        super().__init__(SPEC, self.settings, train, tables, nodes, crypto, transcripts)
+
+    @property
+    def E(self) -> torch.Tensor:
+        return self.server.E
+
+    @property
+    def U(self) -> torch.Tensor:
+        return self.gather(lambda p: p.state.user)
+
+    def sample(self, r: int):
+        s = self.settings
+        return sample_round(
+            self.train, r, seed=s.seed, clients_per_round=s.clients_per_round, n_negatives=s.n_negatives,
+            local_steps=s.local_steps, dropout_before=s.dropout_before, dropout_after=s.dropout_after,
+            batch_mode=s.batch_mode,
+        )  # fmt: skip
+
+    def train_round(self, r: int):
+        return self.server.train_round(r)
+
+    def final_embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
+        self.server.predict()
+        return self.gather(lambda p: p.state.final), self.server.items_for_evaluation()
+
+
+def _graph_t(train: sp.csr_matrix) -> torch.Tensor:
+    return torch.from_numpy(NormalizedBipartite.from_train(train, torch.float64).csr.T.toarray())
 
 
 class TestWarmUp:
     @pytest.mark.parametrize("K", [1, 3])
     def test_equals_lightgcn_propagation(self, K: int) -> None:
         train = random_train(15, 19, seed=1)
-        p = _make(train, K=K)
+        p = Run(train, K=K)
         user0, item0 = _tables(train)
         us, vs = propagate_layers(NormalizedBipartite.from_train(train, torch.float64), user0, item0, K)
+        U = p.U
         for k in range(K + 1):
             assert rel_err(p.E[k], vs[k]) < 1e-10
-            assert rel_err(p.U[k], us[k]) < 1e-10
+            assert rel_err(U[k], us[k]) < 1e-10
 
     def test_real_crypto_gives_identical_tables_and_ledger(self) -> None:
         train = random_train(8, 9, seed=2)
-        a, b = _make(train, "accounted", K=1), _make(train, "real", K=1)
+        a, b = Run(train, "accounted", K=1), Run(train, "real", K=1)
         assert torch.equal(a.E, b.E) and torch.equal(a.U, b.U)
         assert a.net.ledger.rows() == b.net.ledger.rows()
 
@@ -76,25 +117,25 @@ class TestRound:
     )
     def test_batched_round_equals_per_user_reference(self, extra: dict[str, object]) -> None:
         train = random_train(14, 30, density=0.2, seed=3)
-        p = _make(train, **extra)  # type: ignore[arg-type]
+        p = Run(train, **extra)  # type: ignore[arg-type]
         for r in range(3):
-            E_ref, U_ref = reference_round(p, p.sample(r))
+            E_ref, U_ref = reference_round(p.settings, p.E, p.U, train, p.sample(r))
             p.train_round(r)
             assert rel_err(p.E, E_ref) < 1e-10
             assert rel_err(p.U, U_ref) < 1e-10
 
     def test_latent_invariant_holds_after_rounds(self) -> None:
         train = random_train(20, 25, seed=4)
-        p = _make(train, K=3, clients_per_round=5)
+        p = Run(train, K=3, clients_per_round=5)
         for r in range(8):
             p.train_round(r)
-        RT = _graph_t(p)
+        RT, U = _graph_t(train), p.U
         for k in range(3):
-            assert rel_err(p.E[k + 1], RT @ p.U[k]) < 1e-10
+            assert rel_err(p.E[k + 1], RT @ U[k]) < 1e-10
 
     def test_last_with_K1_equals_mean_with_K1(self) -> None:
         train = random_train(12, 16, seed=5)
-        a, b = _make(train, K=1), _make(train, K=1, aggregation="last")
+        a, b = Run(train, K=1), Run(train, K=1, aggregation="last")
         for r in range(4):
             a.train_round(r)
             b.train_round(r)
@@ -106,10 +147,10 @@ class TestRound:
     def test_K0_is_federated_bpr_mf(self) -> None:
         """K = 0: no latents at all; the round is per-user BPR-MF with summed item deltas (FedeRank)."""
         train = random_train(12, 20, seed=6)
-        p = _make(train, K=0)
+        p = Run(train, K=0)
         assert p.E.shape[0] == 1 and p.net.ledger.total_bytes("warmup/propagate") == 0
         for r in range(3):
-            E_ref, U_ref = reference_round(p, p.sample(r))
+            E_ref, U_ref = reference_round(p.settings, p.E, p.U, train, p.sample(r))
             p.train_round(r)
             assert rel_err(p.E, E_ref) < 1e-10 and rel_err(p.U, U_ref) < 1e-10
         users, items = p.final_embeddings()
@@ -117,8 +158,8 @@ class TestRound:
 
     def test_real_secure_aggregation_gives_identical_round(self) -> None:
         train = random_train(9, 11, seed=7)
-        a = _make(train, "accounted", K=1, clients_per_round=5, dropout_after=0.2)
-        b = _make(train, "real", K=1, clients_per_round=5, dropout_after=0.2)
+        a = Run(train, "accounted", K=1, clients_per_round=5, dropout_after=0.2)
+        b = Run(train, "real", K=1, clients_per_round=5, dropout_after=0.2)
         for r in range(2):
             ra, rb = a.train_round(r), b.train_round(r)
             assert ra == rb
@@ -127,40 +168,69 @@ class TestRound:
 
     def test_same_seed_same_numbers(self) -> None:
         train = random_train(10, 12, seed=8)
-        a, b = _make(train), _make(train)
+        a, b = Run(train), Run(train)
         for r in range(2):
             a.train_round(r)
             b.train_round(r)
         assert torch.equal(a.E, b.E)
 
 
+@pytest.mark.parametrize("crypto", ["accounted", "real"])
+def test_three_nodes_equal_one_node(crypto: str) -> None:
+    """Shards replay the round's public streams: same draws, same sums, same numbers and ledger."""
+    train = random_train(17, 23, density=0.25, seed=14)
+    kw = dict(K=2, clients_per_round=9, dropout_before=0.15, dropout_after=0.15)
+    one, three = Run(train, crypto, nodes=1, **kw), Run(train, crypto, nodes=3, **kw)  # type: ignore[arg-type]
+    for r in range(3):
+        a, b = one.train_round(r), three.train_round(r)
+        assert (a.clients, a.clients_lost, a.clients_recovered) == (
+            b.clients,
+            b.clients_lost,
+            b.clients_recovered,
+        )
+        assert abs(a.loss - b.loss) <= 1e-10 * abs(a.loss)
+    assert rel_err(three.E, one.E) < 1e-10 and rel_err(three.U, one.U) < 1e-10
+    for x, y in zip(one.final_embeddings(), three.final_embeddings(), strict=True):
+        assert rel_err(y, x) < 1e-10
+
+    def rows(run):
+        return {(r.phase, r.sender, r.receiver): (r.messages, r.payload_bytes) for r in run.net.ledger.rows()}
+
+    one_rows, three_rows = rows(one), rows(three)
+    assert {k: v for k, v in three_rows.items() if not k[0].startswith("predict")} == {
+        k: v for k, v in one_rows.items() if not k[0].startswith("predict")
+    }
+    assert np.array_equal(one.net.ledger.client_sent, three.net.ledger.client_sent)
+
+
 class TestDropout:
     def test_users_lost_before_upload_keep_their_state(self) -> None:
         train = random_train(16, 14, seed=9)
-        p = _make(train, clients_per_round=10, dropout_before=0.3, dropout_after=0.1)
+        p = Run(train, clients_per_round=10, dropout_before=0.3, dropout_after=0.1)
         rs = p.sample(0)
         U_before = p.U.clone()
         rec = p.train_round(0)
-        assert rec.lost == 3 and rec.recovered == 1 and len(rs.drop_before) == 3
+        assert rec.clients_lost == 3 and rec.clients_recovered == 1 and len(rs.drop_before) == 3
         lost = torch.from_numpy(rs.drop_before)
-        assert torch.equal(p.U[:, lost], U_before[:, lost])
+        U = p.U
+        assert torch.equal(U[:, lost], U_before[:, lost])
         kept = torch.from_numpy(np.setdiff1d(rs.clients, rs.drop_before))
-        assert not torch.equal(p.U[0, kept], U_before[0, kept])
-        RT = _graph_t(p)  # the invariant survives dropouts: lost users contributed nothing and kept nothing
+        assert not torch.equal(U[0, kept], U_before[0, kept])
+        RT = _graph_t(
+            train
+        )  # the invariant survives dropouts: lost users contributed nothing and kept nothing
         for k in range(2):
-            assert rel_err(p.E[k + 1], RT @ p.U[k]) < 1e-10
+            assert rel_err(p.E[k + 1], RT @ U[k]) < 1e-10
 
     def test_refuses_below_threshold(self) -> None:
         train = random_train(16, 14, seed=10)
-        p = _make(
+        p = Run(
             train, clients_per_round=10, dropout_before=0.6, secagg_threshold=0.5, secagg_semi_honest=True
         )
         with pytest.raises(SecAggAbortError, match="only 4 clients left, below the threshold 5"):
             p.train_round(0)
 
     def test_a_threshold_at_or_below_half_needs_the_semi_honest_flag(self) -> None:
-        from fedgraphrec.protocols.fedgrec import FedGRecSettings
-
         with pytest.raises(ValueError, match=r"secagg_threshold must exceed 0.5 \(t > n/2\).*dropouts"):
             FedGRecSettings(secagg_threshold=0.5)
         assert FedGRecSettings(secagg_threshold=0.5, secagg_semi_honest=True).secagg_threshold == 0.5
@@ -178,7 +248,7 @@ class TestLedger:
         """Spec §3.5: download (K+1)|T̃_u|d floats; upload (K+1)Nd ring words (here 8 bytes each)."""
         train = random_train(12, 40, density=0.15, seed=11)
         K, d, N = 2, D, 40
-        p = _make(train, K=K, n_negatives=7)
+        p = Run(train, K=K, n_negatives=7)
         sent0, recv0 = p.net.ledger.client_sent.copy(), p.net.ledger.client_received.copy()
         rs = p.sample(0)
         p.train_round(0)
@@ -201,12 +271,7 @@ class TestLedger:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_round_matches_cpu() -> None:
     train = random_train(14, 30, density=0.2, seed=12)
-    user0, item0 = _tables(train)
-    settings = FedGRecSettings(
-        K=2, clients_per_round=6, local_steps=3, n_negatives=5, lr=0.05, reg=1e-2, **EXACT
-    )
-    cpu = FedGRec(train, user0, item0, settings, seed=7)
-    gpu = FedGRec(train, user0, item0, settings, seed=7, device="cuda")
+    cpu, gpu = Run(train), Run(train, device="cuda")
     for r in range(3):
         assert cpu.train_round(r) == gpu.train_round(r)
     assert rel_err(gpu.E.cpu(), cpu.E) < 1e-10 and rel_err(gpu.U.cpu(), cpu.U) < 1e-10
@@ -216,13 +281,13 @@ def test_cuda_round_matches_cpu() -> None:
 def test_server_receives_only_masked_uploads() -> None:
     """Real secure aggregation: every upload the server holds is a uniform-looking ring vector."""
     train = random_train(10, 12, seed=13)
-    user0, item0 = _tables(train)
-    settings = FedGRecSettings(K=1, clients_per_round=6, local_steps=2, n_negatives=4)
-    p = FedGRec(train, user0, item0, settings, seed=7, crypto="real", transcripts=True)
+    p = Run(
+        train, "real", K=1, clients_per_round=6, local_steps=2, n_negatives=4, frac_bits=32, transcripts=True
+    )
     p.train_round(0)
     masked = [e for e in p.net.transcript.of("server") if e.kind == "secagg-masked-input"]
     assert [e.phase for e in masked][-1] == "train/upload/secagg-masked-input"
-    everything = np.concatenate([np.asarray(y) for e in masked for y in e.payloads])
+    everything = np.concatenate([np.asarray(y).ravel() for e in masked for y in e.payloads])
     top = np.bincount((everything >> np.uint64(60)).astype(np.int64), minlength=16)
     assert top.min() > 0.5 * top.mean()  # a plain fixed-point delta would sit near 0 mod 2^64
     assert all(e.protected for e in masked)

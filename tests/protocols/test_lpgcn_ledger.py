@@ -5,29 +5,44 @@ import torch
 
 from fedgraphrec.crypto import ciphertext_size
 from fedgraphrec.protocols.lpgcn.communication import neighbour_sets, per_client_cost
-from fedgraphrec.protocols.lpgcn.protocol import LPGCN
 from fedgraphrec.runtime import encoded_size
 from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train
+from tests.protocols.lpgcn_world import World, world
+
+
+def _assignment(w: World, m: int) -> np.ndarray:
+    """Item id -> its convolution-client (-1: nobody holds it), from the programs' own records."""
+    conv = np.full(m, -1, dtype=np.int64)
+    for p in w.programs.values():
+        conv[p.state.conv_items] = p.state.conv_owner
+    return conv
+
+
+def _pairs(w: World) -> set[tuple[int, int]]:
+    return {
+        (int(c), int(u))
+        for p in w.programs.values()
+        for c, u in zip(p.state.nb_conv, p.state.nb_user, strict=True)
+    }
 
 
 def test_forward_neighbour_traffic_matches_eq30_per_iteration():
     train = random_train(n_users=30, n_items=25, density=0.2, seed=9)
     d, L = 8, 3
-    fed = LPGCN(train, torch.zeros(30, d), torch.zeros(25, d), n_layers=L, alpha=0)
-    users, pos, neg = next(BPRSampler(train, seed=0).batches(0, 16))
-    fed.train_step(users, pos, neg)
+    w = world(train, {"user_emb": torch.zeros(30, d), "item_emb": torch.zeros(25, d)}, n_layers=L, alpha=0)
+    w.step(*next(BPRSampler(train, seed=0).batches(0, 16)))
     forwarded = sum(
         r.payload_bytes
-        for r in fed.net.ledger.rows()
+        for r in w.net.ledger.rows()
         if r.phase.startswith("forward/")
         and r.phase.endswith("user-embeddings")
         and r.receiver == "conv-client"
     )
-    nb = neighbour_sets(fed.topology.real, fed.topology.conv_of_item)
+    nb = neighbour_sets(train, _assignment(w, 25))
     total_neighbours = int(nb.n_neighbours.sum())
     # with alpha = 0 the routing pairs are exactly the real neighbour sets N_ũ
-    assert len(fed.topology.nb_user) == total_neighbours
+    assert len(_pairs(w)) == total_neighbours
     row_ct = ciphertext_size(encoded_size((1, d), torch.float32))
     assert forwarded == L * total_neighbours * row_ct
     # Eq. 30 counts the raw float32 payload d·B per embedding: the ledger adds only the codec
@@ -38,13 +53,18 @@ def test_forward_neighbour_traffic_matches_eq30_per_iteration():
 
 def test_virtual_items_grow_routing_but_not_real_neighbours():
     train = random_train(n_users=30, n_items=25, density=0.2, seed=9)
-    plain = LPGCN(train, torch.zeros(30, 4), torch.zeros(25, 4), n_layers=1, alpha=0, seed=1)
-    masked = LPGCN(train, torch.zeros(30, 4), torch.zeros(25, 4), n_layers=1, alpha=4, seed=1)
-    holders = (masked.topology.real + masked.topology.virtual).tocoo()
-    conv = masked.topology.conv_of_item[holders.col]
-    expected = {(int(c), int(u)) for c, u in zip(conv, holders.row, strict=True) if c != u}
-    assert (
-        set(zip(masked.topology.nb_conv.tolist(), masked.topology.nb_user.tolist(), strict=True)) == expected
-    )
-    assert len(masked.topology.nb_user) >= len(plain.topology.nb_user)
-    assert np.array_equal(masked.topology.real.toarray(), plain.topology.real.toarray())
+    tables = {"user_emb": torch.zeros(30, 4), "item_emb": torch.zeros(25, 4)}
+    plain = world(train, tables, n_layers=1, alpha=0, seed=1)
+    masked = world(train, tables, n_layers=1, alpha=4, seed=1)
+    conv = _assignment(masked, 25)
+    expected = set()
+    for p in masked.programs.values():  # every holder, real or virtual, of a convolution-item but its owner
+        rows = np.repeat(p.clients, np.diff(p.state.held_ptr))
+        for u, i in zip(rows.tolist(), p.state.held_idx.tolist(), strict=True):
+            if conv[i] != u:
+                expected.add((int(conv[i]), u))
+    assert _pairs(masked) == expected
+    assert len(_pairs(masked)) >= len(_pairs(plain))
+    # verification: the convolution-clients' real neighbour sets are the same as without virtual items
+    real_nb = {(int(c), int(u)) for c, u in expected if train[u, np.flatnonzero(conv == c)].nnz}
+    assert len(real_nb) <= len(expected)

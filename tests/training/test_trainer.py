@@ -1,5 +1,6 @@
 """The training loop: determinism, resume after a crash, run folder contents."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -10,7 +11,7 @@ import time
 import pytest
 import torch
 
-from fedgraphrec.training import RunDir, Trainer, load_config
+from fedgraphrec.training import RunDir, TrainConfig, Trainer, load_config, prepare_interactions
 
 TINY = [
     "dataset=synthetic",
@@ -213,3 +214,23 @@ def test_given_data_replaces_the_named_dataset(tmp_path):
     assert trainer.data is sub
     result = trainer.fit()
     assert result.summary["dataset"] == "sub" and result.summary["dataset_stats"]["users"] == 60
+
+
+def test_secure_init_tables_are_not_the_seeds_and_verify_still_holds(tmp_path):
+    """With secure_init the initial tables are not the seed's public stream (a server that saw plaintext
+    item rows could otherwise regenerate them); the oracle starts from the same secret tables."""
+    from fedgraphrec.training.protocol_learner import initial_tables
+
+    cfg = TrainConfig(protocol="lpgcn", dataset="synthetic", dim=4, n_layers=1, dtype="float64", seed=3)
+    data = prepare_interactions(cfg)
+    seeded = initial_tables(cfg, data)["item_emb"]
+    assert torch.equal(seeded, initial_tables(cfg, data)["item_emb"])
+    secret = dataclasses.replace(cfg, secure_init=True)
+    a, b = (initial_tables(secret, data)["item_emb"] for _ in range(2))
+    assert not torch.equal(a, seeded) and not torch.equal(a, b)
+    assert abs(a.std().item() - cfg.init_std) < 0.2 * cfg.init_std  # still N(0, init_std²)
+    result = Trainer(
+        dataclasses.replace(secret, epochs=1, batch_size=256, verify=True), tmp_path / "run", progress=False
+    ).fit()
+    assert result.summary["verify_max_deviation"] < 1e-10
+    assert result.summary["init_source"].startswith("CSPRNG")

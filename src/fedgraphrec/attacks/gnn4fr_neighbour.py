@@ -59,7 +59,7 @@ def gnn4fr_neighbour(
     transcript: Transcript,
     train: sp.csr_matrix,
     item_table: torch.Tensor,
-    senders: np.ndarray,
+    senders: np.ndarray | None,
     key: SharedKey | None,
     *,
     phase: str = "forward/l=1/user-embeddings",
@@ -70,7 +70,8 @@ def gnn4fr_neighbour(
         transcript: the run's transcript (``crypto="real"``, transcripts on).
         train: true training matrix (only to score the attack).
         item_table: layer-0 item embeddings :math:`V^{(0)}` of the attacked step (``N × d``).
-        senders: for each forwarded copy, the client whose row it is (GNN4FR's ``pair_sender``).
+        senders: for each forwarded copy, the client whose row it is (``None``: as the relay names
+            them, the transcript entry's senders).
         key: :math:`S` (any client has it); ``None`` scores the server, which has no key: it reads
             each payload as a plaintext row, which succeeds only if the rows were not sealed, and
             otherwise is left with a constant score (a random guess).
@@ -82,6 +83,8 @@ def gnn4fr_neighbour(
     entry = next((e for e in transcript.of("client") if e.phase == phase), None)
     if entry is None:
         raise ValueError(f"transcript: no {phase!r} rows received by clients; run with transcripts on")
+    if senders is None:
+        senders = np.asarray(entry.senders if entry.senders is not None else [], dtype=np.int64)
     if len(senders) != len(entry.payloads):
         raise ValueError(f"senders: {len(senders)} ids for {len(entry.payloads)} forwarded rows")
     n_items = train.shape[1]

@@ -9,8 +9,9 @@ convolution-clients open the sealed answers the server relayed to them, so the c
 real/virtual status of every (holder, item) edge whose item a colluder convolves.
 
 The attacker reads only what the coalition received: the server's ``setup/item-tokens`` uploads, the
-assignment it computed itself (``conv_of_item``), the ``setup/verification-answer`` ciphertexts it
-relayed to colluding convolution-clients, :math:`S` and the colluders' private keys. Victims are the
+verification questions it relayed (which holder was asked about which token by whom) and the
+``setup/verification-answer`` ciphertexts it relayed to colluding convolution-clients, :math:`S` and
+the colluders' private keys. Victims are the
 non-colluding clients; the score of item i for victim u is 1 (verified real), 0 (verified virtual or
 not held) or 0.5 (held, status unknown). Reported per victim:
 
@@ -35,7 +36,7 @@ from fedgraphrec.attacks.upload_inference import _auc
 from fedgraphrec.crypto import ClientKeyPair, SharedKey, open_sealed
 from fedgraphrec.crypto.tokens import ItemTokenizer
 from fedgraphrec.protocols.common import TOKEN_BYTES
-from fedgraphrec.protocols.lpgcn.setup import verification_aad
+from fedgraphrec.protocols.lpgcn.holdings import verification_aad
 from fedgraphrec.runtime import Transcript
 
 __all__ = ["CollusionResult", "lpgcn_collusion"]
@@ -66,16 +67,30 @@ class CollusionResult:
         }
 
 
+def _entries(transcript: Transcript, role: str, phase: str) -> list[tuple[int, int, bytes]]:
+    """``(sender, receiver, payload)`` of every message of ``phase`` that ``role`` received, in order."""
+    out = []
+    for e in transcript.of(role):
+        if e.phase == phase and e.senders is not None and e.receivers is not None:
+            out += list(zip(e.senders, e.receivers, e.payloads, strict=True))
+    return out
+
+
 def _held_sets(transcript: Transcript, shared_key: SharedKey | None, n_items: int) -> dict[int, np.ndarray]:
     """Each client's held items, decoded from its uploaded tokens with S (empty without S)."""
-    entry = next((e for e in transcript.of("server") if e.phase == "setup/item-tokens"), None)
-    if entry is None or entry.senders is None:
+    uploads = [
+        (u, blob)
+        for e in transcript.of("server")
+        if e.phase == "setup/item-tokens" and e.senders is not None
+        for u, blob in zip(e.senders, e.payloads, strict=True)
+    ]
+    if not uploads:
         raise ValueError("transcript: no setup/item-tokens uploads; run with crypto='real', transcripts=True")
     if shared_key is None:
-        return {int(u): np.zeros(0, dtype=np.int64) for u in entry.senders}
+        return {int(u): np.zeros(0, dtype=np.int64) for u, _ in uploads}
     lookup = {tok: i for i, tok in enumerate(ItemTokenizer(shared_key).tokens(np.arange(n_items)))}
     held = {}
-    for user, blob in zip(entry.senders, entry.payloads, strict=True):
+    for user, blob in uploads:
         if not isinstance(blob, bytes):
             raise ValueError("transcript: token uploads are not bytes; run with crypto='real'")
         toks = [blob[k : k + TOKEN_BYTES] for k in range(0, len(blob), TOKEN_BYTES)]
@@ -86,7 +101,6 @@ def _held_sets(transcript: Transcript, shared_key: SharedKey | None, n_items: in
 def lpgcn_collusion(
     transcript: Transcript,
     train: sp.csr_matrix,
-    conv_of_item: np.ndarray,
     colluders: Collection[int],
     shared_key: SharedKey | None,
     keypairs: Sequence[ClientKeyPair] | None,
@@ -96,7 +110,6 @@ def lpgcn_collusion(
     Args:
         transcript: the run's transcript (``crypto="real"``, transcripts on).
         train: true training matrix (only to score the attack).
-        conv_of_item: the server's assignment :math:`\tilde u_i` (``-1``: server-owned).
         colluders: ids of the colluding clients (``c = len(colluders)``).
         shared_key: :math:`S` (``None`` models a coalition without any client: c = 0).
         keypairs: all clients' key pairs; only the colluders' private keys are used.
@@ -113,18 +126,22 @@ def lpgcn_collusion(
     if any(c < 0 or c >= n_users for c in col):
         raise ValueError(f"colluders: ids must be in [0, {n_users}), got {sorted(col)}")
     held = _held_sets(transcript, shared_key if col else None, n_items)
-    # verification answers relayed to colluding convolution-clients, in the server's question order
+    # verification answers relayed to colluding convolution-clients; the k-th answer of a holder to
+    # an asker answers the k-th question that asker put to that holder (the server keeps the order)
     status: dict[tuple[int, int], bool] = {}  # (holder, item) -> is virtual
-    answers = next((e for e in transcript.of("server") if e.phase == "setup/verification-answer"), None)
-    if col and answers is not None and answers.senders is not None and keypairs is not None:
-        # the server asked, for every held edge (holder-major order), the item's convolution-client
-        edges = sorted((u, int(i)) for u, items in held.items() for i in items if conv_of_item[i] != u)
-        asked = [(int(conv_of_item[i]), u, i) for u, i in edges]
-        tokens = ItemTokenizer(shared_key).tokens(np.arange(n_items)) if shared_key is not None else []
-        for (asker, holder, item), blob in zip(asked, answers.payloads, strict=True):
-            if asker in col:
-                aad = verification_aad(holder, asker, tokens[item])
-                status[(holder, item)] = bool(open_sealed(blob, keypairs[asker], aad=aad)[0])
+    if col and keypairs is not None and shared_key is not None:
+        lookup = {tok: i for i, tok in enumerate(ItemTokenizer(shared_key).tokens(np.arange(n_items)))}
+        asked: dict[tuple[int, int], list[bytes]] = {}
+        for asker, holder, token in _entries(transcript, "client", "setup/verification-question"):
+            asked.setdefault((int(holder), int(asker)), []).append(token)
+        seen: dict[tuple[int, int], int] = {}
+        for holder, asker, blob in _entries(transcript, "conv-client", "setup/verification-answer"):
+            pair = (int(holder), int(asker))
+            k = seen[pair] = seen.get(pair, -1) + 1
+            if pair[1] in col:
+                token = asked[pair][k]
+                aad = verification_aad(pair[0], pair[1], token)
+                status[(pair[0], lookup[token])] = bool(open_sealed(blob, keypairs[pair[1]], aad=aad)[0])
     out: dict[str, list[float]] = {k: [] for k in ("rec", "hp", "p", "r", "auc", "rand")}
     victims = [u for u in range(n_users) if u not in col]
     for u in victims:

@@ -4,8 +4,9 @@ A user's item update is non-zero only on the rows it touched (positives, and the
 paired with), and a positive is touched in *every* local step, a negative in few: the size of a
 row's update separates them. The attacker is the server; it reads only what it received:
 
-* unprotected uploads (``kind="plain-upload"``): the user's own rows; each queried item is scored
-  by the norm of its update (0 if absent);
+* unprotected uploads (``kind="plain-upload"``): the user's own rows (entries ``(flat index,
+  value)``, or blocks of rows at start indices); each item is scored by the norm of its update
+  (0 if absent);
 * secure-aggregation uploads (``kind="secagg-masked-input"``): one masked ring vector per user; the
   attacker decodes it as fixed point anyway and scores every item by its row's norm.
 
@@ -63,6 +64,25 @@ def _rank_membership(scores: np.ndarray, labels: np.ndarray) -> tuple[float, flo
     return _auc(scores, labels), precision, k / max(len(labels), 1)
 
 
+def _plain_scores(payload: object, n_items: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Items in a plain upload's item block and each item's update norm.
+
+    Two layouts: rows ``(flat index, value)`` (party programs' secure-sum baseline; the item block
+    is the first ``n_items · dim`` indices) or a list of ``(start indices, rows)`` blocks, the first
+    being the item update (one row of width ``dim`` per item).
+    """
+    if isinstance(payload, list | tuple):
+        starts, values = payload[0]
+        items = np.asarray(starts) // dim
+        score = np.zeros(n_items)
+        score[items] = np.linalg.norm(np.asarray(values), axis=1)
+        return items, score
+    rows = np.asarray(payload)
+    first = rows[:, 0] < n_items * dim
+    items = rows[first, 0].astype(np.int64) // dim
+    return items, np.sqrt(np.bincount(items, weights=rows[first, 1] ** 2, minlength=n_items))
+
+
 def upload_inference(
     transcript: Transcript,
     train: sp.csr_matrix,
@@ -95,14 +115,12 @@ def upload_inference(
             truth[train.indices[train.indptr[user] : train.indptr[user + 1]]] = True
             score = np.zeros(n_items)
             if entry.kind == "plain-upload":
-                starts, values = payload[0]
-                items = np.asarray(starts) // dim
-                score[items] = np.linalg.norm(np.asarray(values), axis=1)
+                items, score = _plain_scores(payload, n_items, dim)
                 support = np.zeros(n_items, dtype=bool)
                 support[items] = True
                 precisions.append(truth[support].mean() if support.any() else 0.0)
             elif entry.kind == "secagg-masked-input":
-                block = np.asarray(payload)[: n_items * dim].view(np.int64).reshape(n_items, dim)
+                block = np.asarray(payload).ravel()[: n_items * dim].view(np.int64).reshape(n_items, dim)
                 score = np.linalg.norm(np.ldexp(block.astype(np.float64), -frac_bits), axis=1)
                 precisions.append(np.nan)
             else:

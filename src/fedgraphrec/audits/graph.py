@@ -4,9 +4,9 @@
   on, once per number of virtual items α; for each α a coalition of the server and c random
   clients (seeded) attacks the other clients' real items (:func:`~fedgraphrec.attacks.lpgcn_collusion`).
   Only set-up is run: the tokens and verification answers the attack reads are all sent there.
-* GNN4FR: one forward propagation (Algorithm 4) in ``real`` mode at the initial tables; each
-  neighbour's layer-1 rows are attacked (:func:`~fedgraphrec.attacks.gnn4fr_neighbour`), and the
-  relaying server (no S) is scored as the baseline.
+* GNN4FR: one minibatch in ``real`` mode from the initial tables; each neighbour's layer-1 rows of
+  its forward propagation (Algorithm 4) are attacked (:func:`~fedgraphrec.attacks.gnn4fr_neighbour`),
+  and the relaying server (no S) is scored as the baseline.
 
 The report (``audit.json``, ``audit.md``, and ``lpgcn_collusion.png`` for LP-GCN) puts every
 number next to the random guess.
@@ -25,11 +25,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from fedgraphrec.attacks import gnn4fr_neighbour, lpgcn_collusion
-from fedgraphrec.protocols.lpgcn.setup import initialization
-from fedgraphrec.runtime import Network
+from fedgraphrec.protocols.lpgcn import key_material
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
-from fedgraphrec.training.learners import GNN4FRLearner
+from fedgraphrec.training.protocol_learner import ProtocolLearner
+from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
 
 __all__ = ["audit_gnn4fr", "audit_lpgcn"]
@@ -51,17 +51,17 @@ def audit_lpgcn(
     n = data.train.shape[0]
     rows = []
     for alpha in alphas:
-        net = Network(n, crypto="real", transcripts=True, protocol="lpgcn")
-        setup = initialization(data.train, alpha, cfg.seed, net)
+        arm = dataclasses.replace(cfg, protocol="lpgcn", alpha=alpha, transcripts=True, crypto="real")
+        learner = ProtocolLearner(arm, data)  # set-up only: the attack reads tokens and answers
+        shared_key, keypairs = key_material(learner.programs.values(), n)  # type: ignore[arg-type]
         for c in coalitions:
             colluders = numpy_rng(cfg.seed, "audit", "colluders", str(c)).permutation(n)[: min(c, n - 1)]
             res = lpgcn_collusion(
-                net.transcript,
+                learner.net.transcript,
                 data.train,
-                setup.topology.conv_of_item,
                 colluders.tolist(),
-                setup.shared_key if c else None,
-                setup.keypairs,
+                shared_key if c else None,
+                keypairs,
             )
             rows.append({"alpha": alpha, "c": c, **res.summary()})
     report = {"protocol": "lpgcn", "dataset": cfg.dataset, "seed": cfg.seed, "collusion": rows}
@@ -106,12 +106,12 @@ def audit_gnn4fr(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     arm = dataclasses.replace(cfg, transcripts=True, crypto="real")
     data = prepare_interactions(arm)
-    proto = GNN4FRLearner(arm, data).protocol
-    proto.forward_propagation()
-    table = proto.item_emb.detach()
+    learner = ProtocolLearner(arm, data)
+    table = learner.tables()["item_emb"].detach().clone()  # the initial item table (the attacked step's)
+    learner.train_batch(*next(BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.batch_size)))
     arms = {}
-    for name, key in (("neighbour (holds S)", proto.shared_key), ("server (no S)", None)):
-        res = gnn4fr_neighbour(proto.net.transcript, data.train, table, proto.pair_sender, key)  # type: ignore[attr-defined]
+    for name, key in (("neighbour (holds S)", learner.programs[0].group_key()), ("server (no S)", None)):
+        res = gnn4fr_neighbour(learner.net.transcript, data.train, table, None, key)
         arms[name] = res.summary()
     report = {"protocol": "gnn4fr", "dataset": cfg.dataset, "seed": cfg.seed, "dim": cfg.dim, "attack": arms}
     (out / "audit.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -8,27 +8,27 @@ the server carry the attack out once. The attempt is *detected* when a receiver 
 nothing happened. The goal is ``accepted = 0`` everywhere. ``integrity.json`` / ``integrity.md``
 list attempts, detected and accepted per attack and per phase.
 
-LP-GCN and GNN4FR are attacked on their group-key relays (and the verification answers, degrees
-and key wrapping of set-up); FedGRec and the horizontal baselines that aggregate securely (FedMF,
-FedNCF, P-GCN) on secure aggregation's pairwise share messages.
+Every protocol runs as party programs, the adversary in the transport. LP-GCN and GNN4FR are
+attacked on their group-key relays (and the verification answers, degrees and key wrapping of
+set-up); FedGRec and the horizontal baselines that aggregate securely (FedMF, FedNCF, P-GCN) on
+secure aggregation's pairwise share messages, in every share phase a clean run relays (P-GCN: the
+degrees at set-up, every forward layer, the gradients).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from fedgraphrec.attacks.active_server import ATTACKS, ActiveServer, tamper_inbox
-from fedgraphrec.crypto import IntegrityError, secure_sum
+from fedgraphrec.attacks.active_server import ATTACKS, ActiveServer
+from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.runtime import Network
-from fedgraphrec.seeding import numpy_rng, torch_generator
+from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
 
@@ -41,29 +41,22 @@ STEPS = 3
 
 
 def _graph_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
-    """Set-up, ``STEPS`` minibatches and a prediction of LP-GCN or GNN4FR; returns the network."""
-    from fedgraphrec.protocols.gnn4fr import GNN4FR
-    from fedgraphrec.protocols.lpgcn import LPGCN
+    """Set-up, ``STEPS`` minibatches and a prediction of LP-GCN or GNN4FR; returns the network.
 
-    data = prepare_interactions(cfg)
-    train = data.train
-    n, m = train.shape
-    gen = torch_generator(cfg.seed, "audit-integrity-init")
-    u0 = torch.randn(n, cfg.dim, generator=gen, dtype=torch.float64) * 0.1
-    v0 = torch.randn(m, cfg.dim, generator=gen, dtype=torch.float64) * 0.1
-    common: dict[str, Any] = dict(
-        n_layers=cfg.n_layers, seed=cfg.seed, crypto="real", transcripts=cfg.transcripts, adversary=adversary
+    Both run as party programs: the adversary sits in the transport, on every sealed message the
+    server forwards.
+    """
+    alpha = 0 if cfg.protocol == "gnn4fr" else cfg.alpha  # GNN4FR has no virtual items
+    arm = dataclasses.replace(
+        cfg, crypto="real", model="lightgcn", dtype="float64", verify=False, alpha=alpha
     )
-    proto: Any
-    if cfg.protocol == "lpgcn":
-        proto = LPGCN(train, u0, v0, alpha=cfg.alpha, **common)
-    else:
-        proto = GNN4FR(train, u0, v0, **common)
-    batches = BPRSampler(train, seed=cfg.seed).batches(0, cfg.batch_size)
+    data = prepare_interactions(arm)
+    learner = ProtocolLearner(arm, data, adversary=adversary)
+    batches = BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.batch_size)
     for _ in range(STEPS):
-        proto.train_step(*next(batches))
-    proto.final_embeddings()
-    return proto.net
+        learner.train_batch(*next(batches))
+    learner.embeddings()
+    return learner.net
 
 
 _SECAGG_MODEL = {"fedmf": "mf", "fedncf": "ncf", "pgcn": "lightgcn+"}
@@ -72,23 +65,19 @@ _SECAGG_MODEL = {"fedmf": "mf", "fedncf": "ncf", "pgcn": "lightgcn+"}
 
 def _secagg_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
     """``STEPS`` rounds (or minibatches) of a protocol whose secure-aggregation share routing is attacked."""
-    from fedgraphrec.training.learners import make_learner
-
     arm = dataclasses.replace(
         cfg, crypto="real", secure_aggregation=True, model=_SECAGG_MODEL.get(cfg.protocol, cfg.model), alpha=0
     )
     data = prepare_interactions(arm)
-    learner: Any = make_learner(arm, data)
-    if adversary is not None:
-        learner.protocol.secure_sum = functools.partial(secure_sum, tamper=tamper_inbox(adversary))
-    if hasattr(learner, "train_round"):
+    programs = ProtocolLearner(arm, data, adversary=adversary)
+    if programs.server.schedule == "round":
         for r in range(STEPS):
-            learner.train_round(r)
+            programs.train_round(r)
     else:
         batches = BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.batch_size)
         for _ in range(STEPS):
-            learner.train_batch(*next(batches))
-    return learner.protocol.net
+            programs.train_batch(*next(batches))
+    return programs.net
 
 
 def _sealed_phases(net: Network) -> list[str]:
@@ -96,7 +85,7 @@ def _sealed_phases(net: Network) -> list[str]:
     phases = []
     for entry in net.transcript.of("client") + net.transcript.of("conv-client"):
         if (
-            entry.protection == "sealed"
+            entry.protection in ("sealed", "asymmetric")
             and entry.sender == "server"
             and entry.payloads
             and entry.phase not in phases
@@ -114,15 +103,12 @@ def audit_integrity(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
     out = Path(out_dir)
     graph = cfg.protocol in ("lpgcn", "gnn4fr")
     runner: Callable[[TrainConfig, ActiveServer | None], Network] = _graph_run if graph else _secagg_run
-    if graph:
-        clean = runner(dataclasses.replace(cfg, transcripts=True), None)
-        phases: list[str | None] = list(_sealed_phases(clean))
-    else:
-        phases = ["secagg/share-keys"]
+    clean = runner(dataclasses.replace(cfg, transcripts=True), None)
+    phases = _sealed_phases(clean)
     rows: list[dict[str, Any]] = []
     for attack in ATTACKS:
         for phase in phases:
-            adv = ActiveServer(attack, phase, numpy_rng(cfg.seed, "audit-integrity", attack, str(phase)))
+            adv = ActiveServer(attack, phase, numpy_rng(cfg.seed, "audit-integrity", attack, phase))
             outcome, message = "accepted", ""
             try:
                 runner(cfg, adv)

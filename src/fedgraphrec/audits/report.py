@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt
 from fedgraphrec.attacks import query_intersection, upload_inference
 from fedgraphrec.audits.graph import audit_gnn4fr, audit_lpgcn
 from fedgraphrec.training.config import ROUND_PROTOCOLS, TrainConfig
-from fedgraphrec.training.learners import FedGRecLearner
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
 
 __all__ = ["audit"]
@@ -35,10 +35,10 @@ def _run(cfg: TrainConfig, rounds: int, secure: bool) -> Any:
         cfg, transcripts=True, secure_aggregation=secure, crypto="real" if secure else "accounted"
     )
     data = prepare_interactions(arm)
-    learner = FedGRecLearner(arm, data)
+    learner = ProtocolLearner(arm, data)
     for r in range(rounds):
         learner.train_round(r)
-    return learner.protocol, data
+    return learner, data
 
 
 def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
@@ -61,13 +61,13 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
     report: dict[str, Any] = {"protocol": cfg.protocol, "dataset": cfg.dataset, "rounds": rounds}
     arms: dict[str, Any] = {}
     for name, secure in (("secure_aggregation", True), ("in_the_clear", False)):
-        proto, data = _run(cfg, rounds, secure)
+        learner, data = _run(cfg, rounds, secure)
         uploads = upload_inference(
-            proto.net.transcript, data.train, proto.dim, frac_bits=proto.settings.frac_bits
+            learner.net.transcript, data.train, cfg.dim, frac_bits=learner.settings.frac_bits
         ).summary()
         arms[name] = {"upload_inference": uploads}
         if secure:  # the queries are the same either way: attack them once
-            qi = query_intersection(proto.net.transcript, data.train, min_rounds=1)
+            qi = query_intersection(learner.net.transcript, data.train, min_rounds=1)
             report["query_intersection"] = {
                 "mean_recall": float(qi.recall.mean()),
                 "by_rounds_seen": qi.by_rounds_seen(),

@@ -1,55 +1,136 @@
-"""``fedgraphrec flower simulate``: a protocol in Flower's simulation runtime, compared in-process."""
+"""``fedgraphrec flower simulate|deploy PROTOCOL``: ``train``'s run on Flower, the same run folder.
+
+Both take ``train``'s options (``--dataset --epochs --seed --crypto --set --config --out --data-dir``)
+plus ``--supernodes``. ``simulate`` runs Flower's simulation runtime in this process (Ray backend);
+``deploy`` submits the app in ``deploy/flower`` with ``flwr run`` to a running SuperLink. Any protocol
+registered as party programs runs (``training.protocol_learner.SPECS``).
+"""
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from fedgraphrec.cli._app import DataDirOpt, app, fail, out, use_data_dir
+from fedgraphrec.cli._app import DataDirOpt, app, err, fail, use_data_dir, user_errors
+from fedgraphrec.cli.train import (
+    ConfigOpt,
+    CryptoOpt,
+    DatasetOpt,
+    EpochsOpt,
+    OutOpt,
+    SeedOpt,
+    SetOpt,
+    print_summary,
+    train_config,
+)
 
 flower_app = typer.Typer(
     help="Run protocols on Flower (needs the Flower extra of fedgraphrec).", no_args_is_help=True
 )
 app.add_typer(flower_app, name="flower")
 
+ProtocolArg = Annotated[
+    str, typer.Argument(help="A protocol that runs as party programs (e.g. lpgcn, gnn4fr).")
+]
+SupernodesOpt = Annotated[int, typer.Option(help="SuperNodes hosting the clients (u on the u mod n-th).")]
+TimeoutOpt = Annotated[float, typer.Option(help="Seconds one round may take before a node counts as lost.")]
+
+
+def _engine() -> None:
+    try:
+        import flwr  # noqa: F401
+    except ImportError as exc:
+        raise fail(f"the Flower engine needs: pip install 'fedgraphrec\\[flower]' ({exc})") from None
+
+
+def _report(summary: dict[str, object], run_dir: Path) -> None:
+    print_summary(summary)
+    flower = summary.get("flower")
+    if isinstance(flower, dict):
+        traffic, latency = flower["traffic"], flower["round_seconds"]
+        err.print(
+            f"flower: {flower['nodes']} SuperNodes, {traffic['rounds']} rounds, mean round "
+            f"{1000 * latency['mean']:.0f} ms, Flower-serialised bytes sent {traffic['sent_bytes']} / "
+            f"received {traffic['received_bytes']}"
+        )
+    err.print(f"wrote {run_dir}/")
+
 
 @flower_app.command("simulate")
 def flower_simulate(
-    supernodes: Annotated[int, typer.Option(help="Virtual SuperNodes (users are sharded over them).")] = 4,
-    setting: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set", help="FlowerJob field as key=value (e.g. --set dataset=ml-100k --set rounds=5)."
-        ),
-    ] = None,
-    compare: Annotated[bool, typer.Option(help="Also run the in-process engine and compare.")] = True,
+    protocol: ProtocolArg,
+    supernodes: SupernodesOpt = 3,
+    dataset: DatasetOpt = None,
+    config: ConfigOpt = None,
+    setting: SetOpt = None,
+    epochs: EpochsOpt = None,
+    seed: SeedOpt = None,
+    crypto: CryptoOpt = None,
+    out_dir: OutOpt = None,
+    round_timeout: TimeoutOpt = 600.0,
     data_dir: DataDirOpt = None,
 ) -> None:
-    """FedGRec (secure aggregation) or LP-GCN in Flower's simulation runtime (Ray backend).
+    """Train PROTOCOL in Flower's simulation runtime (Ray backend); writes train's run folder.
 
-    ``--set protocol=lpgcn`` runs LP-GCN (e.g. ``--set train-config=configs/ml100k-lightgcn.toml
-    --set train-set=alpha=5 --set batches=4``). For deployment across machines use ``flwr run
-    deploy/flower <superlink>`` (README, "Running on Flower"); both run the same ServerApp and ClientApp.
+    For SuperNodes on other machines use ``flower deploy``.
     """
     use_data_dir(data_dir)
-    try:
-        from fedgraphrec.engines.flower.app import run_in_process, simulate
-        from fedgraphrec.engines.flower.job import FlowerJob
-    except ImportError as exc:
-        raise fail(f"the Flower engine needs: pip install 'fedgraphrec\\[flower]' ({exc})") from None
-    try:
-        pairs = dict(kv.split("=", 1) for kv in setting or [])
-        job = FlowerJob.from_config(pairs)
-    except ValueError as exc:
-        raise fail(f"--set: {exc}") from None
-    result = simulate(job, supernodes)
-    report: dict[str, object] = {"flower": {"metrics": result.metrics, **result.extra}}
-    if compare:
-        ref = run_in_process(job)
-        diff = float((result.item_emb - ref.item_emb).norm() / ref.item_emb.norm())
-        report["in_process"] = {"metrics": ref.metrics, "item_rel_diff": diff}
-        if job.protocol == "fedgrec":  # LP-GCN's Flower run keeps no ledger (see benchmarks/flower_lpgcn.py)
-            report["same_ledger"] = ref.ledger == result.ledger
-    out.print_json(json.dumps(report, default=str))
+    _engine()
+    from fedgraphrec.training import default_run_dir
+    from fedgraphrec.training.protocol_learner import SPECS
+
+    with user_errors():
+        if protocol not in SPECS:
+            raise ValueError(
+                f"{protocol!r} does not run as party programs yet; on Flower: {', '.join(sorted(SPECS))}"
+            )
+        cfg = train_config(protocol, dataset, config, setting, epochs, seed, crypto, data_dir)
+        run_dir = out_dir or default_run_dir(protocol, cfg.dataset)
+        err.print(f"run folder: {run_dir}")
+        from fedgraphrec.engines.flower.party_app import simulate
+
+        run = simulate(cfg, run_dir, supernodes, timeout=round_timeout)
+    _report(run.result.summary, Path(run_dir))
+
+
+@flower_app.command("deploy")
+def flower_deploy(
+    protocol: Annotated[str, typer.Argument(help="A protocol that runs as party programs.")],
+    superlink: Annotated[
+        str, typer.Option(help="The SuperLink connection of Flower's config (flwr run's second argument).")
+    ],
+    supernodes: SupernodesOpt = 3,
+    dataset: DatasetOpt = None,
+    config: ConfigOpt = None,
+    setting: SetOpt = None,
+    epochs: EpochsOpt = None,
+    seed: SeedOpt = None,
+    crypto: CryptoOpt = None,
+    out_dir: OutOpt = None,
+    round_timeout: TimeoutOpt = 600.0,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Train PROTOCOL on a running SuperLink (``flwr run deploy/flower``) and wait for its run folder.
+
+    The ServerApp writes the run folder where it runs (the path is made absolute here); every
+    SuperNode needs fedgraphrec installed and the dataset (``FEDGRAPHREC_DATA`` or ``--data-dir``).
+    """
+    use_data_dir(data_dir)
+    _engine()
+    from fedgraphrec.training import default_run_dir
+    from fedgraphrec.training.protocol_learner import SPECS
+
+    with user_errors():
+        if protocol not in SPECS:
+            raise ValueError(
+                f"{protocol!r} does not run as party programs yet; on Flower: {', '.join(sorted(SPECS))}"
+            )
+        cfg = train_config(protocol, dataset, config, setting, epochs, seed, crypto, data_dir)
+        run_dir = Path(out_dir or default_run_dir(protocol, cfg.dataset)).resolve()
+        err.print(f"run folder: {run_dir}")
+        from fedgraphrec.engines.flower.party_app import deploy
+
+        summary = deploy(cfg, run_dir, supernodes, superlink, timeout=round_timeout)
+    _report(summary, run_dir)

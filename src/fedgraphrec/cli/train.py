@@ -3,12 +3,56 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, use_data_dir, user_errors
+
+if TYPE_CHECKING:
+    from fedgraphrec.training import TrainConfig
+
+
+DatasetOpt = Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML configuration file.")]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="Override a config key: --set n_layers=2 (repeatable).")
+]
+EpochsOpt = Annotated[int | None, typer.Option(help="Number of epochs.")]
+SeedOpt = Annotated[int | None, typer.Option(help="Run seed.")]
+CryptoOpt = Annotated[str | None, typer.Option(help="real (encrypt for real) or accounted (count bytes).")]
+OutOpt = Annotated[
+    Path | None, typer.Option("--out", help="Run folder (default: runs/<time>-<protocol>-<dataset>).")
+]
+"""The options every command that trains takes (``train``, ``flower simulate``, ``flower deploy``)."""
+
+
+def train_config(
+    protocol: str,
+    dataset: str | None,
+    config: Path | None,
+    overrides: list[str] | None,
+    epochs: int | None,
+    seed: int | None,
+    crypto: str | None,
+    data_dir: str | None,
+    **options: Any,
+) -> TrainConfig:
+    """The run's configuration: defaults < ``--config`` TOML < named options < ``--set``."""
+    from fedgraphrec.training import load_config
+
+    return load_config(
+        config,
+        overrides,
+        protocol=protocol,
+        dataset=dataset,
+        epochs=epochs,
+        seed=seed,
+        data_dir=data_dir,
+        crypto=crypto,
+        **options,
+    )
 
 
 @app.command()
@@ -20,28 +64,22 @@ def train(
             "p4gcn (and its rating baselines: --set method=...) or dgrec (and its variants: --variant)."
         ),
     ],
-    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
+    dataset: DatasetOpt = None,
     model: Annotated[
         str | None,
         typer.Option("--model", "--backbone", "-m", help="mf, lightgcn, lightgcn+, ngcf, ncf or multvae."),
     ] = None,
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML configuration file.")] = None,
-    overrides: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a config key: --set n_layers=2 (repeatable).")
-    ] = None,
-    epochs: Annotated[int | None, typer.Option(help="Number of epochs.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Run seed.")] = None,
+    config: ConfigOpt = None,
+    overrides: SetOpt = None,
+    epochs: EpochsOpt = None,
+    seed: SeedOpt = None,
     alpha: Annotated[int | None, typer.Option(help="LP-GCN: virtual items per client.")] = None,
-    crypto: Annotated[
-        str | None, typer.Option(help="real (encrypt for real) or accounted (count bytes).")
-    ] = None,
+    crypto: CryptoOpt = None,
     verify: Annotated[
         bool | None, typer.Option("--verify/--no-verify", help="Run the centralized oracle in lockstep.")
     ] = None,
     data_dir: DataDirOpt = None,
-    out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Run folder (default: runs/<time>-<protocol>-<dataset>).")
-    ] = None,
+    out_dir: OutOpt = None,
     resume: Annotated[
         Path | None,
         typer.Option(help="Resume the run in this folder from its checkpoint (with --epochs: extend it)."),
@@ -50,7 +88,7 @@ def train(
     variant: Annotated[str | None, typer.Option(help="dgrec: the variant (dgrec, dmf, dlgnn, …).")] = None,
 ) -> None:
     """Train a recommender and write a run folder (config, metrics.jsonl, summary.json, curves.png)."""
-    from fedgraphrec.training import RunDir, Trainer, default_run_dir, load_config
+    from fedgraphrec.training import RunDir, Trainer, default_run_dir
 
     use_data_dir(data_dir)
     from fedgraphrec.training.config import PROTOCOLS
@@ -85,19 +123,10 @@ def train(
                 cfg.validate()
             run_dir = resume
         else:
-            cfg = load_config(
-                config,
-                overrides,
-                protocol=protocol,
-                dataset=dataset,
-                model=model,
-                epochs=epochs,
-                seed=seed,
-                data_dir=data_dir,
-                alpha=alpha,
-                crypto=crypto,
-                verify=verify,
-            )
+            cfg = train_config(
+                protocol, dataset, config, overrides, epochs, seed, crypto, data_dir,
+                model=model, alpha=alpha, verify=verify,
+            )  # fmt: skip
             run_dir = out_dir or default_run_dir(protocol, cfg.dataset)
         err.print(f"run folder: {run_dir}")
         result = Trainer(cfg, run_dir, progress=progress, resume=resume is not None).fit()

@@ -35,6 +35,7 @@ Per-dataset rules (the defaults in :data:`REGISTRY`; every one can be overridden
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -327,12 +328,35 @@ def _call(loader: Loader, folder: Path, fmt: str, spec: DatasetSpec | None, opti
             opts.update(spec.options)
         opts["name"] = spec.name
     opts.update(options)
+    _check_options(loader, options, spec.name if spec is not None else str(folder))
     try:
         return loader(folder, **opts)
     except DatasetNotFoundError as exc:
         if spec is not None and spec.note and spec.availability == "partial":
             raise DatasetNotFoundError(f"{exc} [{spec.name}: {spec.note}]") from exc
         raise
+
+
+def _check_options(loader: Callable[..., Any], options: Mapping[str, Any], what: str) -> None:
+    """Refuse loader options the loader does not take, naming them and the ones it accepts.
+
+    Raises:
+        DataError: an unknown option (e.g. a misspelt ``dataset_options`` key).
+    """
+    params = inspect.signature(loader).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = sorted(
+        n
+        for n, p in params.items()
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n not in ("folder", "name")
+    )
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        raise DataError(
+            f"{what}: unknown dataset option(s) {', '.join(unknown)}; "
+            f"this loader takes: {', '.join(accepted)}"
+        )
 
 
 def _spec_for_folder(folder: Path, fmt: str) -> DatasetSpec | None:
@@ -377,7 +401,9 @@ def load_dataset(
     if key in REGISTRY:
         spec = REGISTRY[key]
         if spec.folder is None:
-            return _GENERATORS[spec.format](**{"name": spec.name, **options})
+            generator = _GENERATORS[spec.format]
+            _check_options(generator, options, spec.name)
+            return generator(**{"name": spec.name, **options})
         folder = find_dataset(key, data_dir)
         if folder is None:
             if not (download and spec.url in _DOWNLOADERS):

@@ -1,4 +1,8 @@
-"""Secure aggregation of sparse client contributions, with the ledger, in both crypto modes.
+"""Secure aggregation of sparse client contributions over the old in-process ``Network``.
+
+Kept for the protocols not yet written as party programs (FedMF, P-GCN, FedGRec); party
+programs use :mod:`fedgraphrec.protocols.secagg` (the same stages as transport
+rounds, the inputs computed on the nodes). Delete this module once nothing imports it.
 
 Protocols such as FedGRec upload *dense* vectors under secure aggregation (so the server cannot see
 which rows a client touched), but compute them sparsely: a client's vector is zero outside a few
@@ -16,9 +20,8 @@ threshold are left.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,6 +35,13 @@ from fedgraphrec.crypto.secagg import (
     secure_sum,
 )
 from fedgraphrec.crypto.sharing import FixedPoint
+from fedgraphrec.protocols.secagg.upload import (
+    SparseUpload,
+    check_threshold,
+    encode_fixed,
+    flat_index,
+    threshold_for,
+)
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.network import Protection
 
@@ -55,54 +65,6 @@ clients. Its result names who actually took part, which may include clients that
 """
 
 
-def check_threshold(fraction: float, semi_honest: bool = False) -> None:
-    """Refuse a secure-aggregation threshold fraction that does not hold against the assumed server.
-
-    ``t = ceil(fraction · n)`` survivors are needed at every stage. Against a server that may act
-    maliciously (the model Flower's SecAgg+ documents), ``t > n/2`` is required: otherwise the server
-    can tell two halves of the clients different survivor sets and collect, for one client, both the
-    shares of its self mask and those of its pairwise key, unmasking its input. The trade-off: a
-    higher ``t`` tolerates fewer dropouts (at most ``n − t`` per round). ``semi_honest=True`` accepts
-    ``fraction ≤ 1/2`` for an honest-but-curious server only.
-    """
-    if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"secagg_threshold must be in (0, 1], got {fraction}")
-    if fraction <= 0.5 and not semi_honest:
-        raise ValueError(
-            f"secagg_threshold must exceed 0.5 (t > n/2) so that secure aggregation holds against a "
-            f"malicious server; got {fraction}. A higher threshold tolerates fewer dropouts (at most "
-            "n - t); set secagg_semi_honest = true to accept a lower one against an honest-but-curious "
-            "server only"
-        )
-
-
-def threshold_for(n_clients: int, fraction: float) -> int:
-    """``t = max(1, ceil(fraction · n))``: the survivors secure aggregation needs among ``n`` clients."""
-    if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"the secure-aggregation threshold fraction must be in (0, 1], got {fraction}")
-    return max(1, math.ceil(fraction * n_clients))
-
-
-@dataclass
-class SparseUpload:
-    """Every client's input vector of length ``length``, as rows of values at given start indices.
-
-    ``add(client_pos, start, values)`` says: client number ``client_pos[r]`` (a position in
-    ``clients``) has ``values[r, :]`` at ``[start[r], start[r] + width)``. A client must not list one
-    index twice (each entry is encoded once, as the client would encode its dense vector).
-    """
-
-    clients: np.ndarray
-    length: int
-    blocks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = field(default_factory=list)
-
-    def add(self, client_pos: torch.Tensor, start: torch.Tensor, values: torch.Tensor) -> None:
-        """Add rows (``values`` of shape ``(rows, width)``)."""
-        if values.dim() == 1:
-            values = values[:, None]
-        self.blocks.append((client_pos.long(), start.long(), values.detach()))
-
-
 @dataclass(frozen=True)
 class AggregateResult:
     """The decoded sum and who is in it."""
@@ -111,23 +73,6 @@ class AggregateResult:
     included: np.ndarray  # client ids whose inputs are summed
     dropped: np.ndarray  # dropped before uploading (not summed)
     unresponsive: np.ndarray  # dropped after uploading (summed)
-
-
-def _encode(values: torch.Tensor, fp: FixedPoint, what: str) -> torch.Tensor:
-    """``round(x · 2^f)`` as int64, the same integers as :meth:`FixedPoint.encode` (ties to even)."""
-    x = values.to(torch.float64, copy=True)
-    if x.numel():
-        top = x.abs().max().item()
-        if not top < fp.max_abs:  # also catches NaN and infinity
-            raise OverflowError(
-                f"{what}: a contribution is NaN, infinite or beyond the fixed-point range "
-                f"|x| < {fp.max_abs} (frac_bits={fp.frac_bits}); training diverged, or lower frac_bits"
-            )
-    return x.mul_(float(fp.scale)).round_().to(torch.int64)
-
-
-def _flat(start: torch.Tensor, width: int) -> torch.Tensor:
-    return (start[:, None] + torch.arange(width, device=start.device)).reshape(-1)
 
 
 _PROTECTION: dict[str, Protection] = {
@@ -215,8 +160,8 @@ def secure_aggregate(
     if net.real:
         dense = torch.zeros((len(clients), upload.length), dtype=torch.int64)
         for pos, start, values in ((p.cpu(), st.cpu(), v.cpu()) for p, st, v in upload.blocks):
-            idx = pos[:, None] * upload.length + _flat(start, values.shape[1]).view(len(start), -1)
-            dense.view(-1).index_add_(0, idx.reshape(-1), _encode(values, fp, phase).reshape(-1))
+            idx = pos[:, None] * upload.length + flat_index(start, values.shape[1]).view(len(start), -1)
+            dense.view(-1).index_add_(0, idx.reshape(-1), encode_fixed(values, fp, phase).reshape(-1))
         inputs = {int(u): dense[i].numpy().view(np.uint64).copy() for i, u in enumerate(clients)}
         run: SecureSum = secure_sum if summer is None else summer
         result = run(
@@ -249,8 +194,8 @@ def secure_aggregate(
         total = torch.zeros(upload.length, dtype=torch.int64, device=device)
         for pos, start, values in upload.blocks:
             keep = keep_pos[pos]
-            enc = _encode(values[keep], fp, phase)
-            total.index_add_(0, _flat(start[keep], values.shape[1]), enc.reshape(-1))
+            enc = encode_fixed(values[keep], fp, phase)
+            total.index_add_(0, flat_index(start[keep], values.shape[1]), enc.reshape(-1))
         traffic = secagg_traffic(
             clients.tolist(), clients.tolist(), survivors.tolist(), responders.tolist(), upload.length
         )
@@ -281,7 +226,9 @@ def plain_aggregate(
     keep_t = torch.from_numpy(keep).to(device)
     for pos, start, values in upload.blocks:
         rows = keep_t[pos]
-        total.index_add_(0, _flat(start[rows], values.shape[1]), values[rows].to(torch.float64).reshape(-1))
+        total.index_add_(
+            0, flat_index(start[rows], values.shape[1]), values[rows].to(torch.float64).reshape(-1)
+        )
         sizes += np.bincount(pos.cpu().numpy(), minlength=len(clients)) * (4 + 4 * values.shape[1])
     payloads = None
     if net.transcript.enabled:  # each client's own rows: one stable sort per block, then split

@@ -37,6 +37,7 @@ from fedgraphrec.reproduce.compare import MethodSpec, compare, parse_method
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learners import make_learner
 from fedgraphrec.training.loading import load_config
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
 
@@ -79,7 +80,9 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
     The run is short (one minibatch of ``participants`` triples, or one round of that many users)
     with transcripts on and ``real`` cryptography for that step. Set-up runs in ``accounted`` mode
     (same numbers, no cipher): FedGRec's warm-up sums over *every* user would otherwise run full
-    secure aggregation among all of them, hours on a laptop, and the attack does not read them.
+    secure aggregation among all of them, hours on a laptop, and the attack does not read them. For
+    the same reason the step's other secure sums (P-GCN's forward over every user) stay ``accounted``:
+    only the attacked phase's are enciphered.
     """
     short = dataclasses.replace(
         cfg, transcripts=True, crypto="accounted", batch_size=participants, clients_per_round=participants
@@ -87,17 +90,18 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
     data = prepare_interactions(short)
     learner = make_learner(short, data)
     protocol: Any = getattr(learner, "protocol", None)
-    protocol.net.crypto = "real"  # the attacked step is enciphered for real
+    net = learner.net if isinstance(learner, ProtocolLearner) else protocol.net
+    net.crypto = "real"  # the attacked step is enciphered for real
+    net.real_phases = (phase,)  # party programs' secure sums of other phases stay accounted
     step = getattr(learner, "train_round", None)
     if step is not None:
         step(0)
     else:
         users, pos, neg = next(iter(BPRSampler(data.train, short.seed).batches(0, participants)))
         learner.train_batch(users, pos, neg)
-    frac_bits = getattr(getattr(protocol, "fp", None), "frac_bits", short.frac_bits)
-    result = upload_inference(
-        protocol.net.transcript, data.train, short.dim, phase=phase, frac_bits=frac_bits
-    )
+    settings = getattr(learner, "settings", None) or getattr(protocol, "fp", None)
+    frac_bits = getattr(settings, "frac_bits", short.frac_bits)
+    result = upload_inference(net.transcript, data.train, short.dim, phase=phase, frac_bits=frac_bits)
     return float(result.summary()["mean_auc"])
 
 

@@ -16,6 +16,8 @@ Every message declares its :data:`Protection`:
 - ``pseudonymous`` — item tokens (keyed HMACs): the server handles them by design without
   learning the item ids;
 - ``masked`` — secret-shared or masked values whose sum only is meaningful;
+- ``asymmetric`` — sealed by the sending program to one receiver's public key (key wrapping,
+  LP-GCN's verification answers); the transport carries the ciphertext as it is;
 - ``homomorphic`` — homomorphic ciphertexts (P4GCN).
 
 In crypto mode ``real`` a protected message without its payload is an error: nothing is merely
@@ -42,8 +44,8 @@ from fedgraphrec.runtime.transcript import Received, Transcript
 __all__ = ["Adversary", "CryptoMode", "Network", "Protection"]
 
 CryptoMode = Literal["real", "accounted"]
-Protection = Literal["plain", "sealed", "pseudonymous", "masked", "homomorphic"]
-_PROTECTIONS = ("plain", "sealed", "pseudonymous", "masked", "homomorphic")
+Protection = Literal["plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric"]
+_PROTECTIONS = ("plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric")
 
 
 class Adversary(Protocol):
@@ -93,11 +95,20 @@ class Network:
         self.adversary: Adversary | None = None
         self.sealed_count = 0
         self.opened_count = 0
+        self.real_phases: tuple[str, ...] | None = None
+        """In ``real`` mode, the phase prefixes whose messages are enciphered (``None``: every phase).
+
+        An attack driver narrows it to the phase it reads, so that the other phases (e.g. P-GCN's
+        forward sums over every user) run as ``accounted``: the same numbers and bytes, no cipher."""
 
     @property
     def real(self) -> bool:
         """Whether protected payloads are encrypted for real."""
         return self.crypto == "real"
+
+    def real_for(self, phase: str) -> bool:
+        """Whether the messages of ``phase`` are encrypted for real (:attr:`real_phases`)."""
+        return self.real and (self.real_phases is None or phase.startswith(self.real_phases))
 
     def begin_step(self, step: int) -> None:
         """Every message from now on belongs to protocol step ``step`` (bound into sealed messages)."""

@@ -9,11 +9,11 @@ from fedgraphrec.training.learners import (
     BatchStats,
     CentralLearner,
     Learner,
-    LPGCNLearner,
     build_model,
     make_learner,
 )
 from fedgraphrec.training.loading import load_config
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.rundir import RunDir, default_run_dir
 from fedgraphrec.training.sampler import BPRSampler, Triples
 from fedgraphrec.training.trainer import RunResult, Trainer, evaluate_embeddings_on, prepare_interactions
@@ -23,8 +23,8 @@ __all__ = [
     "BatchStats",
     "CentralLearner",
     "ConfigError",
-    "LPGCNLearner",
     "Learner",
+    "ProtocolLearner",
     "RunDir",
     "RunResult",
     "TrainConfig",

@@ -82,11 +82,18 @@ class TrainConfig:
         secure_virtual_items: LP-GCN: draw virtual items and the token upload order from the OS
             CSPRNG (secret from anyone who knows the seed; same numbers, run-dependent byte counts)
             instead of the run seed (reproducible ledgers, for research runs).
+        secure_init: draw the initial tables from the OS CSPRNG instead of the run seed's public
+            ``init`` stream (LP-GCN's server sees plaintext item rows: with seeded tables it can
+            regenerate them and match rows to learn the item id behind every token). Metrics then
+            differ from run to run; ``--verify`` still holds (the oracle starts from the same tables).
+            In-process only (Flower nodes regenerate the tables from the seed).
         crypto: ``real`` (every protected payload encrypted) or ``accounted`` (bytes counted as if).
         verify: run the centralized oracle in lockstep and log the largest parameter deviation.
         transcripts: keep what each party received (for audits; memory-hungry on large data).
         paper_literal: LP-GCN(LightGCN+): random gradients for virtual items' W rows as Alg. 7
-            prints (inexact when alpha > 0) instead of the lossless aggregation.
+            prints (inexact when alpha > 0) instead of the lossless aggregation. GNN4FR: Algorithm 5
+            and the secret-shared dense aggregation as printed instead of the transposed backward
+            (same numbers, about 3x the bytes; ``protocols/gnn4fr/client.py``).
         log_every: write a metrics line every this many epochs (evaluated epochs always); round-based
             protocols run thousands of one-round epochs.
         clients_per_round: FedGRec ``S``, users sampled per round (one round = one epoch).
@@ -150,6 +157,7 @@ class TrainConfig:
     threads: int = 0
     alpha: int = 0
     secure_virtual_items: bool = False
+    secure_init: bool = False
     crypto: str = "accounted"
     verify: bool = False
     transcripts: bool = False
@@ -184,10 +192,16 @@ class TrainConfig:
     secure_noise: bool = False
 
     def validate(self) -> None:
-        """Check ranges and choices; raise :class:`ConfigError` naming the parameter."""
+        """Check ranges and choices; raise :class:`ConfigError` naming the parameter.
+
+        A protocol registered as party programs (``protocol_learner.SPECS``) is valid too, so a
+        protocol added there (e.g. a test's toy protocol) trains without being listed here.
+        """
+        from fedgraphrec.training.protocol_learner import SPECS
+
         checks: list[tuple[bool, str]] = [
             (
-                self.protocol in PROTOCOLS,
+                self.protocol in PROTOCOLS or self.protocol in SPECS,
                 f"protocol must be one of {', '.join(PROTOCOLS)}; got {self.protocol!r}",
             ),
             (self.alpha >= 0, f"alpha must be >= 0; got {self.alpha}"),

@@ -8,6 +8,7 @@ and protocol.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
 
@@ -15,6 +16,7 @@ import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.models import BPRMF, NCF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
+from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.runtime import CryptoMode, Ledger
 from fedgraphrec.seeding import torch_generator
 from fedgraphrec.training.config import TrainConfig
@@ -26,6 +28,7 @@ __all__ = [
     "NetworkOptions",
     "RoundLearner",
     "build_model",
+    "init_generator",
     "network_options",
 ]
 
@@ -82,21 +85,59 @@ def network_options(cfg: TrainConfig) -> NetworkOptions:
     return {"crypto": "real" if cfg.crypto == "real" else "accounted", "transcripts": cfg.transcripts}
 
 
+def init_generator(cfg: TrainConfig) -> torch.Generator:
+    """The generator that draws the initial tables: the run seed's public ``init`` stream.
+
+    With ``secure_init`` it is keyed by 63 bits from :mod:`secrets` instead, and :func:`build_model`
+    then redraws every embedding table from a ChaCha20 keystream (Mersenne Twister is not a CSPRNG:
+    its outputs would betray its state), so only the dense weights (NCF's MLP) come from it.
+    """
+    if cfg.secure_init:
+        return torch.Generator().manual_seed(secrets.randbits(63))
+    return torch_generator(cfg.seed, "init")
+
+
+def _redraw_tables_securely(model: GraphRecommender, cfg: TrainConfig, data: Interactions) -> None:
+    """Redraw every embedding table from an ``os.urandom``-keyed ChaCha20 keystream.
+
+    An embedding table is a ``rows × dim`` parameter with one row per user or item; its new values are
+    N(0, init_std²) draws from :class:`~fedgraphrec.privacy.noise_source.SecureNoise`.
+
+    Why: LP-GCN's server sees plaintext item rows (``sync/l=0``); with tables from the run seed it could
+    regenerate the initial table and match rows to learn the item id behind every token.
+    """
+    noise = SecureNoise()
+    n_users, n_items = data.train.shape
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() == 2 and param.shape[0] in (n_users, n_items) and param.shape[1] == cfg.dim:
+                draw = torch.from_numpy(noise.standard_normal(tuple(param.shape))) * cfg.init_std
+                param.copy_(draw.to(param.dtype))
+
+
 def build_model(cfg: TrainConfig, data: Interactions) -> GraphRecommender:
-    """The centralized model named by ``cfg.model``, initialised from the run seed's ``init`` stream."""
+    """The centralized model named by ``cfg.model``, initialised by :func:`init_generator`.
+
+    Under ``secure_init`` its embedding tables are then redrawn by :func:`_redraw_tables_securely`.
+    """
     dtype = DTYPES[cfg.dtype]
     graph = NormalizedBipartite.from_train(data.train, dtype=dtype)
-    gen = torch_generator(cfg.seed, "init")
+    gen = init_generator(cfg)
+    model: GraphRecommender
     if cfg.model == "lightgcn":
-        return LightGCN(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
-    if cfg.model == "lightgcn+":
-        return LightGCNPlus(graph, data.train, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
-    if cfg.model == "ncf":
+        model = LightGCN(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
+    elif cfg.model == "lightgcn+":
+        model = LightGCNPlus(graph, data.train, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
+    elif cfg.model == "ncf":
         hidden = tuple(cfg.ncf_hidden) or ((32, 16, 8) if cfg.protocol == "fedncf" else None)
-        return NCF(graph, cfg.dim, cfg.init_std, gen, dtype, hidden=hidden)
-    if cfg.model == "ngcf":
-        return NGCF(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
-    return BPRMF(graph, cfg.dim, cfg.init_std, gen, dtype)
+        model = NCF(graph, cfg.dim, cfg.init_std, gen, dtype, hidden=hidden)
+    elif cfg.model == "ngcf":
+        model = NGCF(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
+    else:
+        model = BPRMF(graph, cfg.dim, cfg.init_std, gen, dtype)
+    if cfg.secure_init:
+        _redraw_tables_securely(model, cfg, data)
+    return model
 
 
 class RoundLearner:

@@ -1,7 +1,8 @@
-"""Learners of round-based training: FedGRec and its family, FedNCF, and Mult-VAE (user batches).
+"""The round-based learner that is not a protocol: Mult-VAE (user batches).
 
-One epoch of the training loop is one communication round (the papers' "epoch" for FedGRec) or one
-pass over the users (Mult-VAE); see :class:`~fedgraphrec.training.learner_base.RoundLearner`.
+Every federated protocol runs as party programs
+(:class:`~fedgraphrec.training.protocol_learner.ProtocolLearner`). One epoch of Mult-VAE is one pass
+over the users; see :class:`~fedgraphrec.training.learner_base.RoundLearner`.
 """
 
 from __future__ import annotations
@@ -12,10 +13,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.data import Interactions
-from fedgraphrec.models import NCF
 from fedgraphrec.models.multvae import MultVAE
-from fedgraphrec.protocols.baselines import FedNCF, FedPerGNN
-from fedgraphrec.protocols.fedgrec import FedGRec
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.seeding import numpy_rng, torch_generator
 from fedgraphrec.training.config import TrainConfig
@@ -23,134 +21,9 @@ from fedgraphrec.training.learner_base import (
     DTYPES,
     BatchStats,
     RoundLearner,
-    build_model,
-    network_options,
 )
 
-__all__ = ["FedGRecLearner", "FedNCFLearner", "FedPerGNNLearner", "MultVAELearner"]
-
-
-class FedGRecLearner(RoundLearner):
-    """FedGRec: one communication round per epoch (the paper's "epoch"), lossy by design.
-
-    The initial tables are the centralized LightGCN's (same ``init`` stream), so the warm-up can be
-    compared with the oracle's propagation. There is no lockstep oracle: FedGRec is not lossless.
-    """
-
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model != "lightgcn" and not (cfg.protocol != "fedgrec" and cfg.model == "mf"):
-            raise ValueError(f"{cfg.protocol} runs the lightgcn backbone; got model={cfg.model!r}")
-        if cfg.verify:
-            raise ValueError(f"{cfg.protocol} is not lossless; --verify applies to lpgcn, gnn4fr and fedmf")
-        tables = dict(build_model(cfg, data).named_parameters())
-        self.protocol = FedGRec(
-            data.train,
-            tables["user_emb"].detach(),
-            tables["item_emb"].detach(),
-            cfg.fedgrec_settings(),
-            seed=cfg.seed,
-            **network_options(cfg),
-            device=cfg.device,
-        )
-        self.last_round: dict[str, int] = {}
-
-    def train_round(self, round_index: int) -> BatchStats:
-        """One round of Algorithm 1; who was lost is kept in :attr:`last_round`."""
-        rec = self.protocol.train_round(round_index)
-        self.last_round = {
-            "clients": rec.clients,
-            "clients_lost": rec.lost,
-            "clients_recovered": rec.recovered,
-        }
-        return BatchStats(rec.loss, rec.bpr, rec.reg)
-
-    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Representations for evaluation (spec §5.3)."""
-        return self.protocol.final_embeddings()
-
-
-class _LossRoundLearner(RoundLearner):
-    """A learner whose protocol's round returns ``(loss, clients)`` and loses no client."""
-
-    protocol: FedNCF | FedPerGNN
-    last_round: dict[str, int]
-
-    def train_round(self, round_index: int) -> BatchStats:
-        """One protocol round; the loss is all data term (these protocols report no separate L2)."""
-        loss, n = self.protocol.train_round(round_index)
-        self.last_round = {"clients": n, "clients_lost": 0, "clients_recovered": 0}
-        return BatchStats(loss, loss, 0.0)
-
-
-class FedNCFLearner(_LossRoundLearner):
-    """FedNCF by rounds (one epoch = one round), evaluated through the NeuMF scorer."""
-
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model != "ncf":
-            raise ValueError(f"fedncf trains NeuMF; use --model ncf (got {cfg.model!r})")
-        if cfg.verify:
-            raise ValueError("fedncf is not lossless (FedAvg of local models); --verify does not apply")
-        model = build_model(cfg, data)
-        assert isinstance(model, NCF)
-        self.model = model
-        self.protocol = FedNCF(
-            data.train,
-            model,
-            seed=cfg.seed,
-            clients_per_round=cfg.clients_per_round,
-            local_steps=cfg.local_steps,
-            n_negatives=cfg.n_negatives,
-            lr=cfg.lr,
-            reg=cfg.reg,
-            **network_options(cfg),
-            frac_bits=cfg.frac_bits,
-            secagg_threshold=cfg.secagg_threshold,
-            secagg_semi_honest=cfg.secagg_semi_honest,
-        )
-        self.last_round: dict[str, int] = {}
-
-    @torch.no_grad()
-    def score_users(self, users: torch.Tensor) -> torch.Tensor:
-        """NeuMF scores with the users' own rows and the server's items and weights."""
-        return self.model.score_users(users).float()
-
-
-class FedPerGNNLearner(_LossRoundLearner):
-    """FedPerGNN by rounds (one epoch = one round); users score with their local GNN's ``h_u``."""
-
-    protocol: FedPerGNN
-
-    def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
-        if cfg.model not in ("lightgcn", "mf"):
-            raise ValueError(
-                f"fedpergnn trains user and item tables; use --model lightgcn (got {cfg.model!r})"
-            )
-        if cfg.verify:
-            raise ValueError("fedpergnn is lossy (stale neighbours, LDP noise); --verify does not apply")
-        tables = dict(build_model(cfg, data).named_parameters())
-        self.protocol = FedPerGNN(
-            data.train,
-            tables["user_emb"].detach(),
-            tables["item_emb"].detach(),
-            seed=cfg.seed,
-            clients_per_round=cfg.clients_per_round,
-            local_steps=cfg.local_steps,
-            n_negatives=cfg.n_negatives,
-            lr=cfg.lr,
-            reg=cfg.reg,
-            loss=cfg.loss,
-            n_pseudo=cfg.n_pseudo,
-            ldp_clip=cfg.ldp_clip,
-            ldp_scale=cfg.ldp_scale,
-            secure_noise=cfg.secure_noise,
-            expand=cfg.local_graph,
-            **network_options(cfg),
-        )
-        self.last_round: dict[str, int] = {}
-
-    def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Users' local-GNN representations and the server's item table."""
-        return self.protocol.final_embeddings()
+__all__ = ["MultVAELearner"]
 
 
 class MultVAELearner(RoundLearner):

@@ -104,6 +104,9 @@ class Trainer:
         data: train on this dataset instead of loading ``cfg.dataset`` (for derived subsets that
             are not registered, such as DGREC's ``ciao-10core``); ``cfg.valid_fraction`` is then
             not applied.
+        learner: build the learner with this instead of :func:`make_learner` (the Flower engine's
+            learner drives the same loop). A learner with ``run_summary()`` adds its entries to
+            ``summary.json``.
     """
 
     def __init__(
@@ -114,6 +117,7 @@ class Trainer:
         resume: bool = False,
         on_epoch_end: Callable[[int], None] | None = None,
         data: Interactions | None = None,
+        learner: Callable[[TrainConfig, Interactions], Learner] | None = None,
     ) -> None:
         cfg.validate()
         self.cfg = cfg
@@ -124,7 +128,7 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.data = prepare_interactions(cfg) if data is None else data
-        self.learner: Learner = make_learner(cfg, self.data)
+        self.learner: Learner = (make_learner if learner is None else learner)(cfg, self.data)
         scheme: SamplerScheme = "users" if cfg.sampler == "users" else "interactions"
         self.sampler = BPRSampler(self.data.train, cfg.seed, scheme)
         self._rounds: Callable[[int], BatchStats] | None = getattr(self.learner, "train_round", None)
@@ -166,8 +170,15 @@ class Trainer:
     def _evaluate(self, record: dict[str, Any]) -> None:
         t0 = time.perf_counter()
         scorer: Callable[[torch.Tensor], torch.Tensor] | None = getattr(self.learner, "score_users", None)
+        federated: Callable[[list[int]], dict[str, dict[str, float]]] | None = getattr(
+            self.learner, "evaluate_federated", None
+        )
         splits = (["valid"] if self.data.valid is not None else []) + ["test"]
-        if scorer is not None:
+        if federated is not None:  # the nodes score their own clients (engines across processes)
+            got = federated(self.cfg.ks)
+            for name in splits:
+                record[name] = got[name]
+        elif scorer is not None:
             for name in splits:
                 record[name] = evaluate_scorer_on(scorer, self.data, self.cfg.ks, name)
         else:
@@ -260,7 +271,9 @@ class Trainer:
         plot_curves(
             self.history, self.run.curves_path, title=f"{cfg.protocol}/{cfg.model} on {self.data.name}"
         )
-        net = getattr(getattr(self.learner, "protocol", None), "net", None)
+        net = getattr(self.learner, "net", None) or getattr(
+            getattr(self.learner, "protocol", None), "net", None
+        )
         if cfg.transcripts and net is not None:  # what each party received, for the user's own audit
             net.transcript.save(self.run.path / "transcripts")
         if (ledger := self.learner.ledger) is not None:
@@ -306,6 +319,12 @@ class Trainer:
                 if cfg.secure_virtual_items
                 else "run seed (reproducible; anyone who knows the seed and S can tell virtual items apart)"
             )
+        if cfg.protocol != "central":  # where the initial tables came from
+            summary["init_source"] = (
+                "CSPRNG (secure_init): secret from anyone who knows the run seed"
+                if cfg.secure_init
+                else "run seed's public init stream (reproducible; the seed regenerates them)"
+            )
         if cfg.protocol == "fedpergnn" and cfg.ldp_scale:  # where the LDP noise came from
             summary["noise_source"] = (
                 "csprng (os.urandom-keyed ChaCha20): the stated ε holds against whoever knows the seed"
@@ -323,6 +342,9 @@ class Trainer:
         if self._rounds is not None and self.learner.ledger is not None:  # federated rounds
             summary["clients_lost"] = st.clients_lost
             summary["clients_recovered"] = st.clients_recovered
+        extra: Callable[[], dict[str, Any]] | None = getattr(self.learner, "run_summary", None)
+        if extra is not None:  # the engine's own measurements (Flower's traffic and latency)
+            summary.update(extra())
         devs = [r["verify_max_deviation"] for r in self.history if "verify_max_deviation" in r]
         if devs:
             summary["verify_max_deviation"] = max(devs)

@@ -1,140 +1,30 @@
-"""FedGRec and LP-GCN as a Flower app: the ``ServerApp`` runs the server role, SuperNodes host the users.
+"""The Flower app of every protocol: the ``ServerApp`` runs the server program, SuperNodes host the clients.
 
-Components for ``flwr run`` (see ``deploy/flower/pyproject.toml``) and for
-:func:`flwr.simulation.run_simulation`:
+Components for ``flwr run`` (see ``deploy/flower/pyproject.toml``):
 
-* :data:`server_app` — reads a :class:`~fedgraphrec.engines.flower.job.FlowerJob` from the run
-  config, waits for ``min-nodes`` SuperNodes, runs :func:`run_fedgrec_job` with secure aggregation
-  over the grid, and writes ``result.json`` (metrics, ledger, Flower traffic and per-round latency)
-  and ``embeddings.pt`` into ``out``; with ``protocol = "lpgcn"`` it runs LP-GCN's relay server
-  instead (:mod:`fedgraphrec.engines.flower.lpgcn`);
-* :data:`client_app` — :data:`fedgraphrec.engines.flower.client.client_app`, the users' side.
+* :data:`server_app` — reads ``run`` (a training configuration as JSON, set by ``fedgraphrec flower
+  deploy PROTOCOL``), ``out``, ``min-nodes`` and ``stage-timeout`` from the run config and runs any
+  protocol registered as party programs through ``fedgraphrec train``'s loop
+  (:func:`fedgraphrec.engines.flower.party_app.run_from_config`), writing the standard run folder into
+  ``out`` (or ``out/error.json`` with the reason when it fails);
+* :data:`client_app` — :data:`fedgraphrec.engines.flower.client.client_app`, the clients' side.
 """
 
 from __future__ import annotations
-
-import json
-import time
-from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedgraphrec.engines.flower.client import client_app
-from fedgraphrec.engines.flower.job import FlowerJob, JobResult, run_fedgrec_job
-from fedgraphrec.runtime.flower import FlowerSecureSum, Traffic
 
-__all__ = ["client_app", "make_server_app", "run_in_process", "server_app", "simulate"]
+__all__ = ["client_app", "server_app"]
 
-PROTOCOLS = ("fedgrec", "lpgcn")
-LPGCN_ROUND_TIMEOUT_S = 600.0
-"""Bound on one LP-GCN round when ``stage-timeout`` is 0 (LP-GCN rounds are never unbounded)."""
+server_app = ServerApp()
 
 
-def _wait_for_nodes(grid: Grid, n: int, limit_s: float = 120.0) -> list[int]:
-    """The ids of at least ``n`` connected SuperNodes, sorted (so the sharding is reproducible)."""
-    deadline = time.monotonic() + limit_s
-    while True:
-        nodes = sorted(grid.get_node_ids())
-        if len(nodes) >= n:
-            return nodes
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"min-nodes: only {len(nodes)} of {n} SuperNodes connected in {limit_s:.0f} s")
-        time.sleep(0.5)
+@server_app.main()
+def _main(grid: Grid, context: Context) -> None:
+    """The deployed run described by the run config (imported on use: torch only where needed)."""
+    from fedgraphrec.engines.flower.party_app import run_from_config
 
-
-def _run(grid: Grid, job: FlowerJob) -> JobResult:
-    """Run ``job`` over the connected SuperNodes; writes its outputs when ``job.out`` is set."""
-    if job.protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {job.protocol!r}")
-    if job.protocol == "lpgcn":
-        return _run_lpgcn(grid, job)
-    nodes = _wait_for_nodes(grid, job.min_nodes)
-    summer = FlowerSecureSum(grid, nodes, timeout=job.stage_timeout or None)
-    start = time.perf_counter()
-    result = run_fedgrec_job(
-        job,
-        secure_sum=summer,
-        dropped_of=lambda r: list(summer.dropped.get(f"fedgrec/round/{r}".encode(), ())),
-    )
-    result.extra = {
-        "engine": "flower",
-        "nodes": len(nodes),
-        "lost_nodes": len(summer.lost_nodes),
-        "wall_seconds": time.perf_counter() - start,
-        "flower_traffic": summer.traffic.summary(),
-        "input_bytes": summer.input_bytes,
-    }
-    if job.out:
-        result.save(job.out)
-    return result
-
-
-def _run_lpgcn(grid: Grid, job: FlowerJob) -> JobResult:
-    """LP-GCN's relay server over the connected SuperNodes (users sharded ``u mod n``)."""
-    from fedgraphrec.engines.flower.lpgcn import (
-        FlowerTransport,
-        flower_summary,
-        job_data,
-        run_lpgcn_job,
-    )
-
-    cfg = job.lpgcn_config()
-    nodes = _wait_for_nodes(grid, job.min_nodes)
-    data, _, _ = job_data(cfg)
-    traffic = Traffic()
-    transport = FlowerTransport(grid, job.stage_timeout or LPGCN_ROUND_TIMEOUT_S, job, data.n_items, traffic)
-    result = run_lpgcn_job(job, transport, nodes)
-    flower_summary(result, traffic, cfg.n_layers, len(nodes))
-    if job.out:
-        result.save(job.out)
-    return result
-
-
-def run_in_process(job: FlowerJob) -> JobResult:
-    """``job`` on the in-process engine (the reference a Flower run must reproduce)."""
-    if job.protocol == "lpgcn":
-        from fedgraphrec.engines.flower.lpgcn import run_lpgcn_in_process
-
-        return run_lpgcn_in_process(job)
-    return run_fedgrec_job(job)
-
-
-def make_server_app(job: FlowerJob | None = None, sink: list[JobResult] | None = None) -> ServerApp:
-    """A ``ServerApp`` running ``job`` (``None``: the one in the run config); results go to ``sink``."""
-    app = ServerApp()
-
-    @app.main()
-    def main(grid: Grid, context: Context) -> None:
-        the_job = job if job is not None else FlowerJob.from_config(dict(context.run_config))
-        try:
-            result = _run(grid, the_job)
-        except Exception as exc:  # leave the reason where the submitter looks for the result
-            if the_job.out:
-                Path(the_job.out).mkdir(parents=True, exist_ok=True)
-                (Path(the_job.out) / "error.json").write_text(
-                    json.dumps({"error": type(exc).__name__, "message": str(exc)}) + "\n"
-                )
-            raise
-        if sink is not None:
-            sink.append(result)
-
-    return app
-
-
-server_app = make_server_app()
-
-
-def simulate(job: FlowerJob, supernodes: int, backend: str = "ray") -> JobResult:
-    """Flower's simulation runtime: ``supernodes`` virtual SuperNodes in this machine (Ray backend)."""
-    from flwr.simulation import run_simulation
-
-    if supernodes < 1:
-        raise ValueError(f"supernodes must be at least 1, got {supernodes}")
-    sink: list[JobResult] = []
-    job = FlowerJob(**{**job.__dict__, "min_nodes": supernodes})
-    backend_config = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 2}}
-    run_simulation(make_server_app(job, sink), client_app, supernodes, backend, backend_config)  # type: ignore[arg-type, unused-ignore]
-    if not sink:
-        raise RuntimeError("the Flower simulation ended without a result (see its log above)")
-    return sink[0]
+    run_from_config(grid, context.run_config)

@@ -1,10 +1,8 @@
 """The ClientApp of the ``deploy/flower`` app: every protocol's SuperNode side, in one ``ClientApp``.
 
-* ``query.secagg`` — FedGRec's secure-aggregation stages (:mod:`fedgraphrec.runtime.flower.secagg`);
-* ``query.lpgcn`` — an LP-GCN shard's rounds (:mod:`fedgraphrec.engines.flower.lpgcn`).
-
-The LP-GCN handler is imported on its first message only: a SuperNode starts a fresh ClientApp
-process for every message, and secure aggregation alone does not need torch.
+``query.party`` runs one stage of any protocol registered as party programs on this SuperNode's
+shard of clients (:mod:`fedgraphrec.engines.flower.node`). The handler is imported on the first
+message only: a SuperNode may start a fresh ClientApp process for every message.
 """
 
 from __future__ import annotations
@@ -12,17 +10,14 @@ from __future__ import annotations
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
-from fedgraphrec.runtime.flower.secagg import secagg_query
-
 __all__ = ["client_app"]
 
 client_app = ClientApp()
-client_app.query("secagg")(secagg_query)
 
 
-@client_app.query("lpgcn")
-def _lpgcn(msg: Message, context: Context) -> Message:
-    """One LP-GCN round on this SuperNode's shard of users."""
-    from fedgraphrec.engines.flower.lpgcn import lpgcn_query
+@client_app.query("party")
+def _party(msg: Message, context: Context) -> Message:
+    """One round of a party-program protocol on this SuperNode's shard of clients."""
+    from fedgraphrec.engines.flower.node import party_query
 
-    return lpgcn_query(msg, context)
+    return party_query(msg, context)

@@ -4,14 +4,12 @@ For tests and measurements on one machine: ports are chosen free, each process g
 own (so a SuperNode can be killed with everything it started), logs go to the work folder, and every
 process is killed when the context exits, whatever happened. With ``simulation=True`` the SuperLink
 runs Flower's simulation runtime and no SuperNode process is started: ``flwr run`` then simulates
-the SuperNodes (Ray backend), as ``flwr run`` does for a local simulation. :func:`flwr_run` submits the app in
-``deploy/flower`` with a :class:`~fedgraphrec.engines.flower.job.FlowerJob` and waits, bounded in
-time, for its ``result.json``.
+the SuperNodes (Ray backend), as ``flwr run`` does for a local simulation. A run is submitted to it
+with :func:`fedgraphrec.engines.flower.party_app.deploy` (``flwr run`` on the app in ``deploy/flower``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -20,15 +18,10 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import torch
-
-from fedgraphrec.engines.flower.job import FlowerJob
-
-__all__ = ["APP_DIR", "LocalFederation", "flwr_run", "local_federation"]
+__all__ = ["APP_DIR", "LocalFederation", "local_federation"]
 
 APP_DIR = Path(__file__).resolve().parents[4] / "deploy" / "flower"
 """The Flower app folder of a source checkout (``flwr run`` builds the FAB from it)."""
@@ -42,7 +35,7 @@ def _free_port() -> int:
 
 @dataclass(frozen=True)
 class LocalFederation:
-    """What :func:`flwr_run` needs: the environment naming the SuperLink, and the work folder."""
+    """What ``flwr run`` needs: the environment naming the SuperLink, and the work folder."""
 
     env: dict[str, str]
     folder: Path
@@ -149,34 +142,3 @@ def _configure_simulation(fed: LocalFederation, supernodes: int, limit_s: float 
             tail = done.stdout.decode(errors="replace")[-800:] + done.stderr.decode(errors="replace")[-800:]
             raise TimeoutError(f"the simulation SuperLink did not accept its configuration: {tail}")
         time.sleep(1.0)
-
-
-def flwr_run(fed: LocalFederation, job: FlowerJob, *, limit_s: float = 300.0) -> dict[str, Any]:
-    """Submit ``job`` with ``flwr run`` and return its ``result.json`` plus ``user``/``item`` embeddings.
-
-    Raises:
-        TimeoutError: no result within ``limit_s`` seconds (the message carries the logs' tails).
-        RuntimeError: the ServerApp failed; the message is the reason it left in ``error.json``.
-    """
-    out = fed.folder / "out"
-    job = replace(job, out=str(out))
-    overrides = " ".join(f"{k}={json.dumps(v)}" for k, v in job.to_config().items())
-    subprocess.run(
-        ["flwr", "run", str(APP_DIR), fed.connection, "--run-config", overrides],
-        env=fed.env,
-        check=True,
-        timeout=120,
-        capture_output=True,
-    )
-    deadline = time.monotonic() + limit_s
-    while not (out / "result.json").exists():  # written last, atomically
-        if (out / "error.json").exists():  # the ServerApp failed and said why
-            reason = json.loads((out / "error.json").read_text())
-            raise RuntimeError(f"the Flower run failed: {reason['error']}: {reason['message']}")
-        if time.monotonic() > deadline:
-            logs = {p.name: p.read_text(errors="replace")[-1500:] for p in fed.folder.glob("*.log")}
-            raise TimeoutError(f"no result from the Flower run within {limit_s:.0f} s; logs: {logs}")
-        time.sleep(0.5)
-    body: dict[str, Any] = json.loads((out / "result.json").read_text())
-    emb = torch.load(out / "embeddings.pt")
-    return {**body, "user": emb["user"], "item": emb["item"]}

@@ -1,20 +1,16 @@
 """Horizontal federated baselines the papers compare against (LP-GCN Table 4, FedGRec Table 1).
 
-* :class:`FedMF` — federated BPR matrix factorisation (Chai et al.), item gradients through secure
-  aggregation.
-* :class:`FedNCF` — NeuMF trained by rounds, item rows and weights averaged through secure
-  aggregation (Perifanis & Efraimidis).
-* :class:`FedPerGNN` — FedGNN (Wu et al.): third-party graph expansion over item tokens, a 1-hop
-  GNN with neighbours' embeddings, pseudo items and local DP on the plain uploads.
-* :class:`PGCN` — P-GCN (Hu et al.): LightGCN+'s forward, each client's backward through its own
-  star only, secure aggregation.
-* FedeRank is :class:`~fedgraphrec.protocols.fedgrec.FedGRec` with ``K = 0`` (spec ``fedgrec.md``
+* :mod:`.fedmf` — federated BPR matrix factorisation (Chai et al.), item gradients through secure
+  aggregation, as party programs (``fedmf.SPEC``).
+* :mod:`.fedncf` — NeuMF trained by rounds, item rows and weights averaged through secure
+  aggregation (Perifanis & Efraimidis), as party programs (``fedncf.SPEC``).
+* :mod:`.fedpergnn` — FedGNN (Wu et al.), as party programs (``fedpergnn.SPEC``): third-party graph
+  expansion over item tokens, a 1-hop GNN with neighbours' embeddings, pseudo items and local DP
+  on the plain uploads.
+* :mod:`.pgcn` — P-GCN (Hu et al.), as party programs (``pgcn.SPEC``): LightGCN+'s forward through
+  the users' secure sums, each client's backward through its own star only, secure aggregation.
+* FedeRank is FedGRec with ``K = 0`` (:data:`fedgraphrec.protocols.fedgrec.FEDERANK`) (spec ``fedgrec.md``
   §5.5); it is not duplicated here.
 """
 
-from fedgraphrec.protocols.baselines.fedmf import FedMF
-from fedgraphrec.protocols.baselines.fedncf import FedNCF
-from fedgraphrec.protocols.baselines.fedpergnn import FedPerGNN
-from fedgraphrec.protocols.baselines.pgcn import PGCN
-
-__all__ = ["PGCN", "FedMF", "FedNCF", "FedPerGNN"]
+__all__: list[str] = []

@@ -1,6 +1,6 @@
 """FedGRec's round written the slow, obvious way: one user at a time, autograd, ``torch.optim.Adam``.
 
-The oracle of the batched :meth:`~fedgraphrec.protocols.fedgrec.FedGRec.train_round` (tests) and its
+The oracle of the batched :func:`~fedgraphrec.protocols.fedgrec.local.local_round` (tests) and its
 baseline in ``benchmarks/fedgrec_round.py``. No secure aggregation and no dropout: it sums the
 users' deltas in floating point.
 """
@@ -8,10 +8,10 @@ users' deltas in floating point.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from fedgraphrec.protocols.fedgrec.protocol import FedGRec
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 
@@ -36,15 +36,20 @@ def _rep(
     return ub.expand(len(rows), -1), tb  # type: ignore[union-attr,return-value]
 
 
-def reference_round(p: FedGRec, rs: RoundSample) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_round(
+    s: FedGRecSettings, E: torch.Tensor, U: torch.Tensor, train: sp.csr_matrix, rs: RoundSample
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Round ``rs`` computed user by user from spec §3.4's pseudocode; returns the new ``(E, U)``.
 
-    Does not modify ``p``. Each user has its own autograd graph and its own Adam over a local copy
-    of *every* queried row, so the batched round's shortcuts (stacked users, closed-form
+    ``E`` (``(K+1, N, d)``) and ``U`` (``(K+1, M, d)``) are the tables before the round (not
+    modified); ``train`` gives the degrees. Each user has its own autograd graph and its own Adam
+    over a local copy of *every* queried row, so the batched round's shortcuts (stacked users, closed-form
     gradients, only touched rows) are all checked against it.
     """
-    s, K = p.settings, p.settings.K
-    E, U = p.E.clone(), p.U.clone()
+    K = s.K
+    E, U = E.clone(), U.clone()
+    deg_u = np.diff(train.indptr).astype(np.float64)
+    deg_t = np.bincount(train.indices, minlength=train.shape[1]).astype(np.float64)
     dE = torch.zeros_like(E)
     touched_by = torch.zeros(E.shape[1], dtype=torch.float64)
     for i, u in enumerate(rs.clients):
@@ -52,7 +57,7 @@ def reference_round(p: FedGRec, rs: RoundSample) -> tuple[torch.Tensor, torch.Te
         neg = rs.neg_items[rs.neg_ptr[i] : rs.neg_ptr[i + 1]]
         Q = torch.from_numpy(np.concatenate([pos, neg]))
         pos_t = torch.from_numpy(pos)
-        w = torch.from_numpy(1.0 / np.sqrt(p.deg_t[pos] * p.deg_u[u]))
+        w = torch.from_numpy(1.0 / np.sqrt(deg_t[pos] * deg_u[u]))
         lat = [(w[:, None] * E[k - 1][pos_t]).sum(0) for k in range(1, K + 1)]
         eu0 = U[0][u].clone().requires_grad_(True)
         itq = E[0][Q].clone().requires_grad_(True)  # a local copy of every queried row

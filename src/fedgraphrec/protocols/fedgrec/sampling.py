@@ -7,6 +7,7 @@ reference draw the same users, negatives and pairs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +15,7 @@ import scipy.sparse as sp
 
 from fedgraphrec.seeding import numpy_rng
 
-__all__ = ["RoundSample", "negatives_of", "sample_round"]
+__all__ = ["RoundSample", "draw_round", "negatives_of", "sample_clients", "sample_round"]
 
 
 def negatives_of(positives: np.ndarray, n_items: int, n_neg: int, rng: np.random.Generator) -> np.ndarray:
@@ -95,6 +96,90 @@ def _ptr(counts: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
+def sample_clients(active: np.ndarray, round_index: int, *, seed: int, clients_per_round: int) -> np.ndarray:
+    """Step 1's users of round ``round_index``: uniform without replacement among ``active``, sorted.
+
+    Public (a named child stream of the run seed): the server draws them.
+    """
+    size = min(clients_per_round, len(active))
+    return np.sort(numpy_rng(seed, "fedgrec", "clients", round_index).choice(active, size, replace=False))
+
+
+def draw_round(
+    clients: np.ndarray,
+    degrees: np.ndarray,
+    positives: Callable[[int], np.ndarray],
+    own: np.ndarray,
+    n_items: int,
+    round_index: int,
+    *,
+    seed: int,
+    n_negatives: int,
+    local_steps: int,
+    dropout_before: float = 0.0,
+    dropout_after: float = 0.0,
+    batch_mode: str = "one_neg_per_pos",
+) -> RoundSample:
+    """The draws of round ``round_index`` for the sampled users ``own`` (a shard of ``clients``).
+
+    The negatives and the local pairs come from one stream per round over *all* sampled users in
+    order (as the one-process simulation has always drawn them), so a shard replays the stream for
+    every sampled user and keeps its own users' draws. Replaying needs only the sampled users'
+    training degrees ``|N_u|`` (``degrees``, aligned with ``clients``; the server learns them anyway
+    from the query sizes) and the positives of the shard's own users. The result is the one-shard
+    sample restricted to ``own``, with its pointers re-based.
+    """
+    size = len(clients)
+    n_pos = np.asarray(degrees, dtype=np.int64)
+    free = n_items - n_pos
+    n_neg = np.minimum(n_negatives, free)
+    mine = np.isin(clients, own)
+    neg_rng = numpy_rng(seed, "fedgrec", "negatives", round_index)
+    pos_lists, neg_lists = [], []
+    for i, u in enumerate(clients.tolist()):
+        ranks = neg_rng.choice(int(free[i]), size=int(n_neg[i]), replace=False)
+        if mine[i]:
+            p = positives(u)
+            pos_lists.append(p)
+            neg_lists.append(ranks + np.searchsorted(p - np.arange(len(p)), ranks, side="right"))
+    if (n_neg == 0).any():
+        user = int(clients[np.argmax(n_neg == 0)])
+        raise ValueError(f"user {user} has interacted with every item; BPR needs at least one negative")
+    own_pos, own_neg = n_pos[mine], n_neg[mine]
+    pos_ptr, neg_ptr = _ptr(own_pos), _ptr(own_neg)
+    n_own = int(mine.sum())
+    seg = np.repeat(np.arange(n_own), own_pos)
+    if batch_mode == "all_pairs":
+        pair_ptr = _ptr(own_pos * own_neg)
+        pair_seg = np.repeat(np.arange(n_own), own_pos * own_neg)
+        within = np.arange(pair_ptr[-1]) - pair_ptr[pair_seg]  # position inside the client's block
+        pair_pos = pos_ptr[pair_seg] + within // own_neg[pair_seg]
+        neg_once = neg_ptr[pair_seg] + within % own_neg[pair_seg]
+        pair_neg = np.broadcast_to(neg_once, (local_steps, len(neg_once)))
+    else:
+        pair_ptr, pair_pos = pos_ptr, np.arange(len(seg))
+        draws = numpy_rng(seed, "fedgrec", "local", round_index).random((local_steps, int(n_pos.sum())))
+        draws = draws[:, np.repeat(mine, n_pos)]
+        pair_neg = neg_ptr[seg] + np.minimum((draws * own_neg[seg]).astype(np.int64), own_neg[seg] - 1)
+    drop_rng = numpy_rng(seed, "fedgrec", "dropout", round_index)
+    order = drop_rng.permutation(clients)
+    n_before = round(dropout_before * size)
+    n_after = round(dropout_after * size)
+    empty = np.zeros(0, dtype=np.int64)
+    return RoundSample(
+        clients=np.asarray(clients[mine], dtype=np.int64),
+        pos_ptr=pos_ptr,
+        pos_items=np.concatenate(pos_lists).astype(np.int64) if pos_lists else empty,
+        neg_ptr=neg_ptr,
+        neg_items=np.concatenate(neg_lists).astype(np.int64) if neg_lists else empty,
+        pair_ptr=pair_ptr,
+        pair_pos=pair_pos,
+        pair_neg=np.ascontiguousarray(pair_neg),
+        drop_before=np.intersect1d(order[:n_before], own),
+        drop_after=np.intersect1d(order[n_before : n_before + n_after], own),
+    )
+
+
 def sample_round(
     train: sp.csr_matrix,
     round_index: int,
@@ -107,46 +192,22 @@ def sample_round(
     dropout_after: float = 0.0,
     batch_mode: str = "one_neg_per_pos",
 ) -> RoundSample:
-    """Draw round ``round_index``'s users (uniform, without replacement), negatives and pairs."""
-    n_items = train.shape[1]
-    active = np.flatnonzero(np.diff(train.indptr) > 0)
-    size = min(clients_per_round, len(active))
-    clients = np.sort(numpy_rng(seed, "fedgrec", "clients", round_index).choice(active, size, replace=False))
-    neg_rng = numpy_rng(seed, "fedgrec", "negatives", round_index)
-    pos_lists = [train.indices[train.indptr[u] : train.indptr[u + 1]] for u in clients]
-    neg_lists = [negatives_of(p, n_items, n_negatives, neg_rng) for p in pos_lists]
-    pos_ptr = _ptr(np.array([len(p) for p in pos_lists]))
-    neg_ptr = _ptr(np.array([len(n) for n in neg_lists]))
-    n_neg = np.diff(neg_ptr)
-    if (n_neg == 0).any():
-        user = int(clients[np.argmax(n_neg == 0)])
-        raise ValueError(f"user {user} has interacted with every item; BPR needs at least one negative")
-    n_pos = np.diff(pos_ptr)
-    seg = np.repeat(np.arange(size), n_pos)
-    if batch_mode == "all_pairs":
-        pair_ptr = _ptr(n_pos * n_neg)
-        pair_seg = np.repeat(np.arange(size), n_pos * n_neg)
-        within = np.arange(pair_ptr[-1]) - pair_ptr[pair_seg]  # position inside the client's block
-        pair_pos = pos_ptr[pair_seg] + within // n_neg[pair_seg]
-        neg_once = neg_ptr[pair_seg] + within % n_neg[pair_seg]
-        pair_neg = np.broadcast_to(neg_once, (local_steps, len(neg_once)))
-    else:
-        pair_ptr, pair_pos = pos_ptr, np.arange(len(seg))
-        draws = numpy_rng(seed, "fedgrec", "local", round_index).random((local_steps, len(seg)))
-        pair_neg = neg_ptr[seg] + np.minimum((draws * n_neg[seg]).astype(np.int64), n_neg[seg] - 1)
-    drop_rng = numpy_rng(seed, "fedgrec", "dropout", round_index)
-    order = drop_rng.permutation(clients)
-    n_before = round(dropout_before * size)
-    n_after = round(dropout_after * size)
-    return RoundSample(
-        clients=clients,
-        pos_ptr=pos_ptr,
-        pos_items=np.concatenate(pos_lists).astype(np.int64),
-        neg_ptr=neg_ptr,
-        neg_items=np.concatenate(neg_lists).astype(np.int64),
-        pair_ptr=pair_ptr,
-        pair_pos=pair_pos,
-        pair_neg=pair_neg,
-        drop_before=np.sort(order[:n_before]),
-        drop_after=np.sort(order[n_before : n_before + n_after]),
+    """Round ``round_index``'s users, negatives and pairs over the whole population (one shard)."""
+    degrees = np.diff(train.indptr).astype(np.int64)
+    clients = sample_clients(
+        np.flatnonzero(degrees > 0), round_index, seed=seed, clients_per_round=clients_per_round
+    )
+    return draw_round(
+        clients,
+        degrees[clients],
+        lambda u: train.indices[train.indptr[u] : train.indptr[u + 1]],
+        clients,
+        train.shape[1],
+        round_index,
+        seed=seed,
+        n_negatives=n_negatives,
+        local_steps=local_steps,
+        dropout_before=dropout_before,
+        dropout_after=dropout_after,
+        batch_mode=batch_mode,
     )

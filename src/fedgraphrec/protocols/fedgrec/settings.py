@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedgraphrec.protocols.secure_aggregation import check_threshold
+from fedgraphrec.protocols.secagg.upload import check_threshold
 
 __all__ = ["AGGREGATIONS", "ITEM_AGGREGATIONS", "FedGRecSettings"]
 
@@ -52,6 +52,9 @@ class FedGRecSettings:
             negatives, redrawn every step) or ``all_pairs`` (every positive with every negative).
         secure_aggregation: ``False`` sends every upload in the clear (a baseline for privacy
             audits only: the server then sees each user's own rows).
+        seed: the run seed (public streams: users, negatives, local pairs, simulated dropouts).
+        device: where tables and the round's arithmetic live (``"cuda"`` for paper-scale runs);
+            sampling, encodings of ``real`` secure aggregation and the ledger stay on the CPU.
     """
 
     K: int = 2
@@ -75,6 +78,8 @@ class FedGRecSettings:
     optimizer: str = "adam"
     batch_mode: str = "one_neg_per_pos"
     secure_aggregation: bool = True
+    seed: int = 0
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         checks = [

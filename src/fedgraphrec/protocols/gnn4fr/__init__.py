@@ -1,11 +1,27 @@
-"""GNN4FR: lossless federated LightGCN by sub-graph expansion (spec ``gnn4fr.md``).
+"""GNN4FR: lossless federated LightGCN by sub-graph expansion (spec ``gnn4fr.md``), as party programs.
 
-Algorithm 2 (initialize) and 3 (expand the local sub-graph): :class:`GNN4FR` constructor with
-:mod:`fedgraphrec.protocols.common`; Algorithm 4 (forward): ``GNN4FR.forward_propagation``;
-Algorithm 5 (backward): ``GNN4FR.backward_propagation``; secret-shared aggregation:
-``GNN4FR._aggregate`` over :mod:`fedgraphrec.crypto.sharing`.
+Where the spec's algorithms live: Algorithm 2 (initialize) and 3 (expand the local sub-graph):
+:meth:`.server_setup.SetupServer.setup` with the client stages ``setup/*`` of :mod:`.client_setup`
+and :mod:`.graph`;
+Algorithm 4 (forward): ``GNN4FRClient.stage_step_forward``; the loss: ``stage_step_negatives`` and
+``stage_step_loss``; Algorithm 5 (backward): ``stage_step_gradients`` / ``stage_step_backward``
+(the transposed backward, default) and :mod:`.paper` (Algorithm 5 and the secret-shared aggregation
+as printed, ``paper_literal = true``); Algorithm 6 (predict): ``GNN4FRServer.predict`` with
+``stage_predict_items`` / ``stage_predict_deliver``. Names both roles share are in :mod:`.roles`.
 """
 
-from fedgraphrec.protocols.gnn4fr.protocol import GNN4FR
+from fedgraphrec.protocols.base import ProtocolSpec
+from fedgraphrec.protocols.gnn4fr.client import GNN4FRClient
+from fedgraphrec.protocols.gnn4fr.server import GNN4FRServer
+from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings, gnn4fr_settings
 
-__all__ = ["GNN4FR"]
+__all__ = ["SPEC", "GNN4FRClient", "GNN4FRServer", "GNN4FRSettings"]
+
+SPEC = ProtocolSpec(
+    name="gnn4fr",
+    server=GNN4FRServer,
+    client=GNN4FRClient,
+    settings=gnn4fr_settings,
+    lossless=True,
+)
+"""GNN4FR's programs (registered as ``gnn4fr`` in ``training.protocol_learner.SPECS``)."""

@@ -1,20 +1,37 @@
-"""LP-GCN: lossless, privacy-preserving federated LightGCN (spec ``lpgcn.md``).
+"""LP-GCN: lossless, privacy-preserving federated LightGCN (spec ``lpgcn.md``) as two party programs.
 
 Where each algorithm lives:
 
-- Algorithm 1 (training loop body), 4 (forward), 5/9 (loss and gradients), 6 (backward):
-  :mod:`~fedgraphrec.protocols.lpgcn.protocol`, :class:`LPGCN` methods ``train_step``,
-  ``forward_propagation``, ``loss_and_gradients``, ``backward_propagation``;
-- Algorithm 2 (initialization) with verification, Algorithm 3 (server preprocessing):
-  :func:`~fedgraphrec.protocols.lpgcn.setup.initialization`;
+- Algorithm 1 (minibatch body), 4 (forward), 5/9 (loss and gradients), 6 (backward), 7 (LightGCN+
+  update of W) and §4.6 (prediction): the client shard's stages in
+  :mod:`~fedgraphrec.protocols.lpgcn.client_train`, the server's rounds in
+  :mod:`~fedgraphrec.protocols.lpgcn.server_train`;
+- Algorithm 2 (initialization: keys, S, tokens, virtual items) with verification, Algorithm 3
+  (server preprocessing) and Algorithm 8's set-up: :mod:`~fedgraphrec.protocols.lpgcn.client_setup`
+  and :mod:`~fedgraphrec.protocols.lpgcn.server_setup`;
+- virtual items, upload order, tokens: :mod:`~fedgraphrec.protocols.lpgcn.holdings`;
 - greedy minimum set cover and convolution-item assignment: :mod:`~fedgraphrec.protocols.lpgcn.cover`;
 - communication cost and utilisation (Eqs. 30-32, Fig. 13): :mod:`~fedgraphrec.protocols.lpgcn.communication`;
-- the same algorithms as separate party programs (client shards on nodes, the relay server, rounds
-  over a transport such as Flower): :mod:`~fedgraphrec.protocols.lpgcn.distributed` (``shard.py``:
-  the client program; ``relay.py``: the server role).
+- names both roles share: :mod:`~fedgraphrec.protocols.lpgcn.roles`; settings:
+  :mod:`~fedgraphrec.protocols.lpgcn.settings`.
+
+Run it with :class:`~fedgraphrec.training.ProtocolLearner` (``protocol = "lpgcn"``) in process, or
+on Flower through the generic engine; :data:`SPEC` names the programs.
 """
 
-from fedgraphrec.protocols.common import StepRecord
-from fedgraphrec.protocols.lpgcn.protocol import LPGCN
+from fedgraphrec.protocols.base import ProtocolSpec
+from fedgraphrec.protocols.lpgcn.client import LPGCNClient, key_material
+from fedgraphrec.protocols.lpgcn.server import LPGCNServer
+from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings, lpgcn_settings
 
-__all__ = ["LPGCN", "StepRecord"]
+__all__ = ["SPEC", "LPGCNClient", "LPGCNServer", "LPGCNSettings", "key_material"]
+
+SPEC = ProtocolSpec(
+    name="lpgcn",
+    server=LPGCNServer,
+    client=LPGCNClient,
+    settings=lpgcn_settings,
+    server_tables=("item_emb", "item_w"),
+    lossless=True,
+)
+"""LP-GCN's party programs (lossless: ``--verify`` compares with centralized LightGCN / LightGCN+)."""

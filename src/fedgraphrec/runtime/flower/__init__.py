@@ -3,10 +3,12 @@ r"""The Flower engine: protocols' client roles on SuperNodes, the server role in
 Needs the optional extra ``fedgraphrec[flower]`` (``flwr==1.41.0``). Importing this package without
 it raises ``ImportError`` naming the extra. What crosses processes:
 
-* :mod:`.records` — protocol messages as Flower ``RecordDict``\\s (binary payloads as ``bytes`` in a
-  ``ConfigRecord``, ring vectors as an ``ArrayRecord``) and Flower's own byte count of a message;
-* :mod:`.secagg` — secure aggregation with each client's keys held on the SuperNode hosting it
-  (``context.state``), the server running its side of the four stages over ``grid.send_and_receive``.
+* :mod:`.records` — Flower's own byte count of a message and the latency of every round;
+* :mod:`.parts` — a round's :class:`~fedgraphrec.runtime.message.Message` as a ``RecordDict`` and back
+  (the one codec of party-program messages);
+* :mod:`.transport` — :class:`~.transport.FlowerTransport`, the ServerApp's
+  :class:`~fedgraphrec.runtime.transport.Transport` over a grid (secure aggregation's stages run
+  over it like any protocol's: :mod:`fedgraphrec.protocols.secagg`).
 """
 
 from __future__ import annotations
@@ -18,28 +20,6 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
         "the Flower engine needs the optional extra: pip install 'fedgraphrec[flower]'"
     ) from err
 
-from fedgraphrec.runtime.flower.records import (
-    StageTiming,
-    Traffic,
-    content_bytes,
-    message_bytes,
-    pack,
-    pack_arrays,
-    unpack,
-    unpack_arrays,
-)
-from fedgraphrec.runtime.flower.secagg import FlowerSecureSum, client_app, handle_secagg
+from fedgraphrec.runtime.flower.records import StageTiming, Traffic, message_bytes
 
-__all__ = [
-    "FlowerSecureSum",
-    "StageTiming",
-    "Traffic",
-    "client_app",
-    "content_bytes",
-    "handle_secagg",
-    "message_bytes",
-    "pack",
-    "pack_arrays",
-    "unpack",
-    "unpack_arrays",
-]
+__all__ = ["StageTiming", "Traffic", "message_bytes"]

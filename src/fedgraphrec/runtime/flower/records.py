@@ -1,86 +1,27 @@
-"""Protocol messages as Flower records, and Flower's own count of the bytes that cross the wire.
+"""Flower's own count of the bytes and time a round takes on the wire.
 
-A message's content is a ``RecordDict`` with a ``ConfigRecord`` ``"fields"`` (ints, strings, binary
-payloads such as ciphertexts, lists of those) and an optional ``ArrayRecord`` ``"vectors"`` (one
-``uint64`` ring vector per client id, e.g. masked secure-aggregation inputs; Flower chunks large
-arrays). :func:`message_bytes` counts what Flower itself serialises: the deflated bytes of every
-object in the message's object tree (message, records, arrays, chunks), the unit Flower pushes to and
-pulls from the SuperLink.
-
-:func:`pack_arrays` / :func:`unpack_arrays` carry a message of scalar fields and *named* NumPy arrays
-of any dtype (binary payloads of equal length as ``uint8`` matrices), the form LP-GCN's rounds use.
+:func:`message_bytes` counts what Flower itself serialises: the deflated bytes of every object in a
+message's object tree (message, records, arrays, chunks), the unit Flower pushes to and pulls from
+the SuperLink. :class:`Traffic` keeps every round the server drove (latency and those bytes). The
+messages' content is encoded by :mod:`fedgraphrec.runtime.flower.parts`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
+from flwr.app import Message
 from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
 
-__all__ = [
-    "StageTiming",
-    "Traffic",
-    "content_bytes",
-    "message_bytes",
-    "pack",
-    "pack_arrays",
-    "unpack",
-    "unpack_arrays",
-]
-
-Fields = dict[str, Any]
-
-
-def pack(fields: Mapping[str, Any], vectors: Mapping[int, np.ndarray] | None = None) -> RecordDict:
-    """``fields`` (ConfigRecord values) and per-client ``uint64`` vectors as one ``RecordDict``."""
-    content = RecordDict({"fields": ConfigRecord(dict(fields))})
-    if vectors:
-        arrays = {
-            str(u): Array(np.ascontiguousarray(v, dtype=np.uint64).view(np.int64)) for u, v in vectors.items()
-        }
-        content["vectors"] = ArrayRecord(arrays)
-    return content
-
-
-def unpack(content: RecordDict) -> tuple[Fields, dict[int, np.ndarray]]:
-    """Inverse of :func:`pack`: the fields and the vectors (``uint64``, keyed by client id)."""
-    fields: Fields = dict(content.config_records["fields"]) if "fields" in content.config_records else {}
-    vectors: dict[int, np.ndarray] = {}
-    if "vectors" in content.array_records:
-        for key, arr in content.array_records["vectors"].items():
-            vectors[int(key)] = arr.numpy().view(np.uint64)
-    return fields, vectors
-
-
-def pack_arrays(fields: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> RecordDict:
-    """Scalar ``fields`` and named ``arrays`` as one ``RecordDict`` (``"fields"``, ``"arrays"``)."""
-    content = RecordDict({"fields": ConfigRecord(dict(fields))})
-    content["arrays"] = ArrayRecord({k: Array(np.array(v, order="C")) for k, v in arrays.items()})
-    return content
-
-
-def unpack_arrays(content: RecordDict) -> tuple[Fields, dict[str, np.ndarray]]:
-    """Inverse of :func:`pack_arrays`."""
-    fields: Fields = dict(content.config_records["fields"]) if "fields" in content.config_records else {}
-    arrays: dict[str, np.ndarray] = {}
-    if "arrays" in content.array_records:
-        arrays = {k: a.numpy() for k, a in content.array_records["arrays"].items()}
-    return fields, arrays
+__all__ = ["StageTiming", "Traffic", "message_bytes"]
 
 
 def message_bytes(message: Message) -> int:
     """Bytes Flower serialises for ``message``: every object of its tree, deflated."""
     return sum(len(obj.deflate()) for obj in get_all_nested_objects(message).values())
-
-
-def content_bytes(content: RecordDict) -> int:
-    """Bytes Flower serialises for a message's content alone (its records, arrays and chunks)."""
-    return sum(len(obj.deflate()) for obj in get_all_nested_objects(content).values())
 
 
 @dataclass(frozen=True)

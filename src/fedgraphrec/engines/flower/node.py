@@ -1,0 +1,177 @@
+"""A SuperNode's side of every party-program protocol: one ClientApp query, ``query.party``.
+
+For each message the node rebuilds the protocol's
+:class:`~fedgraphrec.protocols.base.ClientProgram` for the clients it hosts, restores the program's
+typed state and its endpoint's last step from ``context.state`` (:mod:`fedgraphrec.runtime.state`),
+answers through :class:`~fedgraphrec.runtime.transport.NodeEndpoint` — the same opening and sealing as
+the in-process engine — stores the state back and replies. No protocol has code here: the protocol
+name in the header picks the :class:`~fedgraphrec.protocols.base.ProtocolSpec` from the registry
+(:data:`~fedgraphrec.training.protocol_learner.SPECS`, plus what the ClientApp was built with). The
+reply holds the program's reply and nothing else.
+
+The first message a node gets carries its *hello*: the run configuration (a
+:class:`~fedgraphrec.training.TrainConfig` as JSON) and the ids of the clients it hosts; the node
+keeps both, so every later message runs under the same settings.
+
+Simulation shortcuts that remain, stated plainly:
+
+* every node loads the whole dataset named by the configuration (cached per process) and its
+  programs keep only their clients' rows; a deployment would have each client bring its own;
+* the initial tables are regenerated on every node from the public ``init`` stream of the run seed
+  (both systems start from the same tables, as the in-process engine does);
+* the server replays the in-process sampler's triples for minibatch protocols, so it knows them.
+
+:data:`EXPORT_STAGE` (tests only, off unless the ClientApp is built with ``allow_export=True``)
+returns the shard's final representations in the clear so a test can compare them with the
+in-process run: it breaks the protocol's privacy by design.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import typing
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, RecordDict
+from flwr.app import Message as FlowerMessage
+from flwr.clientapp import ClientApp
+
+from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.runtime.flower.parts import decode_message, encode_message
+from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
+from fedgraphrec.runtime.transport import NodeEndpoint
+from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.protocol_learner import SPECS, node_data, protocol_spec
+
+__all__ = ["EXPORT_STAGE", "handle_party", "make_client_app", "party_query"]
+
+EXPORT_STAGE = "~export"
+"""Tests only: the node returns its clients' final representations in the clear (module docstring)."""
+
+_RUN = "party.run"
+_STATE = "party.state"
+
+
+@lru_cache(maxsize=2)
+def _node_data(cfg_json: str) -> NodeData:
+    """The node's view of the run's data (loaded once per process: an actor serves many messages)."""
+    from fedgraphrec.training.trainer import prepare_interactions
+
+    cfg = TrainConfig(**json.loads(cfg_json))
+    return node_data(cfg, prepare_interactions(cfg))
+
+
+def _state_class(program: ClientProgram[Any]) -> type:
+    """The program's state dataclass (from the instance, or from ``ClientProgram[State]``)."""
+    if hasattr(program, "state"):
+        return type(program.state)
+    for base in getattr(type(program), "__orig_bases__", ()):
+        args = typing.get_args(base)
+        if args and isinstance(args[0], type):
+            return args[0]
+    raise TypeError(f"{type(program).__name__}: cannot tell its state dataclass")
+
+
+def handle_party(
+    content: RecordDict,
+    state: RecordDict,
+    specs: Mapping[str, str] | None = None,
+    allow_export: bool = False,
+) -> RecordDict:
+    """Answer one request (``content``) with the node's stored ``state``; returns the reply's content.
+
+    Raises:
+        RuntimeError: a request reached the node before its hello, or names another protocol.
+        PermissionError: an export request to a node that does not allow it.
+        IntegrityError: a sealed message was tampered with, replayed or re-routed.
+    """
+    header, request = decode_message(content)
+    run = dict(state.config_records[_RUN]) if _RUN in state.config_records else None
+    if "hello" in content.config_records:
+        hello = content.config_records["hello"]
+        clients: Any = hello["clients"]
+        run = {"config": str(hello["config"]), "clients": list(clients), "last_step": -(1 << 62)}
+    if run is None:
+        raise RuntimeError(f"{header.get('stage')!r}: this node never got the run's hello")
+    cfg_json = str(run["config"])
+    cfg = TrainConfig(**json.loads(cfg_json))
+    spec = protocol_spec(cfg.protocol, {**SPECS, **(specs or {})})
+    if header.get("protocol") != spec.name:
+        raise RuntimeError(
+            f"the request is for protocol {header.get('protocol')!r}, this run is {spec.name!r}"
+        )
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    clients = np.asarray(run["clients"], dtype=np.int64)
+    program = spec.client(spec.settings(cfg), clients, _node_data(cfg_json))
+    if _STATE in state.array_records:
+        arrays = {k: a.numpy() for k, a in state.array_records[_STATE].items()}
+        program.state = state_from_arrays(_state_class(program), arrays)
+    stage, step = str(header["stage"]), int(header["step"])
+    if stage == EXPORT_STAGE:
+        if not allow_export:
+            raise PermissionError("this node does not export its clients' representations")
+        reply = _export(program)
+    else:
+        endpoint = NodeEndpoint(spec.name, "real" if cfg.crypto == "real" else "accounted")
+        endpoint.last_step = int(run["last_step"])  # type: ignore[arg-type]
+        reply = endpoint.handle(program, stage, step, request)
+        run["last_step"] = endpoint.last_step
+    if hasattr(program, "state"):
+        stored = state_to_arrays(program.state)
+        state[_STATE] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in stored.items()})
+    state[_RUN] = ConfigRecord(run)
+    return encode_message(reply, {"stage": stage, "step": step})
+
+
+def _export(program: ClientProgram[Any]) -> Message:
+    ids, users, items = program.prediction()
+    out = Message().add(
+        "users",
+        Part("export/users", "exported_user_embedding", "client", "server", users, senders=ids),
+    )
+    if items is not None:
+        out.add(
+            "items", Part("export/items", "exported_item_embedding", "client", "server", items, "broadcast")
+        )
+    return out
+
+
+def party_query(
+    msg: FlowerMessage, context: Context, specs: Mapping[str, str] | None = None, allow_export: bool = False
+) -> FlowerMessage:
+    """The ``query.party`` handler: :func:`handle_party` on the message and the node's context.
+
+    For fault tests, ``node_config["crash-at"] = "<stage>|<step>"`` kills this SuperNode's process
+    group when that request arrives (start the SuperNode in a session of its own, as
+    :func:`~fedgraphrec.engines.flower.local.local_federation` does).
+    """
+    crash = str(context.node_config.get("crash-at", ""))
+    if crash and "header" in msg.content.config_records:
+        header = msg.content.config_records["header"]
+        if crash == f"{header.get('stage')!s}|{header.get('step')!s}":
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+    return FlowerMessage(handle_party(msg.content, context.state, specs, allow_export), reply_to=msg)
+
+
+def make_client_app(specs: Mapping[str, str] | None = None, allow_export: bool = False) -> ClientApp:
+    """A ClientApp serving ``query.party`` (plus protocols ``specs``, ``name -> "module:attr"``).
+
+    ``allow_export`` lets the server fetch the clients' final representations in the clear
+    (:data:`EXPORT_STAGE`): for tests comparing engines only.
+    """
+    app = ClientApp()
+    extra = dict(specs or {})
+
+    @app.query("party")
+    def _party(msg: FlowerMessage, context: Context) -> FlowerMessage:
+        return party_query(msg, context, extra, allow_export)
+
+    return app

@@ -1,0 +1,338 @@
+"""The one interface every federated protocol implements: a server program and a client program.
+
+A protocol is two role programs that talk only through a
+:class:`~fedgraphrec.runtime.transport.Transport` (as Flower's SecAgg+ workflow and mod do):
+
+* :class:`ServerProgram` — the server role. It holds only what the server may hold (public
+  settings, routing, item tables where the protocol gives it one), runs the set-up rounds, one
+  training step (a minibatch of triples, :attr:`~ServerProgram.schedule` ``"minibatch"``) or one
+  communication round (``"round"``) at a time, and the prediction rounds. Every stage is one
+  :meth:`Transport.round <fedgraphrec.runtime.transport.Transport.round>`.
+* :class:`ClientProgram` — the client role for a *shard* of clients hosted by one node: tensors
+  indexed by the shard's clients, so the in-process engine with one shard runs the whole population
+  at centralized speed and a Flower deployment runs one shard per SuperNode with the same code. Its
+  mutable state is one typed dataclass (:attr:`ClientProgram.state`); :meth:`ClientProgram.handle`
+  dispatches a stage to the method ``stage_<name>`` (``"setup/keys"`` → ``stage_setup_keys``).
+
+A :class:`ProtocolSpec` names the two programs and how to build them from a run's settings; the
+training loop (``fedgraphrec.training``) and the Flower engine (``fedgraphrec.engines.flower``)
+drive every protocol through it, so no protocol has a loop of its own.
+
+Each protocol's package keeps the names both roles share — phase names, part names, message kinds
+— in ``roles.py`` (as Flower keeps SecAgg+'s ``Stage`` and ``Key`` in one module), the programs in
+``server.py`` and ``client.py``, and its typed settings in ``settings.py``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from fedgraphrec.crypto.keys import SharedKey
+from fedgraphrec.evaluation.ranking import evaluate_embeddings, evaluate_scores
+from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.transport import Transport
+
+__all__ = [
+    "ClientProgram",
+    "EvalSplits",
+    "NodeData",
+    "ProtocolSpec",
+    "ServerProgram",
+    "StepStats",
+    "settings_from",
+    "shard_of",
+    "stage_method",
+]
+
+S = TypeVar("S")
+Schedule = Literal["minibatch", "round"]
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """What one training step (minibatch or round) reports: the loss, split, and who took part."""
+
+    loss: float
+    bpr: float
+    reg: float
+    clients: int = 0
+    clients_lost: int = 0
+    clients_recovered: int = 0
+
+
+@dataclass(frozen=True)
+class EvalSplits:
+    """Held-out rows a node scores its clients on: per split, the target and what to mask."""
+
+    targets: dict[str, sp.csr_matrix]
+    exclude: dict[str, list[sp.csr_matrix]]
+
+
+@dataclass(frozen=True)
+class NodeData:
+    """What a node knows from outside the protocol.
+
+    In a deployment each client brings its own interactions; the simulation engines hand a node
+    the dataset and the run's initial tables (drawn once from the public ``init`` stream, spec
+    §11.19 of LP-GCN: both systems start from the same tables), and the client program keeps only
+    its own clients' rows of them at set-up.
+
+    Attributes:
+        train: binary user × item training matrix (a client program reads its clients' rows only).
+        tables: the run's initial tables by the oracle's names (``user_emb``, ``item_emb``, ...).
+        eval: held-out splits for federated evaluation (``None``: the node cannot evaluate).
+    """
+
+    train: sp.csr_matrix
+    tables: Mapping[str, torch.Tensor]
+    eval: EvalSplits | None = None
+
+
+def shard_of(n_clients: int, nodes: list[int]) -> dict[int, np.ndarray]:
+    """Clients ``u`` assigned to ``nodes[u mod len(nodes)]`` (sorted node ids: a reproducible sharding)."""
+    if not nodes:
+        raise ValueError("there are no nodes to host the clients")
+    ids = np.arange(n_clients, dtype=np.int64)
+    return {node: ids[k :: len(nodes)] for k, node in enumerate(sorted(nodes))}
+
+
+def settings_from(cls: type[S], config: Any, **overrides: Any) -> S:
+    """A protocol's settings dataclass filled from a run configuration's same-named attributes."""
+    values = {f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)}  # type: ignore[arg-type]
+    return cls(**{**values, **overrides})
+
+
+def stage_method(stage: str) -> str:
+    """The client method that handles ``stage``: ``"setup/keys"`` → ``"stage_setup_keys"``."""
+    return "stage_" + stage.replace("/", "_").replace("-", "_")
+
+
+class ClientProgram(ABC, Generic[S]):
+    """The client role for a shard of clients (module docstring).
+
+    Subclasses set :attr:`state` (a dataclass of arrays, tensors and scalars) in ``__init__`` or in
+    their first stage, and implement one ``stage_<name>(step, request) -> Message`` per stage.
+
+    Args:
+        settings: the run's public settings (the protocol's settings dataclass).
+        clients: the global ids of the clients this node hosts (sorted).
+        data: what the node knows from outside the protocol (:class:`NodeData`).
+    """
+
+    state: S
+
+    def __init__(self, settings: Any, clients: np.ndarray, data: NodeData | None) -> None:
+        self.settings = settings
+        self.clients = np.asarray(clients, dtype=np.int64)
+        self.data = data
+
+    def handle(self, stage: str, step: int, request: Message) -> Message:
+        """Answer one request: dispatch to ``stage_<name>``.
+
+        Raises:
+            ValueError: the protocol has no such stage.
+        """
+        method: Callable[[int, Message], Message] | None = getattr(self, stage_method(stage), None)
+        if method is None:
+            raise ValueError(f"{type(self).__name__}: unknown stage {stage!r}")
+        return method(step, request)
+
+    def group_key(self) -> SharedKey | None:
+        """The clients' shared key :math:`S`, once agreed (protocols without one return ``None``)."""
+        return None
+
+    def owned_rows(self) -> dict[str, tuple[np.ndarray, torch.Tensor]]:
+        """The parameter rows this shard owns, by the oracle's table names: ``(row ids, rows)``.
+
+        In-process only (verification against the oracle and checkpoints read it directly); it is
+        not a message.
+        """
+        return {}
+
+    # ------------------------------------------------------------------ evaluation
+    def prediction(self) -> tuple[np.ndarray, torch.Tensor, torch.Tensor | None]:
+        """The shard's final user representations and, if the node holds it, the final item table.
+
+        Returns ``(client ids, user rows, item table or None)``; valid after the protocol's
+        prediction stages.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not expose predictions")
+
+    def scorer(self, request: Message) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """For models that do not score by a dot product (NeuMF): this shard's scoring function.
+
+        Given what the server sends for evaluation (:meth:`ServerProgram.evaluation_parts`),
+        returns ``score(rows)`` mapping positions in :attr:`clients` to their scores over every
+        item; ``None`` (default): the shard scores ``U V^T`` from :meth:`prediction`.
+        """
+        return None
+
+    def stage_evaluate(self, step: int, request: Message) -> Message:
+        """Federated evaluation: score this shard's clients, return metric sums and user counts.
+
+        The request carries the final item table (part ``items``) when the server holds it; a
+        node that computed it itself uses its own. A program with a :meth:`scorer` scores through
+        it instead. The reply's fields hold, per split and metric, the sum over this shard's
+        evaluated users and their number, so the server's mean equals the centralized evaluator's.
+        """
+        if self.data is None or self.data.eval is None:
+            raise RuntimeError("this node has no held-out data to evaluate on")
+        score = self.scorer(request)
+        if score is None:
+            users, U, V = self.prediction()
+            if "items" in request:
+                V = torch.as_tensor(request["items"].value)
+            if V is None:
+                raise RuntimeError("evaluate: no final item table on this node and none in the request")
+            U_, V_ = U.float(), V.float()
+
+            def score(rows: torch.Tensor) -> torch.Tensor:
+                return U_[rows] @ V_.T
+
+            dot = True
+        else:
+            users, dot = self.clients, False
+        ks = tuple(int(k) for k in request.fields["ks"])
+        out: dict[str, Any] = {}
+        for split, target in self.data.eval.targets.items():
+            exclude = [m[users] for m in self.data.eval.exclude[split]]
+            if dot:
+                res = evaluate_embeddings(U_, V_, target[users], exclude, ks=ks, per_user=True)
+            else:
+                n_items = int(target.shape[1])
+                res = evaluate_scores(
+                    score, len(users), n_items, target[users], exclude, ks=ks, per_user=True
+                )
+            n = res.n_users_evaluated
+            for name, values in (res.per_user or {}).items():
+                out[f"{split}/{name}"] = float(np.asarray(values, dtype=np.float64).sum())
+            out[f"{split}/users"] = int(n)
+        return Message(fields=out)
+
+
+class ServerProgram(ABC):
+    """The server role (module docstring).
+
+    Args:
+        settings: the run's public settings.
+        transport: the rounds to the nodes.
+        n_clients: size of the client population.
+        n_items: size of the item catalogue.
+        tables: the initial tables the server itself owns (by the oracle's names); initial tables
+            are drawn from the public ``init`` stream, so this is no secret.
+    """
+
+    schedule: ClassVar[Schedule] = "minibatch"
+    """``"minibatch"``: the loop feeds triples to :meth:`train_step`; ``"round"``: it calls
+    :meth:`train_round` once per epoch."""
+
+    def __init__(
+        self,
+        settings: Any,
+        transport: Transport,
+        n_clients: int,
+        n_items: int,
+        tables: Mapping[str, torch.Tensor] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.transport = transport
+        self.n_clients = n_clients
+        self.n_items = n_items
+        self.tables = dict(tables or {})
+        self.shards = shard_of(n_clients, transport.nodes)
+
+    @property
+    def nodes(self) -> list[int]:
+        """The node ids, sorted."""
+        return self.transport.nodes
+
+    @abstractmethod
+    def setup(self) -> None:
+        """The set-up rounds (keys, tokens, routing, initial rows)."""
+
+    def train_step(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> StepStats:
+        """One minibatch of triples (minibatch protocols)."""
+        raise TypeError(f"{type(self).__name__} trains by rounds: call train_round")
+
+    def train_round(self, round_index: int) -> StepStats:
+        """One communication round (round protocols)."""
+        raise TypeError(f"{type(self).__name__} trains by minibatches: call train_step")
+
+    def predict(self) -> None:  # noqa: B027 (optional hook: protocols without prediction stages)
+        """The prediction stages, after which every node holds its clients' final representations."""
+
+    def items_for_evaluation(self) -> torch.Tensor | None:
+        """The final item table when the server holds it (sent to nodes for evaluation), else ``None``."""
+        return None
+
+    def evaluation_parts(self) -> dict[str, Part]:
+        """What the server sends every node for evaluation: by default the final item table.
+
+        Protocols whose clients score through :meth:`ClientProgram.scorer` send what it needs.
+        """
+        items = self.items_for_evaluation()
+        if items is None:
+            return {}
+        return {
+            "items": Part("evaluate/items", "item_embedding", "server", "client", items, shape="broadcast")
+        }
+
+    def evaluate(self, ks: list[int]) -> dict[str, dict[str, float]]:
+        """Federated evaluation: every node scores its clients; the server averages the sums.
+
+        Nodes the transport lost (protocols with dropout recovery) are not asked: the mean is over
+        the clients of the nodes still online.
+        """
+        request = Message(dict(self.evaluation_parts()), fields={"ks": [int(k) for k in ks]})
+        self.transport.begin_step(self.transport.net.step)
+        live = [n for n in self.nodes if n not in self.transport.lost]
+        replies = self.transport.round("evaluate", dict.fromkeys(live, request))
+        totals: dict[str, float] = {}
+        for reply in replies.values():
+            for key, value in reply.fields.items():
+                totals[key] = totals.get(key, 0.0) + float(value)
+        out: dict[str, dict[str, float]] = {}
+        for key, value in totals.items():
+            split, _, metric = key.partition("/")
+            if metric != "users":
+                out.setdefault(split, {})[metric] = value / max(totals.get(f"{split}/users", 0.0), 1.0)
+        return out
+
+    def owned_rows(self) -> dict[str, tuple[np.ndarray, torch.Tensor]]:
+        """The parameter rows the server owns (as :meth:`ClientProgram.owned_rows`)."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The server's own state, for checkpoints."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 (stateless servers)
+        """Restore :meth:`state_dict`."""
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    """How to build a protocol's programs from a run's settings.
+
+    Attributes:
+        name: the protocol's name (``lpgcn``, ``gnn4fr``, ...), bound into every sealed message.
+        server: the server program class.
+        client: the client program class.
+        settings: ``settings(run_config) -> settings`` (the protocol's typed settings dataclass).
+        server_tables: the oracle tables whose initial values the server owns (e.g. FedMF's items).
+        lossless: the protocol trains exactly the centralized oracle (``--verify`` applies).
+    """
+
+    name: str
+    server: type[ServerProgram]
+    client: type[ClientProgram[Any]]
+    settings: Callable[[Any], Any]
+    server_tables: tuple[str, ...] = ()
+    lossless: bool = False

@@ -1,0 +1,36 @@
+"""FedMF's settings (one frozen dataclass, every default once)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fedgraphrec.protocols.secagg.upload import check_threshold
+
+__all__ = ["FedMFSettings"]
+
+
+@dataclass(frozen=True)
+class FedMFSettings:
+    """Hyper-parameters of FedMF.
+
+    Attributes:
+        lr: Adam learning rate of the users (own rows) and of the server (item table).
+        reg: ``λ`` of the layer-0 L2 term.
+        frac_bits: fixed-point fractional bits of the secure sum; float64 verification against the
+            centralized oracle wants ≥ 40 (Adam divides by the running gradient magnitude, so an
+            item with a tiny summed gradient feels the rounding; 32 gives deviations near 1e-7).
+        secagg_threshold: fraction of a minibatch's users secure aggregation needs (> 0.5; see
+            :func:`~fedgraphrec.protocols.secagg.check_threshold`).
+        secagg_semi_honest: accept a threshold ≤ 0.5 (honest-but-curious server only).
+    """
+
+    lr: float = 1e-3
+    reg: float = 1e-4
+    frac_bits: int = 32
+    secagg_threshold: float = 0.6
+    secagg_semi_honest: bool = False
+
+    def __post_init__(self) -> None:
+        if not 8 <= self.frac_bits <= 48:
+            raise ValueError(f"frac_bits must be in [8, 48], got {self.frac_bits}")
+        check_threshold(self.secagg_threshold, self.secagg_semi_honest)

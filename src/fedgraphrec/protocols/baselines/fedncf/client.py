@@ -1,0 +1,166 @@
+"""FedNCF's client program: a shard of users, each keeping its GMF and MLP rows on its device."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.protocols.baselines.fedncf import roles as R
+from fedgraphrec.protocols.baselines.fedncf.local import LocalDeltas, local_train, neumf_scores
+from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
+from fedgraphrec.protocols.baselines.shard_sampling import ShardRound, sample_shard
+from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload
+from fedgraphrec.runtime.message import Message, Part
+
+__all__ = ["FedNCFClient", "FedNCFState"]
+
+_ID_BYTES = 4
+
+
+@dataclass
+class FedNCFState:
+    """A node's state between messages.
+
+    Attributes:
+        user_gmf / user_mlp: the shard's user rows ``(n, d)``.
+        round: the current round's sample (``train/query`` to ``train/local``).
+        deltas: the sampled users' updates (``train/local`` to the secure sum).
+        secagg: the open secure-aggregation session.
+    """
+
+    user_gmf: torch.Tensor
+    user_mlp: torch.Tensor
+    round: ShardRound | None = None
+    deltas: LocalDeltas | None = None
+    secagg: SecAggState = field(default_factory=SecAggState)
+
+
+class FedNCFClient(SecureSumClient, ClientProgram[FedNCFState]):
+    """The client role for a shard of users (the package docstring describes a round).
+
+    Args:
+        settings: :class:`~.settings.FedNCFSettings`.
+        clients: the users this node hosts (sorted global ids).
+        data: the node's data: it keeps its users' training rows and initial embeddings only.
+    """
+
+    settings: FedNCFSettings
+
+    def __init__(self, settings: FedNCFSettings, clients: np.ndarray, data: NodeData | None) -> None:
+        super().__init__(settings, clients, data)
+        if data is None:
+            raise ValueError("a FedNCF node needs its users' interactions and initial embeddings")
+        self.rows = sp.csr_matrix(data.train[self.clients])
+        self.rows.sort_indices()
+        self.n_items = int(data.train.shape[1])
+        at = torch.from_numpy(self.clients)
+        self.state = FedNCFState(
+            data.tables["user_gmf"][at].detach().clone(), data.tables["user_mlp"][at].detach().clone()
+        )
+
+    def _positions(self, ids: np.ndarray) -> np.ndarray:
+        pos = np.searchsorted(self.clients, ids)
+        if len(ids) and (pos.max() >= len(self.clients) or not np.array_equal(self.clients[pos], ids)):
+            raise ValueError("the server named users this node does not host")
+        return pos
+
+    def _unflatten(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        out, offset = [], 0
+        for shape in self.settings.weight_shapes():
+            n = int(np.prod(shape))
+            out.append(flat[offset : offset + n].reshape(shape))
+            offset += n
+        return out
+
+    def stage_setup(self, step: int, request: Message) -> Message:
+        """Name the users with at least one item."""
+        return Message(fields={R.F_ACTIVE: self.clients[np.diff(self.rows.indptr) > 0].tolist()})
+
+    def stage_train_query(self, step: int, request: Message) -> Message:
+        """Draw negatives and local pairs; ask for the rows of the queried items."""
+        s = self.settings
+        ids = np.asarray(request.fields[R.F_CLIENTS], dtype=np.int64)
+        sr = sample_shard(
+            self.rows, self._positions(ids), ids, int(request.fields[R.F_ROUND]),
+            protocol="fedncf", seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
+        )  # fmt: skip
+        self.state.round = sr
+        seg, items = sr.queries()
+        counts = np.bincount(seg, minlength=len(ids)).astype(np.int64)
+        part = Part(R.PH_QUERY, R.K_QUERY, R.CLIENT, R.SERVER, items, senders=ids, counts=counts)
+        return Message({R.P_QUERY: part.with_sizes(counts * _ID_BYTES)})
+
+    def stage_train_local(self, step: int, request: Message) -> Message:
+        """``τ`` local steps; the users keep their rows, the deltas wait for the secure sum."""
+        s, sr = self.settings, self.state.round
+        if sr is None:
+            raise ValueError("train/local before train/query")
+        download = request[R.P_DOWNLOAD]
+        if download.receivers is None or not np.array_equal(download.receivers, sr.clients):
+            raise ValueError(f"{download.phase}: rows for users other than the sampled ones")
+        rows = torch.as_tensor(download.value)
+        weights = self._unflatten(torch.tensor(request.fields[R.F_WEIGHTS], dtype=rows.dtype))
+        pos = torch.from_numpy(self._positions(sr.clients))
+        st = self.state
+        res = local_train(
+            sr, (st.user_gmf[pos], st.user_mlp[pos]), rows, weights, n_items=self.n_items, lr=s.lr,
+            reg=s.reg, local_steps=s.local_steps,
+        )  # fmt: skip
+        with torch.no_grad():  # users keep their own embeddings
+            st.user_gmf[pos] = res.user_gmf
+            st.user_mlp[pos] = res.user_mlp
+        st.deltas = res
+        return Message(fields={R.F_LOSS: res.loss_sum})
+
+    # ------------------------------------------------------------------ secure sum hooks
+    def secagg_input(self, session: str) -> SparseUpload:
+        """Item-row deltas, weight deltas and a count of 1 per queried item, per sampled user."""
+        sr, res = self.state.round, self.state.deltas
+        if sr is None or res is None:
+            raise ValueError(f"{session}: no local update to aggregate")
+        N, d = self.n_items, self.settings.dim
+        n_weights = int(res.d_weights.shape[1])
+        S = len(sr.clients)
+        upload = SparseUpload(sr.clients, 2 * N * d + n_weights + N)
+        t_seg, t_item = torch.from_numpy(res.t_seg), torch.from_numpy(res.t_item)
+        upload.add(t_seg, t_item * d, res.d_gmf)
+        upload.add(t_seg, N * d + t_item * d, res.d_mlp)
+        upload.add(torch.arange(S), torch.full((S,), 2 * N * d), res.d_weights)
+        q_seg, q_items = sr.queries()
+        upload.add(
+            torch.from_numpy(q_seg),
+            torch.from_numpy(2 * N * d + n_weights + q_items),
+            torch.ones(len(q_seg), 1),
+        )
+        return upload
+
+    def secagg_included(self, session: str, included: np.ndarray) -> None:
+        """The round is over for this node."""
+        self.state.round, self.state.deltas = None, None
+
+    # ------------------------------------------------------------------ evaluation
+    def scorer(self, request: Message) -> Callable[[torch.Tensor], torch.Tensor]:
+        """NeuMF scores of the shard's users from their own rows and the server's items and weights."""
+        items = torch.as_tensor(request[R.P_ITEMS].value)
+        weights = self._unflatten(torch.as_tensor(request[R.P_WEIGHTS].value))
+        d = items.shape[1] // 2
+        st = self.state
+
+        def score(rows: torch.Tensor) -> torch.Tensor:
+            return neumf_scores(
+                st.user_gmf[rows], st.user_mlp[rows], items[:, :d], items[:, d:], weights
+            ).float()
+
+        return score
+
+    def owned_rows(self) -> dict[str, tuple[np.ndarray, torch.Tensor]]:
+        """The users' rows."""
+        return {
+            "user_gmf": (self.clients, self.state.user_gmf),
+            "user_mlp": (self.clients, self.state.user_mlp),
+        }

@@ -1,0 +1,157 @@
+"""FedPerGNN's server program (it also hosts the third party, a separate object it never reads).
+
+The server holds the item table and averages each item's uploaded updates; the third party
+(:class:`~.third_party.ThirdParty`) holds the token graph and the users' last embeddings. One round
+(:meth:`FedPerGNNServer.train_round`) is two stages: ``train/query`` then ``train/local``
+(``roles.py`` lists every stage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedgraphrec.protocols.base import ServerProgram, StepStats
+from fedgraphrec.protocols.baselines.fedpergnn import roles as R
+from fedgraphrec.protocols.baselines.fedpergnn.keys import agree_token_key
+from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
+from fedgraphrec.protocols.baselines.fedpergnn.third_party import ThirdParty
+from fedgraphrec.protocols.baselines.shard_sampling import round_clients
+from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.transport import Transport
+
+__all__ = ["FedPerGNNServer"]
+
+
+class FedPerGNNServer(ServerProgram):
+    """The server role (module docstring); one communication round per epoch.
+
+    Args:
+        settings: :class:`~.settings.FedPerGNNSettings`.
+        transport: the rounds to the nodes.
+        n_clients, n_items: population and catalogue sizes.
+        tables: ``item_emb``, the initial item table (the server's own).
+    """
+
+    schedule = "round"
+    settings: FedPerGNNSettings
+
+    def __init__(
+        self,
+        settings: FedPerGNNSettings,
+        transport: Transport,
+        n_clients: int,
+        n_items: int,
+        tables: Mapping[str, torch.Tensor] | None = None,
+    ) -> None:
+        super().__init__(settings, transport, n_clients, n_items, tables)
+        self.item = self.tables["item_emb"].detach().clone()
+        self.third_party = ThirdParty(n_clients)
+        self.active = np.zeros(0, dtype=np.int64)
+
+    def setup(self) -> None:
+        """Token key (when expanding), then every user's tokens and embedding to the third party."""
+        self.transport.begin_step(0)
+        if self.settings.local_graph:
+            agree_token_key(self.transport, self.shards)
+        replies = self.transport.round(R.ST_EXPAND, {n: Message() for n in self.nodes})
+        self.active = np.sort(
+            np.concatenate([np.asarray(r.fields[R.F_ACTIVE], dtype=np.int64) for r in replies.values()])
+        )
+        if self.settings.local_graph:
+            self.third_party.receive_expand(Part.concat([replies[n][R.P_EXPAND] for n in self.nodes]))
+
+    def sample_clients(self, round_index: int) -> np.ndarray:
+        """The round's users: uniform without replacement among users with items (FedGRec's stream)."""
+        s = self.settings
+        return round_clients(self.active, round_index, seed=s.seed, clients_per_round=s.clients_per_round)
+
+    def _by_node(self, users: np.ndarray) -> dict[int, np.ndarray]:
+        return {n: users[np.isin(users, ids)] for n, ids in self.shards.items()}
+
+    def train_round(self, round_index: int) -> StepStats:
+        """One round: neighbours and queries, then rows down, local steps, uploads and refreshes up."""
+        s = self.settings
+        self.transport.begin_step(round_index)
+        clients = self.sample_clients(round_index)
+        sampled = {n: u for n, u in self._by_node(clients).items() if len(u)}
+        requests = {}
+        for node, users in sampled.items():
+            msg = Message(fields={R.F_ROUND: round_index, R.F_CLIENTS: users.tolist()})
+            if s.local_graph:
+                msg.add(R.P_NEIGHBOURS, self.third_party.neighbours(users, R.PH_NEIGHBOURS, lists=True))
+            requests[node] = msg
+        queries = self.transport.round(R.ST_QUERY, requests)
+        d, size = self.item.shape[1], self.item.element_size()
+        downloads = {}
+        for node, reply in queries.items():
+            q = reply[R.P_QUERY]
+            assert q.counts is not None and q.senders is not None
+            rows = self.item[torch.as_tensor(q.value)]
+            part = Part(
+                R.PH_DOWNLOAD, R.K_DOWNLOAD, R.SERVER, R.CLIENT, rows, receivers=q.senders, counts=q.counts
+            )
+            downloads[node] = Message({R.P_DOWNLOAD: part.with_sizes(q.counts * d * size)})
+        replies = self.transport.round(R.ST_LOCAL, downloads)
+        upload = Part.concat([replies[n][R.P_UPLOAD] for n in sorted(replies)])
+        self._aggregate(upload)
+        if s.local_graph:
+            self.third_party.refresh(Part.concat([replies[n][R.P_REFRESH] for n in sorted(replies)]))
+        loss = sum(float(r.fields[R.F_LOSS]) for r in replies.values()) / (len(clients) * s.local_steps)
+        return StepStats(loss, loss, 0.0, clients=len(clients))
+
+    def _aggregate(self, upload: Part) -> None:
+        """Each item moves by the mean of the rows uploaded for it (summed in client order).
+
+        The upload's rows are ``(flat index, value)``: ``N·d`` item coordinates, then ``N`` counts.
+        """
+        assert upload.senders is not None and upload.counts is not None
+        N, d = self.item.shape
+        order = torch.from_numpy(np.argsort(np.repeat(upload.senders, upload.counts), kind="stable"))
+        rows = torch.as_tensor(upload.value)[order]
+        total = torch.zeros(N * d + N, dtype=torch.float64).index_add_(0, rows[:, 0].long(), rows[:, 1])
+        with torch.no_grad():
+            self.item += (total[: N * d].view(N, d) / total[N * d :].clamp_min(1.0)[:, None]).to(
+                self.item.dtype
+            )
+
+    def predict(self) -> None:
+        """Every user gets its neighbours (third party) and the item table (server): its ``h_u``.
+
+        Evaluation traffic (phases ``predict/...``): the third party sends each user's per-item
+        neighbour means as they are (not the lists a round books), the server one copy of the item
+        table per node.
+        """
+        if not self.settings.local_graph:
+            return
+        self.transport.begin_step(self.transport.net.step)
+        requests = {}
+        for node, users in self.shards.items():
+            items = Part(R.PH_PREDICT_ITEMS, R.K_ITEMS, R.SERVER, R.CLIENT, self.item, shape="broadcast")
+            requests[node] = Message(
+                {
+                    R.P_NEIGHBOURS: self.third_party.neighbours(users, R.PH_PREDICT_NEIGHBOURS, lists=False),
+                    R.P_ITEMS: items,
+                }
+            )
+        self.transport.round(R.ST_PREDICT, requests)
+
+    def items_for_evaluation(self) -> torch.Tensor:
+        """The server's item table."""
+        return self.item.clone()
+
+    def owned_rows(self) -> dict[str, tuple[np.ndarray, torch.Tensor]]:
+        """The item table."""
+        return {"item_emb": (np.arange(self.item.shape[0]), self.item)}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The server's items and the third party's copies of the users' embeddings."""
+        return {"item": self.item.clone(), "stale": self.third_party.stale.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.item.copy_(state["item"])
+        self.third_party.stale.copy_(state["stale"])

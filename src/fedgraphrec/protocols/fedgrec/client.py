@@ -1,0 +1,246 @@
+"""FedGRec's client program: a shard of users on one node (their rows, their training, their uploads).
+
+Each user keeps its interactions ``N_u``, its base embedding ``e_u^0`` and its stored latents
+``e_u^k``; the node computes for all of its users at once. What it does, by stage:
+
+* warm-up — Eq. 9's input ``Y_u`` (its items), then per order ``k``: Eq. 6 (``e_u^k`` from the
+  downloaded ``E^{k-1}``) and Eq. 7's input ``D_u Y_uᵀ (e_u^{k-1})ᵀ``;
+* a round — Step 1: the round's draws for its sampled users (:func:`.sampling.draw_round`) and
+  their queries; Steps 2–3: :func:`.local.local_round` on the downloaded rows; Step 4: its side of
+  the secure sum (:class:`~fedgraphrec.protocols.secagg.client.SecureSumClient`), committing the
+  users' new rows once their upload is in the sum (Algorithm 1 line 23);
+* evaluation — every user's representation ``ē_u`` (latents refreshed by Eq. 6, or as stored).
+
+Simulation note [D]: the round's negatives and local pairs come from one public stream over all
+sampled users (as the one-process simulation always drew them), so a node replays it for every
+sampled user, which needs their training degrees ``|N_u|``; the node reads them from the dataset
+it was handed (the server learns them anyway from the queries' sizes). A deployment would draw
+from per-user streams instead, with different numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from fedgraphrec.models.propagation import pair_weights, torch_csr
+from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.protocols.fedgrec.local import PendingUpload, local_round
+from fedgraphrec.protocols.fedgrec.roles import QUERY, session
+from fedgraphrec.protocols.fedgrec.sampling import RoundSample, draw_round
+from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
+from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload
+from fedgraphrec.runtime.message import Message, Part
+
+__all__ = ["FedGRecClient", "FedGRecState"]
+
+_ID_BYTES = 4
+
+
+def _empty() -> np.ndarray:
+    return np.zeros(0, dtype=np.int64)
+
+
+@dataclass
+class FedGRecState:
+    """What the node keeps for its users between messages.
+
+    Attributes:
+        user: ``(K+1, n, d)``: every user's ``e_u^0`` and stored latents ``e_u^1..e_u^K``.
+        deg_t: every item's degree ``|N_t|`` (the broadcast result of Eq. 9).
+        sample: the current round's draws for this node's sampled users.
+        pending: Step 4's input of the current round (until the secure sum).
+        final: the users' representations after the prediction stage.
+        secagg: the open secure-aggregation session.
+    """
+
+    user: torch.Tensor
+    deg_t: np.ndarray = field(default_factory=_empty)
+    sample: RoundSample | None = None
+    pending: PendingUpload | None = None
+    final: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
+    secagg: SecAggState = field(default_factory=SecAggState)
+
+
+class FedGRecClient(SecureSumClient, ClientProgram[FedGRecState]):
+    """FedGRec's users hosted by one node (module docstring).
+
+    Args:
+        settings: Algorithm 1's hyper-parameters.
+        clients: the users this node hosts (sorted).
+        data: the node's view of the dataset (it keeps its users' rows) and the initial tables
+            (its users' rows of ``user_emb``).
+    """
+
+    settings: FedGRecSettings
+
+    def __init__(self, settings: FedGRecSettings, clients: np.ndarray, data: NodeData | None) -> None:
+        super().__init__(settings, clients, data)
+        if data is None:
+            raise ValueError("a FedGRec node needs its users' interactions and initial rows")
+        full = sp.csr_matrix(data.train, dtype=np.float64, copy=True)
+        full.sum_duplicates()
+        full.sort_indices()
+        full.data[:] = 1.0
+        self.train = sp.csr_matrix(full[self.clients])
+        self.n_items = int(full.shape[1])
+        self.deg_u = np.diff(self.train.indptr).astype(np.int64)
+        self.degrees = np.diff(full.indptr).astype(np.int64)  # replaying the round streams (module note)
+        self.device = torch.device(settings.device)
+        user0 = data.tables["user_emb"][torch.from_numpy(self.clients)].detach()
+        user = torch.zeros((settings.K + 1, *user0.shape), dtype=user0.dtype, device=self.device)
+        user[0] = user0
+        self.state = FedGRecState(user=user)
+        self._graph: tuple[bytes, torch.Tensor, torch.Tensor] | None = None
+
+    # ------------------------------------------------------------------ local graph
+    def _t(self, array: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+
+    def _norm(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``R`` of this node's users (values ``1/sqrt(|N_t||N_u|)``) and those values per edge (float64)."""
+        key = self.state.deg_t.tobytes()
+        if self._graph is None or self._graph[0] != key:
+            rows = np.repeat(np.arange(len(self.clients)), self.deg_u)
+            values = pair_weights(self.deg_u[rows], self.state.deg_t[self.train.indices])
+            csr = sp.csr_matrix((values, self.train.indices, self.train.indptr), shape=self.train.shape)
+            R = torch_csr(csr, self.state.user.dtype).to(self.device)
+            self._graph = (key, R, self._t(values))
+        return self._graph[1], self._graph[2]
+
+    def _active(self) -> np.ndarray:
+        return np.flatnonzero(self.deg_u > 0)
+
+    def _at(self, users: np.ndarray) -> np.ndarray:
+        """Positions of ``users`` (global ids) in this node's shard."""
+        return np.searchsorted(self.clients, users)
+
+    # ------------------------------------------------------------------ set-up and warm-up
+    def stage_setup_enroll(self, step: int, request: Message) -> Message:
+        """The users with training items (the population the server samples from)."""
+        return Message(fields={"active": self.clients[self._active()].tolist()})
+
+    def stage_warmup_degrees(self, step: int, request: Message) -> Message:
+        """Keep ``|N_t|`` (the broadcast result of Eq. 9)."""
+        self.state.deg_t = np.asarray(request["degrees"].value, dtype=np.int64)
+        return Message()
+
+    def stage_warmup_download(self, step: int, request: Message) -> Message:
+        """Eq. 6: ``e_u^k = Σ_{t∈N_u} e_t^{k-1} / sqrt(|N_t||N_u|)`` from the downloaded ``E^{k-1}``."""
+        k = int(request.fields["k"])
+        R, _ = self._norm()
+        self.state.user[k] = R @ torch.as_tensor(request["items"].value).to(self.device)
+        return Message()
+
+    # ------------------------------------------------------------------ Algorithm 1, Steps 1–3
+    def stage_train_query(self, step: int, request: Message) -> Message:
+        """Step 1: the round's draws for this node's sampled users; their queries (positives, negatives)."""
+        s = self.settings
+        own = np.asarray(request.fields["clients"], dtype=np.int64)
+        sampled = np.asarray(request.fields["sampled"], dtype=np.int64)
+        train = self.train
+        at = self._at
+
+        def positives(u: int) -> np.ndarray:
+            i = int(at(np.array([u]))[0])
+            return train.indices[train.indptr[i] : train.indptr[i + 1]].astype(np.int64)
+
+        rs = draw_round(
+            sampled, self.degrees[sampled], positives, own, self.n_items, int(request.fields["round"]),
+            seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
+            dropout_before=s.dropout_before, dropout_after=s.dropout_after, batch_mode=s.batch_mode,
+        )  # fmt: skip
+        self.state.sample, self.state.pending = rs, None
+        q_seg, q_items = rs.queries()
+        items = q_items[np.argsort(q_seg, kind="stable")]  # each user's positives, then its negatives
+        n_query = rs.n_queried
+        part = Part(QUERY, "item-ids", "client", "server", items, senders=rs.clients, counts=n_query)
+        return Message({"query": part.with_sizes(n_query * _ID_BYTES)})
+
+    def stage_train_download(self, step: int, request: Message) -> Message:
+        """Steps 2–3 for this node's sampled users on the downloaded rows; reports the local losses."""
+        rs = self.state.sample
+        if rs is None:
+            raise ValueError("train/download before train/query")
+        rows = torch.as_tensor(request["rows"].value).to(self.device)
+        row_of = None
+        if not request.fields["full"]:
+            union = np.unique(rs.queries()[1])
+            row_of = np.full(self.n_items, -1, dtype=np.int64)
+            row_of[union] = np.arange(len(union))
+        at = self._at(rs.clients)
+        user = self.state.user[:, self._t(at)]
+        pending, bpr, reg = local_round(
+            self.settings, rs, rows, row_of, user, self.state.deg_t, self.deg_u[at], self.n_items
+        )
+        self.state.pending = pending
+        return Message(fields={"bpr": bpr, "reg": reg})
+
+    # ------------------------------------------------------------------ secure sums (Eq. 9, Eq. 7, Step 4)
+    def secagg_input(self, label: str) -> SparseUpload:
+        """``Y_u`` (Eq. 9), Eq. 7's contribution, or Step 4's upload, by session."""
+        active = self._active()
+        rows = np.repeat(np.arange(len(self.clients)), self.deg_u)  # every edge's user position
+        items = self._t(self.train.indices.astype(np.int64))
+        if label == session("warmup/degrees"):
+            up = SparseUpload(self.clients[active], self.n_items)
+            ones = torch.ones(len(rows), 1, device=self.device)
+            up.add(self._t(np.searchsorted(active, rows)), items, ones)
+            return up
+        what, _, index = label.rpartition("/")
+        if what == session("warmup"):
+            k, d = int(index), self.state.user.shape[2]
+            _, norm = self._norm()
+            up = SparseUpload(self.clients[active], self.n_items * d)
+            values = norm[:, None] * self.state.user[k - 1][self._t(rows)].double()  # Eq. 7, row t of Ẽ_u
+            up.add(self._t(np.searchsorted(active, rows)), items * d, values)
+            return up
+        rs, pending = self.state.sample, self.state.pending
+        if what != session("round") or rs is None or pending is None:
+            raise ValueError(f"no secure-aggregation input for session {label!r} on this node")
+        return pending.upload(rs.clients, self.n_items, self.settings.item_agg == "mean_touched")
+
+    def secagg_offline(self, label: str, when: Literal["before", "after"]) -> np.ndarray:
+        """The round's simulated dropouts among this node's users (none in the warm-up)."""
+        rs = self.state.sample
+        if rs is None or not label.startswith(session("round", None) + "/"):
+            return _empty()
+        return rs.drop_before if when == "before" else rs.drop_after
+
+    def secagg_included(self, label: str, included: np.ndarray) -> None:
+        """Line 23: users whose upload is in the sum commit their new ``e_u^0`` and latents."""
+        rs, pending = self.state.sample, self.state.pending
+        if rs is None or pending is None or not label.startswith(session("round", None) + "/"):
+            return
+        keep = np.isin(rs.clients, included)
+        new = pending.user[:, self._t(np.flatnonzero(keep))]
+        self.state.user[:, self._t(self._at(rs.clients[keep]))] = new
+
+    # ------------------------------------------------------------------ evaluation
+    def stage_predict(self, step: int, request: Message) -> Message:
+        """``ē_u`` of every user: stored base, latents refreshed by Eq. 6 (or as stored), combined."""
+        s, U = self.settings, self.state.user
+        if s.eval_latents == "stored" or not s.K:
+            users = [U[k] for k in range(s.K + 1)]
+        else:
+            R, _ = self._norm()
+            E = torch.as_tensor(request["items"].value).to(self.device)
+            users = [U[0], *(R @ E[k - 1] for k in range(1, s.K + 1))]
+        if s.aggregation == "concat":
+            self.state.final = torch.cat(users, dim=1)
+        else:
+            a = s.layer_weights()
+            self.state.final = sum(a[k] * users[k] for k in range(len(a)))
+        return Message()
+
+    def prediction(self) -> tuple[np.ndarray, torch.Tensor, torch.Tensor | None]:
+        """This node's users and their representations (the server holds the item side)."""
+        return self.clients, self.state.final, None
+
+    def owned_rows(self) -> dict[str, tuple[np.ndarray, torch.Tensor]]:
+        """The users' base embeddings ``e_u^0`` (the oracle's ``user_emb``)."""
+        return {"user_emb": (self.clients, self.state.user[0])}

@@ -1,0 +1,263 @@
+"""The set-up half of GNN4FR's client program: the node's rows, its helpers, Algorithms 2-3.
+
+:class:`SetupClient` holds a shard's state and everything the stages of one minibatch
+(:mod:`.client`) share; its stages run once per run: key pairs, the group key S (wrapped by the
+key-client, relayed by the server, never seen by it), the item tokens, the key-client's custody of
+the items nobody holds, and each client's routing, from which the node merges its ego graphs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fedgraphrec.crypto import (
+    ClientKeyPair,
+    IntegrityError,
+    PublicKey,
+    SharedKey,
+    sealed_size,
+    unwrap_key,
+    wrap_key,
+)
+from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.protocols.gnn4fr.graph import LocalGraph, build_local_graph, decode_routing
+from fedgraphrec.protocols.gnn4fr.roles import (
+    CLIENT,
+    KEY_HOLDER,
+    SERVER,
+    TOKEN_BYTES,
+    Phase,
+    item_tokens,
+    token_ints,
+)
+from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
+from fedgraphrec.protocols.gnn4fr.state import Adam, GNN4FRState
+from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.transport import require_senders
+
+__all__ = ["SetupClient"]
+
+
+class SetupClient(ClientProgram[GNN4FRState]):
+    """A shard of GNN4FR clients: state, helpers and the set-up stages (module docstring)."""
+
+    settings: GNN4FRSettings
+
+    def __init__(self, settings: GNN4FRSettings, clients: np.ndarray, data: NodeData | None) -> None:
+        super().__init__(settings, clients, data)
+        if data is None:
+            raise ValueError("a GNN4FR node needs its clients' interactions and the initial tables")
+        train = data.train.tocsr()
+        self.n_users, self.n_items = int(train.shape[0]), int(train.shape[1])
+        own = train[self.clients]
+        own.sort_indices()
+        self._own_rows = [
+            own.indices[a:b].astype(np.int64) for a, b in zip(own.indptr[:-1], own.indptr[1:], strict=True)
+        ]
+        item_ids = np.unique(own.indices).astype(np.int64)
+        users, items = data.tables["user_emb"], data.tables["item_emb"]
+        self.dtype = items.dtype
+        self.state = GNN4FRState(
+            users=Adam.of(users[torch.from_numpy(self.clients)]),
+            items=Adam.of(items[torch.from_numpy(item_ids)]),
+            item_ids=item_ids,
+        )
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def real(self) -> bool:
+        """Whether this run encrypts for real (told at set-up)."""
+        return self.state.real
+
+    @property
+    def L(self) -> int:
+        """Layers."""
+        return self.settings.n_layers
+
+    def group_key(self) -> SharedKey | None:
+        """The group key S, once unwrapped."""
+        return SharedKey.from_bytes(self.state.key) if self.state.key else None
+
+    def owned_rows(self) -> dict[str, tuple[np.ndarray, torch.Tensor]]:
+        """The clients' user rows and the node's item copies (equal on every holder), custody included."""
+        ids, rows = self.state.item_ids, self.state.items.param
+        if self.state.custody is not None:
+            ids, rows = (
+                np.concatenate([ids, self.state.custody_ids]),
+                torch.cat([rows, self.state.custody.param]),
+            )
+        return {"user_emb": (self.clients, self.state.users.param), "item_emb": (ids, rows)}
+
+    def item_rows(self, items: np.ndarray, layers: torch.Tensor, what: str) -> torch.Tensor:
+        """Rows ``(len(items), L + 1, d)`` of the node's items or of its custody (zero above layer 0)."""
+        ids, cust = self.state.item_ids, self.state.custody_ids
+        at = np.minimum(np.searchsorted(ids, items), max(len(ids) - 1, 0))
+        mine = (at < len(ids)) & (ids[at] == items) if len(ids) else np.zeros(len(items), dtype=bool)
+        out = layers.new_zeros((len(items), layers.shape[0], layers.shape[2]))
+        out[torch.from_numpy(np.flatnonzero(mine))] = layers[:, torch.from_numpy(at[mine])].permute(1, 0, 2)
+        rest = np.flatnonzero(~mine)
+        if len(rest):
+            c = np.minimum(np.searchsorted(cust, items[rest]), max(len(cust) - 1, 0))
+            if self.state.custody is None or not len(cust) or not np.array_equal(cust[c], items[rest]):
+                raise IntegrityError(f"gnn4fr {what}: asked for an item no client of this node holds")
+            out[torch.from_numpy(rest), 0] = self.state.custody.param[torch.from_numpy(c)]
+        return out
+
+    def prediction(self) -> tuple[np.ndarray, torch.Tensor, torch.Tensor | None]:
+        """Final user rows and the whole final item table as the clients assembled it (Algorithm 6)."""
+        return self.clients, self.state.final_users, self.state.final_items
+
+    def _graph(self) -> LocalGraph:
+        if self.state.graph is None:
+            raise RuntimeError("gnn4fr: the node has no routing yet (set-up did not run)")
+        return self.state.graph
+
+    def tokens_of(self, items: np.ndarray) -> list[bytes]:
+        """16-byte tokens of ``items`` (global ids)."""
+        raw = self.state.catalogue_tokens[np.asarray(items, dtype=np.int64)]
+        flat = raw.tobytes()
+        return [flat[k : k + TOKEN_BYTES] for k in range(0, len(flat), TOKEN_BYTES)]
+
+    def items_of(self, handles: np.ndarray, what: str) -> np.ndarray:
+        """Global item ids of token handles (the server's names for items); unknown handles are rejected."""
+        table = self.catalogue_handles()
+        order = np.argsort(table, kind="stable")
+        at = np.searchsorted(table[order], handles)
+        at = np.minimum(at, len(order) - 1)
+        items = order[at]
+        if len(handles) and not np.array_equal(table[items], handles):
+            raise IntegrityError(f"gnn4fr {what}: a message names an item token no catalogue item has")
+        return items
+
+    def rows_part(self, phase: str, kind: str, rows: torch.Tensor) -> Message:
+        """The clients' rows multicast to their neighbours, sealed under S."""
+        part = Part(
+            phase, kind, CLIENT, SERVER, rows, protection="sealed", senders=self.clients, seal_to_role=CLIENT
+        )
+        return Message({"rows": part})
+
+    def check_relay(self, part: Part) -> None:
+        """A relay of the neighbours' rows: every expected (receiver, sender) copy, in order."""
+        g = self._graph()
+        require_senders(part, g.nb_ids, "the neighbours' rows")
+        expect = np.repeat(self.clients, np.diff(g.nb_ptr))
+        if part.receivers is None or not np.array_equal(part.receivers, expect):
+            raise IntegrityError(f"{part.phase}: the relay is not addressed to this node's clients as routed")
+
+    @staticmethod
+    def _handles_of(part: Part) -> np.ndarray:
+        """Token handles bound into the names of a relay of item rows (``holder-of-item:<handle>``).
+
+        Copies that share a row share its name, so each distinct row's name is parsed once.
+        """
+        names = part.bound_senders or []
+        if part.index is None:
+            return np.array([int(s.rpartition(":")[2]) for s in names], dtype=np.int64)
+        rows, first = np.unique(part.index, return_index=True)
+        parsed = np.array([int(names[k].rpartition(":")[2]) for k in first.tolist()], dtype=np.int64)
+        return parsed[np.searchsorted(rows, part.index)]
+
+    def update(self, g_user: torch.Tensor, g_item: torch.Tensor) -> None:
+        """One Adam step of the clients' rows and of the node's item copies."""
+        self.state.users.step(g_user, self.settings.lr)
+        self.state.items.step(g_item, self.settings.lr)
+
+    # ------------------------------------------------------------------ set-up (Algorithms 2-3)
+    def stage_setup_public_keys(self, step: int, request: Message) -> Message:
+        """Every client makes an X25519 key pair and sends the public half."""
+        self.state.real = bool(request.fields["real"])
+        if self.state.real:
+            pairs = [ClientKeyPair.generate() for _ in self.clients]
+            self.state.private_keys = b"".join(p.private_bytes() for p in pairs)
+            blobs = [p.public.to_bytes() for p in pairs]
+        else:
+            blobs = [bytes(32)] * len(self.clients)
+        part = Part(
+            Phase.PUBLIC_KEYS, "public_key", CLIENT, SERVER, blobs, shape="blobs", senders=self.clients
+        )
+        return Message({"keys": part})
+
+    def stage_setup_wrap_key(self, step: int, request: Message) -> Message:
+        """The key-client draws S and wraps it for every public key (the server never sees S)."""
+        key_client = int(request.fields["key_client"])
+        blob = request["keys"].value[0]
+        n = len(blob) // 32
+        if self.real:
+            shared = SharedKey.generate().to_bytes()
+            wrapped = [wrap_key(shared, PublicKey.from_bytes(blob[32 * k : 32 * k + 32])) for k in range(n)]
+        else:
+            wrapped = [bytes(sealed_size(32))] * n
+        part = Part(  # ECIES ciphertexts of their own: relayed as they are, alterable by an active server
+            Phase.WRAPPED_KEY, "wrapped_key", KEY_HOLDER, SERVER, wrapped, shape="blobs", protection="sealed",
+            presealed=True, senders=np.full(n, key_client), seal_to_role=CLIENT, seal_to=np.arange(n),
+        )  # fmt: skip
+        return Message({"wrapped": part})
+
+    def stage_setup_unwrap_key(self, step: int, request: Message) -> Message:
+        """Every client unwraps S, then uploads its items' tokens (sorted: the order reveals nothing)."""
+        got = request["wrapped"]
+        if got.receivers is None or not np.array_equal(got.receivers, self.clients):
+            raise IntegrityError(f"{got.phase}: wrapped keys for other clients were delivered here")
+        if self.real:
+            keys = set()
+            for k, blob in enumerate(got.value):
+                if blob is None:
+                    raise IntegrityError(
+                        f"{got.phase}: the wrapped key for client:{self.clients[k]} never arrived"
+                    )
+                own = ClientKeyPair.from_private_bytes(self.state.private_keys[32 * k : 32 * k + 32])
+                keys.add(unwrap_key(blob, own))
+            if len(keys) != 1:
+                raise IntegrityError(f"{got.phase}: the clients of this node unwrapped different shared keys")
+            self.state.key = keys.pop()
+        self.state.private_keys = b""
+        tokens = item_tokens(self.group_key(), np.arange(self.n_items))
+        self.state.catalogue_tokens = (
+            np.frombuffer(b"".join(tokens), dtype=np.uint8).reshape(-1, TOKEN_BYTES).copy()
+        )
+        handles = token_ints(tokens)
+        seq = [rows[np.argsort(handles[rows], kind="stable")] for rows in self._own_rows]
+        self.state.own_ptr = np.concatenate([[0], np.cumsum([len(s) for s in seq])]).astype(np.int64)
+        self.state.own_seq = np.concatenate(seq) if seq else np.zeros(0, dtype=np.int64)
+        blobs = [b"".join(tokens[i] for i in s.tolist()) for s in seq]
+        part = Part(
+            Phase.ITEM_TOKENS, "item_token", CLIENT, SERVER, blobs, shape="blobs", protection="pseudonymous",
+            senders=self.clients,
+        )  # fmt: skip
+        return Message({"tokens": part})
+
+    def stage_setup_catalogue(self, step: int, request: Message) -> Message:
+        """The key-client takes custody of the items nobody holds and names their tokens.
+
+        Nobody's interactions involve them, but negatives do: their rows must live somewhere their
+        gradients can reach sealed. The server learns only their tokens, never their ids or rows.
+        """
+        blob = request["held"].value[0]
+        held = token_ints([blob[k : k + TOKEN_BYTES] for k in range(0, len(blob), TOKEN_BYTES)])
+        mine = self.catalogue_handles()
+        unheld = np.flatnonzero(~np.isin(mine, held)).astype(np.int64)
+        assert self.data is not None
+        self.state.custody_ids = unheld
+        self.state.custody = Adam.of(self.data.tables["item_emb"][torch.from_numpy(unheld)])
+        key_client = int(request.fields["key_client"])
+        body = b"".join(self.tokens_of(unheld))
+        part = Part(
+            Phase.CATALOGUE, "item_token", KEY_HOLDER, SERVER, [body], shape="blobs",
+            protection="pseudonymous", senders=np.array([key_client]),
+        )  # fmt: skip
+        return Message({"unheld": part})
+
+    def catalogue_handles(self) -> np.ndarray:
+        """The token handle of every catalogue item."""
+        return self.state.catalogue_tokens[:, :8].copy().view(">i8").ravel().astype(np.int64)
+
+    def stage_setup_routing(self, step: int, request: Message) -> Message:
+        """Algorithm 3: each client's neighbours and connectivity; the node merges the ego graphs."""
+        got = request["routing"]
+        if got.receivers is None or not np.array_equal(got.receivers, self.clients):
+            raise IntegrityError(f"{got.phase}: routing for other clients was delivered here")
+        ptr, seq = self.state.own_ptr, self.state.own_seq
+        own = [seq[ptr[k] : ptr[k + 1]] for k in range(len(self.clients))]
+        self.state.graph = build_local_graph(self.clients, own, [decode_routing(b) for b in got.value])
+        return Message()

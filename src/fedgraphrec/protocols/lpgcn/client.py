@@ -1,0 +1,44 @@
+r"""The LP-GCN client program: a shard of clients (users) on one node, all computed at once.
+
+Set-up stages in :mod:`.client_setup` (Algorithm 2, verification, initial rows), training and
+prediction stages in :mod:`.client_train` (Algorithms 1, 4, 5/9, 6, 7 and §4.6), the typed state
+in :mod:`.client_state`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fedgraphrec.crypto import ClientKeyPair, SharedKey
+from fedgraphrec.protocols.lpgcn.client_loss import LossStages
+from fedgraphrec.protocols.lpgcn.client_setup import SetupStages
+from fedgraphrec.protocols.lpgcn.client_train import TrainingStages
+
+__all__ = ["LPGCNClient", "key_material"]
+
+
+class LPGCNClient(SetupStages, TrainingStages, LossStages):
+    """The LP-GCN client role for a shard of clients (stage methods ``stage_setup_*``, ``stage_train_*``)."""
+
+
+def key_material(
+    programs: Iterable[LPGCNClient], n_clients: int
+) -> tuple[SharedKey | None, list[ClientKeyPair]]:
+    """:math:`S` and every client's key pair, read from in-process programs (audits of a coalition).
+
+    What a coalition of clients knows is its members' secrets; an audit picks the members' keys from
+    this list. ``real`` crypto mode only (``accounted`` mode draws no keys).
+
+    Raises:
+        ValueError: the programs hold no keys (``accounted`` mode).
+    """
+    key: SharedKey | None = None
+    pairs: list[ClientKeyPair | None] = [None] * n_clients
+    for program in programs:
+        key = key or program.group_key()
+        for k, client in enumerate(program.clients.tolist()):
+            if len(program.state.private_keys) > k:
+                pairs[client] = program.keypair(k)
+    if key is None or any(p is None for p in pairs):
+        raise ValueError("the programs hold no keys: run LP-GCN with crypto='real'")
+    return key, [p for p in pairs if p is not None]

@@ -1,0 +1,171 @@
+r"""The client shard's loss stages: Algorithms 5 and 9, Eqs. 16-17 (spec ``lpgcn.md``).
+
+``train/loss``: every client computes its triples' BPR loss and direct gradients :math:`D^{(l)}`
+(spec §2.4) from the batch rows accumulated during the forward stages and, for negatives the node
+holds no row of, the rows of every layer the server sent (Algorithm 9 line 1). Items' direct
+gradients travel to their convolution-client — known to the holder from verification, named by
+the server for other negatives — in one :math:`S`-sealed message per (sender, convolution-client)
+holding rows ``[D | λ-term | token]``; items nobody holds go to the server in the clear.
+
+``train/aggregate`` (Eqs. 16-17): each convolution-item adds what it received (checking that every
+row names one of its receiver's items); :math:`G^{(L)}` of users and convolution-items out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.protocols.common import local_bpr
+from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
+from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES
+from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER, item_phase, user_phase
+from fedgraphrec.runtime.message import Message, Part
+
+__all__ = ["LossStages"]
+
+
+class LossStages(StageParts):
+    """Loss and aggregate stages of the client shard (module docstring)."""
+
+    # ------------------------------------------------------------------ Algorithms 5 and 9
+    def stage_train_loss(self, step: int, request: Message) -> Message:
+        """Local BPR and direct gradients; items' gradients to their convolution-clients, sealed."""
+        s, st, ss = self.settings, self.state, self.state.step
+        L, d = s.n_layers, self.dim
+        last = self._local_table(ss.cur_conv, request)
+        self._accumulate_items(last, L)
+        ss.cur_u = ss.cur_conv = torch.zeros(0)
+        # negatives this node holds no row of: every layer from the server (Algorithm 9 line 1)
+        extra = torch.as_tensor(request["negatives"].value).reshape(L + 1, -1, d) if len(ss.extra) else None
+        items = ss.items
+        known = np.flatnonzero(ss.item_local >= 0)
+        V = torch.empty((len(items), d), dtype=self.dtype)
+        V0 = torch.empty_like(V)
+        V[torch.from_numpy(known)] = ss.acc_i
+        V0[torch.from_numpy(known)] = ss.v0
+        if extra is not None:
+            at = torch.from_numpy(np.searchsorted(items, ss.extra))
+            acc = extra[0] * self._w
+            for layer in range(1, L + 1):
+                acc.add_(extra[layer], alpha=self._w)
+            V[at], V0[at] = acc, extra[0]
+        uix = torch.from_numpy(np.searchsorted(ss.users, ss.b_user))
+        pix = torch.from_numpy(np.searchsorted(items, ss.b_pos))
+        nix = torch.from_numpy(np.searchsorted(items, ss.b_neg))
+        loc = local_bpr(ss.acc_u, V, ss.u0, V0, uix, pix, nix, s.reg, batch_size=ss.batch_size)
+        n_local = len(self.clients)
+        ss.d_u = torch.zeros((n_local, d), dtype=self.dtype)
+        ss.r_u = torch.zeros_like(ss.d_u)
+        ss.d_u[torch.from_numpy(ss.users)] = loc.dU
+        ss.r_u[torch.from_numpy(ss.users)] = loc.rU
+        # who convolves each item row: the sender's own knowledge (held items) or the server's reply
+        row_user = ss.users[loc.item_senders]
+        row_item = items[loc.items.numpy()]
+        owner = self._owners(
+            row_user, row_item, np.asarray(request.fields.get("neg_owner", []), dtype=np.int64)
+        )
+        sender = self.clients[row_user]
+        own = owner == sender
+        c = len(st.conv_items)
+        ss.d_v = torch.zeros((c, d), dtype=self.dtype)
+        ss.r_v = torch.zeros_like(ss.d_v)
+        if own.any():
+            conv_at = torch.from_numpy(self._conv_position(owner[own], row_item[own]))
+            sel = torch.from_numpy(np.flatnonzero(own))
+            ss.d_v.index_add_(0, conv_at, loc.d_rows[sel])
+            ss.r_v.index_add_(0, conv_at, loc.r_rows[sel])
+        out = Message(fields={"bpr": float(loc.bpr), "reg": float(loc.reg)})
+        out.parts.update(self._gradient_messages(~own, sender, owner, row_item, loc.d_rows, loc.r_rows))
+        ss.acc_u = ss.acc_i = ss.u0 = ss.v0 = torch.zeros(0)
+        return out
+
+    def _owners(self, row_user: np.ndarray, row_item: np.ndarray, neg_owner: np.ndarray) -> np.ndarray:
+        """The convolution-client of each item row: held items from verification, others from the server."""
+        st, ss = self.state, self.state.step
+        keys = entry_keys(row_user, row_item)
+        at = self.find("held", lambda: entry_keys(self.held_rows(), st.held_idx), keys)
+        owner = np.where(at >= 0, st.held_owner[at], -2)
+        req_rows = np.repeat(np.arange(len(self.clients)), np.diff(ss.req_ptr))
+        req_keys = entry_keys(req_rows, ss.req_items)
+        miss = owner == -2
+        if miss.any():
+            if len(neg_owner) != len(req_keys):
+                raise IntegrityError("loss/negative-embeddings: the server named no owner for some negatives")
+            j = np.searchsorted(req_keys, keys[miss])
+            owner[miss] = neg_owner[j]
+        return owner
+
+    def _conv_position(self, owners: np.ndarray, items: np.ndarray) -> np.ndarray:
+        st = self.state
+        at = self.find("conv", lambda: entry_keys(st.conv_owner, st.conv_items), entry_keys(owners, items))
+        if (at < 0).any():
+            raise RuntimeError("an item this node's client convolves is missing from its convolution-items")
+        return at
+
+    def _gradient_messages(
+        self,
+        remote: np.ndarray,
+        sender: np.ndarray,
+        owner: np.ndarray,
+        items: np.ndarray,
+        d_rows: torch.Tensor,
+        r_rows: torch.Tensor,
+    ) -> dict[str, Part]:
+        """One message per (sender, convolution-client): rows ``[D | λ-term | token]`` of its items."""
+        ids = np.flatnonzero(remote)
+        if not len(ids):
+            return {}
+        key = sender[ids].astype(np.int64) * (1 << 32) + (owner[ids] + 1)
+        order = np.argsort(key, kind="stable")
+        ids, key = ids[order], key[order]
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(key)) + 1])
+        lens = np.diff(np.concatenate([starts, [len(ids)]]))
+        src, dst = sender[ids[starts]], owner[ids[starts]]
+        tid = torch.from_numpy(ids)
+        rows = torch.cat([d_rows[tid], r_rows[tid], self._token_columns(items[ids])], dim=1)
+        row_srv = np.repeat(dst < 0, lens)
+        out: dict[str, Part] = {}
+        for name, sel, rsel, prot in (
+            ("grads-server", dst < 0, row_srv, "plain"),
+            ("grads", dst >= 0, ~row_srv, "sealed"),
+        ):
+            if not sel.any():
+                continue
+            sealed = prot == "sealed"
+            body = rows[torch.from_numpy(np.flatnonzero(rsel))]
+            out[name] = Part(
+                "loss/item-gradients", "item_gradient", CLIENT, SERVER, body,
+                protection="sealed" if sealed else "plain", senders=src[sel], counts=lens[sel],
+                seal_to_role=CONV_CLIENT if sealed else "", seal_to=dst[sel] if sealed else None,
+            )  # fmt: skip
+        return out
+
+    # ------------------------------------------------------------------ Eqs. 16-17 and Algorithm 6
+    def stage_train_aggregate(self, step: int, request: Message) -> Message:
+        """Convolution-items add the direct gradients they received; :math:`G^{(L)}` out."""
+        st, ss, d = self.state, self.state.step, self.dim
+        part = request.get("grads")
+        if part is not None and part.n_messages:
+            rows = torch.as_tensor(part.rows())
+            tokens = np.ascontiguousarray(rows[:, 2 * d :].numpy()).view(np.uint8).reshape(-1, TOKEN_BYTES)
+            pos = self.conv_token_index().find(tokens)
+            assert part.receivers is not None
+            to = np.repeat(part.receivers, part.counts if part.counts is not None else 1)
+            if (pos < 0).any() or (st.conv_owner[np.maximum(pos, 0)] != to).any():
+                raise IntegrityError(
+                    "loss/item-gradients: a message names an item its receiver does not convolve; "
+                    "the receiver rejected it (re-routed)"
+                )
+            at = torch.from_numpy(pos)
+            ss.d_v.index_add_(0, at, rows[:, :d])
+            ss.r_v.index_add_(0, at, rows[:, d : 2 * d])
+        ss.d_u, ss.d_v = ss.d_u * self._w, ss.d_v * self._w  # D^(l) of every layer l > 0
+        if self.settings.n_layers == 0:
+            return self._finish(ss.d_u + ss.r_u, ss.d_v + ss.r_v)
+        L = self.settings.n_layers
+        ss.g_u, ss.cur_conv = ss.d_u, ss.d_v
+        out = Message(self._conv_part(item_phase("", "gradient", L), "item_gradient", ss.d_v))
+        out.parts.update(self._user_part(user_phase("", "gradient", L), "user_gradient", ss.d_u))
+        return out

@@ -1,0 +1,131 @@
+"""What the LP-GCN client shard's training stages share: the parts they send, the tables they read.
+
+Convolution-items' rows go up in one part per node (one logical message per convolution-client);
+users' rows and gradients go up sealed under :math:`S`, multicast to the convolution-clients the
+server routes them to. A node's local item table is its convolution-items' rows followed by the
+synchronised rows it received; Eq. 8 (and Eq. 29) is the own-term operator on the shard's rows
+plus the pair operator on the relayed rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.protocols.lpgcn.client_setup import grouped
+from fedgraphrec.protocols.lpgcn.client_state import ClientBase
+from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER
+from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.transport import require_senders
+
+__all__ = ["StageParts", "entry_keys"]
+
+
+def entry_keys(rows: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """One int64 key per (shard position or client, item) pair, ordered by row then item."""
+    return rows.astype(np.int64) * (1 << 40) + items
+
+
+class StageParts(ClientBase):
+    """Helpers of the training stages (module docstring)."""
+
+    """Training and prediction stages of the LP-GCN client shard (module docstring)."""
+
+    debug: dict[str, list[torch.Tensor]] | None = None
+    """When a dict: every stage appends what it computed (layers, gradients), for step-by-step tests."""
+
+    def _record(self, name: str, value: torch.Tensor) -> None:
+        if self.debug is not None:
+            self.debug.setdefault(name, []).append(value.detach().clone())
+
+    @property
+    def _w(self) -> float:
+        return 1.0 / (self.settings.n_layers + 1)
+
+    def _prefix(self) -> str:
+        return "predict/" if self.state.step.predict else ""
+
+    # ------------------------------------------------------------------ parts
+    def _conv_part(self, phase: str, kind: str, rows: torch.Tensor) -> dict[str, Part]:
+        if not len(self.state.conv_items):
+            return {}
+        senders, counts = grouped(self.state.conv_owner)
+        return {"items": Part(phase, kind, CONV_CLIENT, SERVER, rows, counts=counts, senders=senders)}
+
+    def _user_part(self, phase: str, kind: str, rows: torch.Tensor) -> dict[str, Part]:
+        part = Part(
+            phase,
+            kind,
+            CLIENT,
+            SERVER,
+            rows,
+            protection="sealed",
+            senders=self.clients,
+            seal_to_role=CONV_CLIENT,
+        )
+        return {"users": part}
+
+    def _local_table(self, conv: torch.Tensor, request: Message) -> torch.Tensor:
+        """The local item table: own convolution-items' rows, then the synchronised ones received."""
+        got = request["items"].value if "items" in request else None
+        n_sync = len(self.state.sync_items)
+        if got is None or int(got.shape[0]) == 0:
+            if n_sync:
+                raise IntegrityError("synchronised item rows are missing")
+            return conv
+        if int(got.shape[0]) != n_sync:
+            raise IntegrityError(f"{int(got.shape[0])} synchronised item rows for {n_sync} items")
+        return torch.cat([conv, torch.as_tensor(got).to(conv.dtype)])
+
+    def _eq8(self, own_rows: torch.Tensor, request: Message, name: str) -> torch.Tensor:
+        """Eq. 8 (``A``) or Eq. 29 (``AW``) for every convolution-item, as one product.
+
+        The operator's columns are the neighbour table: the shard's own rows (the own term, and
+        neighbours hosted here, whose received rows replace them) followed by the rows of
+        neighbours hosted elsewhere, by client id. Both crypto modes build the same table, so they
+        compute the same numbers bit for bit.
+        """
+        st = self.state
+        relay = request.get("users")
+        if relay is None or relay.n_messages == 0:
+            if len(st.nb_user):
+                raise IntegrityError("the relayed neighbour rows are missing")
+            return self.operator(name) @ own_rows
+        require_senders(relay, st.nb_user, "neighbours of this node's convolution-items")
+        if relay.receivers is None or not np.array_equal(relay.receivers, st.nb_conv):
+            raise IntegrityError(f"{relay.phase}: neighbour rows re-routed to the wrong convolution-clients")
+        value = torch.as_tensor(relay.value)
+        if value is own_rows:  # in process: the very rows this node sent, nothing to place
+            return self.operator(name) @ own_rows
+        senders, first = np.unique(st.nb_user, return_index=True)
+        pick = first if relay.index is None else relay.index[first]
+        rows = value[torch.from_numpy(pick)].to(own_rows.dtype)
+        local = np.isin(senders, self.clients)
+        table = own_rows.clone()
+        table[torch.from_numpy(np.searchsorted(self.clients, senders[local]))] = rows[torch.from_numpy(local)]
+        if not local.all():
+            table = torch.cat([table, rows[torch.from_numpy(~local)]])
+        return self.operator(name) @ table
+
+    def _accumulate_items(self, table: torch.Tensor, layer: int) -> None:
+        ss = self.state.step
+        if ss.predict:
+            return
+        known = ss.item_local[ss.item_local >= 0]
+        rows = table[torch.from_numpy(known)]
+        if layer == 0:
+            ss.v0 = rows
+            ss.acc_i = rows * self._w
+        else:
+            ss.acc_i.add_(rows, alpha=self._w)
+
+    def _token_columns(self, items: np.ndarray) -> torch.Tensor:
+        """Each item's token as trailing columns of a message row (its bytes viewed as the dtype)."""
+        tok = np.ascontiguousarray(self.tokens_of(items))
+        np_dtype = torch.empty(0, dtype=self.dtype).numpy().dtype
+        return torch.from_numpy(tok.view(np_dtype).copy())
+
+    def _finish(self, g_u: torch.Tensor, g_v: torch.Tensor) -> Message:
+        """Layer-0 gradients in: Adam on every owned row (:class:`~.client_train.TrainingStages`)."""
+        raise NotImplementedError

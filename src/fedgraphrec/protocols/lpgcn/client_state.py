@@ -1,0 +1,324 @@
+r"""The LP-GCN client shard's typed state and the helpers its set-up and training stages share.
+
+A node hosts a shard of clients (spec ``lpgcn.md`` §1.3: every client is a user; some are
+convolution-clients). Its state holds, for all of them at once: their real and virtual items and
+upload order, their key pairs and the shared key :math:`S`, who convolves each held item (learnt
+from verification), the convolution-items assigned to them with their verified real holders
+(:math:`\mathcal U_{\tilde i}`) and weights :math:`c_{ui}`, the rows they own (user rows for the
+LightGCN backbone, convolution-items' :math:`V^{(0)}` and, for LightGCN+, :math:`W` rows) with
+their Adam moments, and the minibatch in flight.
+
+Local item space. A node computes over one table of items: its convolution-items (in the order
+of their convolution-clients, as the server assigned them) followed by the items its clients
+hold that other nodes convolve (``sync``, in the server's column order). Eq. 7 is one sparse
+product :math:`R_{\text{local}}\,V_{\text{local}}`, Eq. 8 one product of the convolution operator
+with the relayed neighbour rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from fedgraphrec.crypto import ClientKeyPair, SharedKey
+from fedgraphrec.models.propagation import torch_csr
+from fedgraphrec.protocols.base import ClientProgram
+from fedgraphrec.protocols.lpgcn.holdings import TokenIndex, item_tokens
+from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
+
+__all__ = ["ClientBase", "LPGCNState", "StepState"]
+
+
+def _i64() -> np.ndarray:
+    return np.zeros(0, dtype=np.int64)
+
+
+def _f64() -> np.ndarray:
+    return np.zeros(0, dtype=np.float64)
+
+
+def _t() -> torch.Tensor:
+    return torch.zeros(0)
+
+
+@dataclass
+class StepState:
+    """The minibatch (or prediction pass) in flight on this node; reset at every layer-0 stage.
+
+    Attributes:
+        predict: a prediction pass (no triples; every user's final row is accumulated).
+        batch_size: triples in the whole minibatch (all nodes).
+        b_user: position in the shard of each of this node's triples' user.
+        b_pos, b_neg: item ids of the triples.
+        users: distinct batch users (shard positions); items: distinct batch items (ids).
+        item_local: each distinct item's local position (``-1``: a negative from elsewhere).
+        req_items: the negatives requested, per client in order (``req_ptr`` per shard client).
+        extra: distinct requested items the node holds no row of (their rows come with the loss).
+        acc_u, acc_i: running layer means of the batch users' and known items' rows.
+        u0, v0: their layer-0 rows (for the regulariser).
+        cur_u: this layer's user rows (all shard clients); cur_conv: convolution-items' rows.
+        d_u, r_u, d_v, r_v: direct gradients (spec §2.4) of users and convolution-items.
+        g_u: the current layer's user gradients.
+    """
+
+    predict: bool = False
+    batch_size: int = 0
+    b_user: np.ndarray = field(default_factory=_i64)
+    b_pos: np.ndarray = field(default_factory=_i64)
+    b_neg: np.ndarray = field(default_factory=_i64)
+    users: np.ndarray = field(default_factory=_i64)
+    items: np.ndarray = field(default_factory=_i64)
+    item_local: np.ndarray = field(default_factory=_i64)
+    req_ptr: np.ndarray = field(default_factory=_i64)
+    req_items: np.ndarray = field(default_factory=_i64)
+    extra: np.ndarray = field(default_factory=_i64)
+    acc_u: torch.Tensor = field(default_factory=_t)
+    acc_i: torch.Tensor = field(default_factory=_t)
+    u0: torch.Tensor = field(default_factory=_t)
+    v0: torch.Tensor = field(default_factory=_t)
+    cur_u: torch.Tensor = field(default_factory=_t)
+    cur_conv: torch.Tensor = field(default_factory=_t)
+    d_u: torch.Tensor = field(default_factory=_t)
+    r_u: torch.Tensor = field(default_factory=_t)
+    d_v: torch.Tensor = field(default_factory=_t)
+    r_v: torch.Tensor = field(default_factory=_t)
+    g_u: torch.Tensor = field(default_factory=_t)
+
+
+@dataclass
+class LPGCNState:
+    r"""Everything a node keeps between LP-GCN messages (module docstring).
+
+    Held items are stored per client in upload order (``held_ptr``/``held_idx``, CSR layout);
+    ``held_virtual``, ``held_owner`` (the client convolving the item; the holder itself for its own
+    convolution-items) and ``held_col`` (the server's column) are aligned with them. Convolution
+    items (``conv_*``) are in the server's assignment order. ``a_*`` is Eq. 8 over the relayed
+    neighbour rows (column = routing pair), ``own_*`` its own-term part (column = shard position);
+    ``aw``/``ownw`` are the same pairs weighted :math:`1/\sqrt{|\mathcal I_u|}` (Eq. 29).
+    """
+
+    real_ptr: np.ndarray = field(default_factory=_i64)
+    real_idx: np.ndarray = field(default_factory=_i64)
+    held_ptr: np.ndarray = field(default_factory=_i64)
+    held_idx: np.ndarray = field(default_factory=_i64)
+    held_virtual: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    held_owner: np.ndarray = field(default_factory=_i64)
+    held_col: np.ndarray = field(default_factory=_i64)
+    private_keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 32), dtype=np.uint8))
+    key: bytes = b""
+    conv_items: np.ndarray = field(default_factory=_i64)
+    conv_owner: np.ndarray = field(default_factory=_i64)
+    conv_degree: np.ndarray = field(default_factory=_f64)
+    nb_conv: np.ndarray = field(default_factory=_i64)
+    nb_user: np.ndarray = field(default_factory=_i64)
+    a_row: np.ndarray = field(default_factory=_i64)
+    a_col: np.ndarray = field(default_factory=_i64)
+    a_val: np.ndarray = field(default_factory=_f64)
+    aw_val: np.ndarray = field(default_factory=_f64)
+    own_row: np.ndarray = field(default_factory=_i64)
+    own_col: np.ndarray = field(default_factory=_i64)
+    own_val: np.ndarray = field(default_factory=_f64)
+    ownw_val: np.ndarray = field(default_factory=_f64)
+    sync_items: np.ndarray = field(default_factory=_i64)
+    sync_degree: np.ndarray = field(default_factory=_f64)
+    user_emb: torch.Tensor = field(default_factory=_t)
+    user_m: torch.Tensor = field(default_factory=_t)
+    user_v: torch.Tensor = field(default_factory=_t)
+    item_emb: torch.Tensor = field(default_factory=_t)
+    item_m: torch.Tensor = field(default_factory=_t)
+    item_v: torch.Tensor = field(default_factory=_t)
+    item_w: torch.Tensor = field(default_factory=_t)
+    w_m: torch.Tensor = field(default_factory=_t)
+    w_v: torch.Tensor = field(default_factory=_t)
+    steps: int = 0
+    dim: int = 0
+    dtype: str = "float32"
+    n_columns: int = 0
+    step: StepState = field(default_factory=StepState)
+    final_u: torch.Tensor = field(default_factory=_t)
+    final_v: torch.Tensor = field(default_factory=_t)
+
+
+class ClientBase(ClientProgram[LPGCNState]):
+    """Shared helpers of the set-up and training stages (state access, operators, tokens)."""
+
+    settings: LPGCNSettings
+
+    def __init__(self, settings: LPGCNSettings, clients: np.ndarray, data: Any) -> None:
+        self._cache: dict[str, Any] = {}
+        super().__init__(settings, clients, data)
+        self.state = LPGCNState()
+
+    @property
+    def state(self) -> LPGCNState:
+        """The node's typed state; replacing it (a restored checkpoint) drops every derived cache."""
+        return self._state
+
+    @state.setter
+    def state(self, value: LPGCNState) -> None:
+        self._state = value
+        self._cache.clear()
+
+    # ------------------------------------------------------------------ keys and tokens
+    def group_key(self) -> SharedKey | None:
+        """:math:`S`, once unwrapped (``None`` before, and in ``accounted`` mode)."""
+        return SharedKey.from_bytes(self.state.key) if self.state.key else None
+
+    def keypair(self, position: int) -> ClientKeyPair:
+        """The key pair of the shard's client at ``position``."""
+        return ClientKeyPair.from_private_bytes(bytes(self.state.private_keys[position]))
+
+    def tokens_of(self, items: np.ndarray) -> np.ndarray:
+        """Tokens of ``items`` under :math:`S` (item ids stand in for them in ``accounted`` mode)."""
+        table = self._cache.get("tokens")
+        if table is None:
+            n_items = int(self.data.train.shape[1]) if self.data is not None else int(items.max()) + 1
+            table = self._cache["tokens"] = item_tokens(np.arange(n_items), self.group_key())
+        return table[np.asarray(items, dtype=np.int64)]
+
+    # ------------------------------------------------------------------ shapes and positions
+    @property
+    def dim(self) -> int:
+        """Embedding size :math:`d`."""
+        return self.state.dim
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The tables' dtype."""
+        dtype: torch.dtype = getattr(torch, self.state.dtype)
+        return dtype
+
+    def remember_table_type(self, table: torch.Tensor) -> None:
+        """Keep the embedding size and dtype of the run's tables."""
+        self.state.dim, self.state.dtype = int(table.shape[1]), str(table.dtype).removeprefix("torch.")
+
+    def position(self, clients: np.ndarray) -> np.ndarray:
+        """Shard positions of global client ids (all must be hosted here)."""
+        pos = np.searchsorted(self.clients, clients)
+        if len(clients) and (pos.max() >= len(self.clients) or (self.clients[pos] != clients).any()):
+            raise ValueError("a client id is not hosted on this node")
+        return pos
+
+    def held_rows(self) -> np.ndarray:
+        """Shard position of every held entry (aligned with ``held_idx``)."""
+        return np.repeat(np.arange(len(self.clients)), np.diff(self.state.held_ptr))
+
+    def held(self, k: int) -> np.ndarray:
+        """Held items (upload order) of the shard's client at position ``k``."""
+        st = self.state
+        return st.held_idx[st.held_ptr[k] : st.held_ptr[k + 1]]
+
+    @property
+    def local_items(self) -> np.ndarray:
+        """Item ids of the local item space: convolution-items, then synchronised items."""
+        return np.concatenate([self.state.conv_items, self.state.sync_items])
+
+    def local_position(self, items: np.ndarray) -> np.ndarray:
+        """Local position of every item id (``-1``: the node holds no row of it)."""
+        idx = self._cache.get("local_index")
+        if idx is None:
+            local = self.local_items
+            order = np.argsort(local, kind="stable")
+            idx = self._cache["local_index"] = (local[order], order)
+        keys, order = idx
+        if not len(keys):
+            return np.full(len(items), -1, dtype=np.int64)
+        at = np.searchsorted(keys, items).clip(max=len(keys) - 1)
+        return np.where(keys[at] == items, order[at], -1).astype(np.int64)
+
+    def find(self, name: str, keys: Callable[[], np.ndarray], want: np.ndarray) -> np.ndarray:
+        """Position of every ``want`` in the static key array ``keys()`` (``-1`` if absent).
+
+        The keys are built and sorted once and cached under ``name`` (held entries,
+        convolution-items: they do not change after set-up).
+        """
+        hit = self._cache.get("idx:" + name)
+        if hit is None:
+            built = keys()
+            order = np.argsort(built, kind="stable")
+            hit = self._cache["idx:" + name] = (built[order], order)
+        ordered, order = hit
+        if not len(ordered):
+            return np.full(len(want), -1, dtype=np.int64)
+        at = np.searchsorted(ordered, want).clip(max=len(ordered) - 1)
+        return np.where(ordered[at] == want, order[at], -1).astype(np.int64)
+
+    def conv_token_index(self) -> TokenIndex:
+        """Bulk lookup of a token among the convolution-items'."""
+        idx = self._cache.get("conv_tokens")
+        if idx is None:
+            idx = self._cache["conv_tokens"] = TokenIndex(self.tokens_of(self.state.conv_items))
+        assert isinstance(idx, TokenIndex)
+        return idx
+
+    # ------------------------------------------------------------------ operators
+    def operator(self, name: str) -> torch.Tensor:
+        """A cached torch CSR operator built from the state's arrays (rebuilt after a reload).
+
+        ``R`` (Eq. 7 on the local item space), ``A`` (Eq. 8) and ``AW`` (Eq. 29's weights) on the
+        neighbour table (:meth:`neighbour_table`), ``F`` (Eq. 6 over the server's columns).
+        """
+        op = self._cache.get("op:" + name)
+        if op is None:
+            op = self._cache["op:" + name] = torch_csr(self._scipy(name), self.dtype)
+        assert isinstance(op, torch.Tensor)
+        return op
+
+    def remote_senders(self) -> np.ndarray:
+        """Neighbours of this node's convolution-items hosted elsewhere (sorted ids)."""
+        st = self.state
+        return np.unique(st.nb_user[~np.isin(st.nb_user, self.clients)])
+
+    def neighbour_columns(self) -> np.ndarray:
+        """Column of each routing pair's neighbour in the neighbour table (shard position, or after)."""
+        st = self.state
+        local = np.isin(st.nb_user, self.clients)
+        cols = np.empty(len(st.nb_user), dtype=np.int64)
+        cols[local] = np.searchsorted(self.clients, st.nb_user[local])
+        cols[~local] = len(self.clients) + np.searchsorted(self.remote_senders(), st.nb_user[~local])
+        return cols
+
+    def _scipy(self, name: str) -> sp.csr_matrix:
+        st = self.state
+        s, c = len(self.clients), len(st.conv_items)
+        if name in ("A", "AW"):  # the own term and the neighbours' terms, one column space
+            nb = self.neighbour_columns()[st.a_col]
+            vals = np.concatenate([st.a_val, st.own_val] if name == "A" else [st.aw_val, st.ownw_val])
+            rows, cols = np.concatenate([st.a_row, st.own_row]), np.concatenate([nb, st.own_col])
+            return sp.csr_matrix((vals, (rows, cols)), shape=(c, s + len(self.remote_senders())))
+        deg_u = np.diff(st.real_ptr).astype(np.float64)
+        rows = np.repeat(np.arange(s), np.diff(st.real_ptr))
+        if name == "F":
+            cols = st.held_col[_real_entries(st)]
+            n_cols = self.state.n_columns
+            vals = 1.0 / np.sqrt(deg_u[rows]) if len(rows) else _f64()
+            return sp.csr_matrix((vals, (rows, cols)), shape=(s, n_cols))
+        if name == "R":
+            local = self.local_position(st.real_idx)
+            if len(local) and local.min() < 0:
+                raise RuntimeError("a real item has no row on this node")
+            deg_i = np.concatenate([st.conv_degree, st.sync_degree])[local]
+            vals = 1.0 / np.sqrt(deg_u[rows] * deg_i) if len(rows) else _f64()
+            return sp.csr_matrix((vals, (rows, local)), shape=(s, c + len(st.sync_items)))
+        raise KeyError(name)
+
+    def forget_operators(self) -> None:
+        """Drop cached operators and indices (after the state changed)."""
+        for key in [k for k in self._cache if k.startswith(("op:", "idx:", "local_index", "conv_tokens"))]:
+            del self._cache[key]
+
+
+def _real_entries(st: LPGCNState) -> np.ndarray:
+    """Positions in ``held_idx`` of the real items, in ``real_idx`` order (per client, sorted ids)."""
+    out = np.empty(len(st.real_idx), dtype=np.int64)
+    for_rows = np.repeat(np.arange(len(st.real_ptr) - 1), np.diff(st.real_ptr))
+    keys_held = np.repeat(np.arange(len(st.held_ptr) - 1), np.diff(st.held_ptr)) * (1 << 32) + st.held_idx
+    order = np.argsort(keys_held, kind="stable")
+    keys_real = for_rows * (1 << 32) + st.real_idx
+    out[:] = order[np.searchsorted(keys_held[order], keys_real)]
+    return out

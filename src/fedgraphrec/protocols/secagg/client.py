@@ -1,0 +1,255 @@
+"""The client side of secure aggregation's stages, for a protocol's client program (a node's shard).
+
+:class:`SecureSumClient` is mixed into a :class:`~fedgraphrec.protocols.base.ClientProgram`; it
+answers the four stages that :func:`~fedgraphrec.protocols.secagg.server.secure_sum` drives, for
+every client of the shard at once, and asks the protocol for what only the protocol knows:
+
+* :meth:`~SecureSumClient.secagg_input` — the inputs ``x_u`` of this shard's clients, computed on
+  this node (the server never sends them);
+* :meth:`~SecureSumClient.secagg_offline` — simulated dropouts (clients that go offline before
+  uploading, or after);
+* :meth:`~SecureSumClient.secagg_included` — called with the clients whose inputs the sum holds,
+  e.g. to commit what they contributed.
+
+In ``real`` mode every client's :class:`~fedgraphrec.crypto.secagg.SecAggClient` (private keys,
+shares held for others) lives in the program's typed state as exported bytes
+(:class:`SecAggState`), so a node that is restarted between messages resumes from its state, and
+none of it ever leaves the node. In ``accounted`` mode no key is drawn and nothing is encrypted: a
+node sends its shard's *sum* of the same fixed-point encodings (a ``summed`` part standing for the
+masked inputs) and content-free stand-ins booked at the sizes ``real`` mode sends
+(:func:`~fedgraphrec.crypto.secagg.secagg_traffic`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from fedgraphrec.crypto.secagg import (
+    ADVERTISE_BYTES,
+    SHARE_MESSAGE_BYTES,
+    UNMASK_ENTRY_BYTES,
+    AdvertisedKeys,
+    SecAggClient,
+)
+from fedgraphrec.crypto.sharing import FixedPoint
+from fedgraphrec.protocols.secagg.roles import ADVERTISE, KINDS, MASK, PLAIN, SHARE, SUFFIX, UNMASK
+from fedgraphrec.protocols.secagg.upload import (
+    SparseUpload,
+    encode_dense,
+    encode_sum,
+    flat_entries,
+    plain_sizes,
+)
+from fedgraphrec.runtime.message import Message, Part
+
+__all__ = ["ID_BYTES", "SecAggState", "SecureSumClient"]
+
+ID_BYTES = 4
+"""A client id on the wire (u32, little endian)."""
+
+
+@dataclass
+class SecAggState:
+    """A node's open secure-aggregation session (``real`` mode; empty otherwise).
+
+    Attributes:
+        session: the session label of the open session (``""``: none).
+        clients: the shard's :class:`~fedgraphrec.crypto.secagg.SecAggClient` objects, as JSON
+            ``{client id: exported state}`` (private keys: these bytes never leave the node).
+    """
+
+    session: str = ""
+    clients: bytes = b""
+
+
+def _ids(request: Message) -> np.ndarray:
+    return np.asarray(request.fields["clients"], dtype=np.int64)
+
+
+def _phase(request: Message, stage: str) -> str:
+    return f"{request.fields['phase']}/{SUFFIX[stage]}"
+
+
+def _out(request: Message, stage: str, value: Any, senders: np.ndarray, **kw: Any) -> Part:
+    return Part(_phase(request, stage), KINDS[stage], "client", "server", value, senders=senders, **kw)
+
+
+def ids_blob(ids: np.ndarray) -> bytes:
+    """Client ids as concatenated u32 (what the server announces)."""
+    return np.asarray(ids, dtype="<u4").tobytes()
+
+
+class SecureSumClient:
+    """Mixin: the client stages of secure aggregation (module docstring).
+
+    The program using it has ``clients`` (its shard's ids) and a ``state`` dataclass with a field
+    ``secagg`` of type :class:`SecAggState`.
+    """
+
+    clients: np.ndarray
+    state: Any
+
+    # ------------------------------------------------------------------ the protocol's hooks
+    def secagg_input(self, session: str) -> SparseUpload:
+        """The inputs ``x_u`` of this shard's clients for ``session`` (covering every participant)."""
+        raise NotImplementedError(f"{type(self).__name__} has no secure-aggregation input")
+
+    def secagg_offline(self, session: str, when: Literal["before", "after"]) -> np.ndarray:
+        """Clients of this shard that go offline ``before`` uploading or ``after`` (simulation)."""
+        return np.zeros(0, dtype=np.int64)
+
+    def secagg_included(self, session: str, included: np.ndarray) -> None:
+        """Called at the unmask stage with this shard's clients whose inputs are in the sum."""
+
+    # ------------------------------------------------------------------ session state
+    def _secagg_load(self, session: str) -> dict[int, SecAggClient]:
+        st: SecAggState = self.state.secagg
+        if st.session != session:
+            raise ValueError(f"secure aggregation: no open session {session!r} on this node")
+        return {int(u): SecAggClient.restore(blob.encode()) for u, blob in json.loads(st.clients).items()}
+
+    def _secagg_save(self, session: str, clients: dict[int, SecAggClient]) -> None:
+        exported = {str(u): c.export_state().decode() for u, c in clients.items()}
+        self.state.secagg = SecAggState(session, json.dumps(exported).encode())
+
+    # ------------------------------------------------------------------ stage 0
+    def stage_secagg_advertise(self, step: int, request: Message) -> Message:
+        """Stage 0: every participant's two public keys (``real``: fresh X25519 pairs)."""
+        f, ids = request.fields, _ids(request)
+        session = str(f["session"])
+        if not f["real"]:
+            sizes = np.full(len(ids), ADVERTISE_BYTES, dtype=np.int64)
+            return Message({"adverts": _out(request, ADVERTISE, None, ids, shape="blobs").with_sizes(sizes)})
+        made = {
+            int(u): SecAggClient(int(u), int(f["threshold"]), int(f["length"]), session.encode())
+            for u in ids.tolist()
+        }
+        self._secagg_save(session, made)
+        blobs = [made[u].advertise().to_bytes() for u in ids.tolist()]
+        return Message({"adverts": _out(request, ADVERTISE, blobs, ids, shape="blobs")})
+
+    # ------------------------------------------------------------------ stage 1
+    def stage_secagg_share(self, step: int, request: Message) -> Message:
+        """Stage 1: each participant's Shamir shares, encrypted to their holders (presealed)."""
+        f, ids = request.fields, _ids(request)
+        session = str(f["session"])
+        n_roster = int(f["n_advertised"])
+        if n_roster < 2:
+            return Message()
+        if not f["real"]:
+            part = _out(
+                request, SHARE, None, ids, shape="blobs", protection="sealed", presealed=True,
+                seal_to_role="client", repeat=n_roster - 1,
+            )  # fmt: skip
+            return Message(
+                {"shares": part.with_sizes(np.full(len(ids), SHARE_MESSAGE_BYTES, dtype=np.int64))}
+            )
+        blob = request["roster"].value[0]
+        roster = {
+            a.client: a
+            for a in (
+                AdvertisedKeys.from_bytes(blob[k : k + ADVERTISE_BYTES])
+                for k in range(0, len(blob), ADVERTISE_BYTES)
+            )
+        }
+        clients = self._secagg_load(session)
+        blobs: list[bytes] = []
+        senders: list[int] = []
+        to: list[int] = []
+        for u in ids.tolist():
+            for v, message in clients[u].share_keys(roster).items():
+                blobs.append(message)
+                senders.append(u)
+                to.append(v)
+        self._secagg_save(session, {u: clients[u] for u in ids.tolist()})
+        part = _out(
+            request, SHARE, blobs, np.asarray(senders, dtype=np.int64), shape="blobs", protection="sealed",
+            presealed=True, seal_to_role="client", seal_to=np.asarray(to, dtype=np.int64),
+        )  # fmt: skip
+        return Message({"shares": part})
+
+    # ------------------------------------------------------------------ stage 2
+    def stage_secagg_mask(self, step: int, request: Message) -> Message:
+        """Stage 2: receive the shares; upload ``x_u`` plus the self and pairwise masks."""
+        f, ids = request.fields, _ids(request)
+        session = str(f["session"])
+        upload = self.secagg_input(session)
+        fp = FixedPoint(int(f["frac_bits"]))
+        phase = _phase(request, MASK)
+        fp.check_sum(int(f["n_clients"]), upload.max_abs(), phase)
+        offline = self.secagg_offline(session, "before")
+        keep = np.isin(upload.clients, ids) & ~np.isin(upload.clients, offline)
+        uploaders = upload.clients[keep]
+        length = int(f["length"])
+        sizes = np.full(len(uploaders), 8 * length, dtype=np.int64)
+        if not f["real"]:
+            if not len(uploaders):
+                return Message()
+            total = encode_sum(upload, fp, keep, phase)
+            part = _out(request, MASK, total, uploaders, protection="masked", summed=True)
+            return Message({"masked": part.with_sizes(sizes)})
+        clients = self._secagg_load(session)
+        if "shares" in request:
+            shares = request["shares"]
+            inbox: dict[int, dict[int, bytes]] = defaultdict(dict)
+            assert shares.senders is not None and shares.receivers is not None
+            for u, v, blob in zip(
+                shares.senders.tolist(), shares.receivers.tolist(), shares.value, strict=True
+            ):
+                if blob is not None:  # a withheld share: the holder notices below (masked_input)
+                    inbox[v][u] = blob
+            for v, messages in inbox.items():
+                clients[v].receive_shares(messages)
+        shared = [int(v) for v in f["shared"]]
+        dense = encode_dense(upload, fp, phase)
+        at = zip(np.flatnonzero(keep).tolist(), uploaders.tolist(), strict=True)
+        rows = [clients[u].masked_input(dense[i], shared) for i, u in at]
+        self._secagg_save(session, clients)
+        if not rows:
+            return Message()
+        part = _out(request, MASK, np.stack(rows), uploaders, protection="masked")
+        return Message({"masked": part.with_sizes(sizes)})
+
+    # ------------------------------------------------------------------ stage 3
+    def stage_secagg_unmask(self, step: int, request: Message) -> Message:
+        """Stage 3: shares of the survivors' self-mask seeds and of the dropped clients' keys."""
+        f, ids = request.fields, _ids(request)
+        session = str(f["session"])
+        self.secagg_included(session, ids)
+        responders = ids[~np.isin(ids, self.secagg_offline(session, "after"))]
+        shared = [int(v) for v in f["shared"]]
+        if not f["real"]:
+            sizes = np.full(len(responders), UNMASK_ENTRY_BYTES * len(shared), dtype=np.int64)
+            return Message(
+                {"reveal": _out(request, UNMASK, None, responders, shape="blobs").with_sizes(sizes)}
+            )
+        clients = self._secagg_load(session)
+        survivors = [int(v) for v in f["survivors"]]
+        blobs = []
+        for u in responders.tolist():
+            revealed = clients[u].unmask(survivors, shared)
+            blobs.append(b"".join(int(v).to_bytes(ID_BYTES, "little") + revealed[v] for v in shared))
+        self.state.secagg = SecAggState()
+        return Message({"reveal": _out(request, UNMASK, blobs, responders, shape="blobs")})
+
+    # ------------------------------------------------------------------ the unprotected baseline
+    def stage_secagg_plain(self, step: int, request: Message) -> Message:
+        """Baseline without protection: every client's nonzero entries in the clear.
+
+        One logical message per client: rows ``(flat index, value)`` in float64, booked as a
+        4-byte index and 4-byte floats per row of its input, as a sparse upload would be sent.
+        """
+        session, ids = str(request.fields["session"]), _ids(request)
+        upload = self.secagg_input(session)
+        offline = self.secagg_offline(session, "before")
+        keep = np.isin(upload.clients, ids) & ~np.isin(upload.clients, offline)
+        pos, idx, val = flat_entries(upload, keep)
+        counts = np.bincount(pos, minlength=len(upload.clients))[keep]
+        value = np.stack([idx.astype(np.float64), val], axis=1)
+        part = _out(request, PLAIN, value, upload.clients[keep], counts=counts)
+        return Message({"upload": part.with_sizes(plain_sizes(upload)[keep])})

@@ -1,0 +1,112 @@
+"""One AEAD message per sealed part when every message of it stays within one node.
+
+With a single node (the in-process engine hosting the whole population as one shard), every
+sealed message a client sends goes to the server and comes back to the same node. Sealing each
+logical message separately then costs one ``AESGCM.encrypt`` and one ``decrypt`` call per message
+(a few microseconds each, most of it call overhead), far above the AEAD's throughput on the bytes.
+A :class:`~fedgraphrec.runtime.transport.NodeEndpoint` created with ``batch=True`` instead seals
+the whole part as **one** message: the plaintext is a header naming every logical message's sender,
+sealed receiver and row count, followed by the content (one codec tensor, or length-prefixed
+blobs); the associated data binds protocol, phase and step (:class:`~.sealing.Binding`) and the
+roles. The server forwards the one ciphertext with the positions of the messages it routes to each
+receiver (:attr:`Part.index <fedgraphrec.runtime.message.Part.index>`); the node opens it once and
+checks that every delivered message's sender and receiver are the ones sealed inside — a message
+relabelled, re-routed or taken from another step fails, a flipped byte fails authentication, a
+dropped ciphertext never arrives. The ledger still books every logical message at the size it has
+when sealed alone (what a deployment with one device per client sends), so both ``real`` and
+``accounted`` ledgers, and batched and per-message ones, agree.
+
+Only for a single node: with several nodes a batch would hand every receiving node the messages
+routed to the others, so multi-node transports seal each logical message (the default).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
+from fedgraphrec.runtime.message import Part, block_bounds
+from fedgraphrec.runtime.sealing import Binding, GroupChannel
+
+__all__ = ["open_batch", "seal_batch"]
+
+_HEAD = struct.Struct("<IBB")  # messages, has seal_to, has counts
+
+
+def _aad(binding: Binding, part: Part) -> bytes:
+    roles = f"batch|{part.origin_role}|{part.seal_to_role or part.receiver_role}".encode()
+    return binding.prefix() + roles
+
+
+def seal_batch(channel: GroupChannel, binding: Binding, part: Part) -> Part:
+    """The part in transit: one ciphertext, every logical message's ledger size kept."""
+    n = part.n_messages
+    if part.senders is None:
+        raise ValueError(f"{part.phase}: a sealed part must name its senders")
+    head = _HEAD.pack(n, part.seal_to is not None, part.counts is not None)
+    arrays = [part.senders] + [a for a in (part.seal_to, part.counts) if a is not None]
+    meta = b"".join(np.ascontiguousarray(a, dtype="<i8").tobytes() for a in arrays)
+    if part.shape == "blobs":
+        lengths = np.fromiter((len(b) for b in part.value), dtype="<i8", count=n)
+        body = lengths.tobytes() + b"".join(bytes(b) for b in part.value)
+    else:
+        value = part.rows()
+        tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(value))
+        body = encode_tensor(tensor.detach().contiguous())
+    sizes = part.sizes()
+    blob = channel.seal(binding, [head + meta + body], [_aad(binding, part)])[0]
+    return replace(part, value=None, index=None, sealed=[blob], batched=True, _sizes=sizes)
+
+
+def open_batch(channel: GroupChannel, binding: Binding, part: Part, receiver_names: str) -> Part:
+    """The delivered messages of a batched part, checked against what was sealed (module docstring).
+
+    Raises:
+        IntegrityError: the ciphertext is missing or altered, or a delivered message's sender or
+            receiver differs from the one sealed.
+    """
+    blob = part.sealed[0] if part.sealed else None
+    who = f"{binding.protocol} {binding.phase} (step {binding.step}): the batch to {receiver_names}"
+    if blob is None:
+        raise IntegrityError(f"{who} never arrived (dropped); the receiver rejected it")
+    plain = channel.open(binding, [blob], [_aad(binding, part)], ["batch"], [receiver_names])[0]
+    n, has_to, has_counts = _HEAD.unpack_from(plain)
+    at = _HEAD.size
+    senders = np.frombuffer(plain, dtype="<i8", count=n, offset=at).astype(np.int64)
+    at += 8 * n
+    seal_to = counts = None
+    if has_to:
+        seal_to = np.frombuffer(plain, dtype="<i8", count=n, offset=at).astype(np.int64)
+        at += 8 * n
+    if has_counts:
+        counts = np.frombuffer(plain, dtype="<i8", count=n, offset=at).astype(np.int64)
+        at += 8 * n
+    pick = np.arange(n, dtype=np.int64) if part.index is None else part.index
+    if len(pick) and (pick.min() < 0 or pick.max() >= n):
+        raise IntegrityError(f"{who} names messages the batch does not hold; the receiver rejected it")
+    if part.senders is None or not np.array_equal(part.senders, senders[pick]):
+        raise IntegrityError(f"{who}: a message is labelled with another sender; the receiver rejected it")
+    if seal_to is not None and (part.receivers is None or not np.array_equal(part.receivers, seal_to[pick])):
+        raise IntegrityError(f"{who}: a message was re-routed to another receiver; the receiver rejected it")
+    body = plain[at:]
+    if part.shape == "blobs":
+        lengths = np.frombuffer(body, dtype="<i8", count=n)
+        ends = np.cumsum(lengths) + 8 * n
+        starts = ends - lengths
+        blobs = [body[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+        return replace(part, value=[blobs[k] for k in pick.tolist()], sealed=None, index=None, batched=False)
+    table = decode_tensor(body)
+    rows = pick if counts is None else _rows_of(block_bounds(counts, int(table.shape[0])), pick)
+    return replace(part, value=table, index=rows, sealed=None, batched=False)
+
+
+def _rows_of(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    starts, lens = bounds[pick], bounds[pick + 1] - bounds[pick]
+    if not lens.sum():
+        return np.zeros(0, dtype=np.int64)
+    return np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))

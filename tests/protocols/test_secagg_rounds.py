@@ -1,0 +1,192 @@
+"""Secure aggregation as transport rounds: exact sums, the old ledger, dropouts, lost nodes, attacks.
+
+A toy protocol whose clients' inputs are fixed vectors runs :func:`secure_sum` over one or three
+in-process nodes, in both crypto modes, and is checked against the old in-process
+``secure_aggregate`` (same sum, same ledger rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pytest
+import torch
+
+from fedgraphrec.attacks.active_server import ATTACKS, ActiveServer
+from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.secagg import SecAggAbortError
+from fedgraphrec.crypto.sharing import FixedPoint
+from fedgraphrec.protocols.base import ClientProgram, NodeData, shard_of
+from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload, plain_sum, secure_sum
+from fedgraphrec.protocols.secure_aggregation import secure_aggregate
+from fedgraphrec.runtime import Network
+from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.transport import LocalTransport
+
+N, L, FRAC = 9, 6, 40
+
+
+@dataclass
+class ToyState:
+    secagg: SecAggState = field(default_factory=SecAggState)
+    included: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+class ToyClient(SecureSumClient, ClientProgram[ToyState]):
+    """Client u's input is row u of ``settings["x"]`` (sparse: its nonzero entries)."""
+
+    def __init__(self, settings: Any, clients: np.ndarray, data: NodeData | None) -> None:
+        super().__init__(settings, clients, data)
+        self.state = ToyState()
+
+    def secagg_input(self, session: str) -> SparseUpload:
+        x = self.settings["x"][torch.from_numpy(self.clients)]
+        pos, idx = torch.nonzero(x, as_tuple=True)
+        up = SparseUpload(self.clients, L)
+        up.add(pos, idx, x[pos, idx])
+        return up
+
+    def secagg_offline(self, session: str, when: Literal["before", "after"]) -> np.ndarray:
+        return np.intersect1d(self.clients, self.settings.get(when, []))
+
+    def secagg_included(self, session: str, included: np.ndarray) -> None:
+        self.state.included = included
+
+
+class CrashingTransport(LocalTransport):
+    """A node stops answering when a given stage arrives (a crashed SuperNode)."""
+
+    crash: tuple[str, int] | None = None
+
+    def round(self, stage: str, requests: Any, *, allow_loss: bool = False) -> dict[int, Message]:
+        if self.crash is not None and self.crash[0] == stage:
+            self.lost.add(self.crash[1])
+        return super().round(stage, requests, allow_loss=allow_loss)
+
+
+def _inputs(seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(N, L, generator=g, dtype=torch.float64)
+    return x * (torch.rand(N, L, generator=g) < 0.6)  # sparse rows
+
+
+def _run(crypto: str, nodes: int, threshold: int = 5, crash: tuple[str, int] | None = None, **settings: Any):
+    net = Network(N, crypto=crypto, transcripts=True, protocol="toy")  # type: ignore[arg-type]
+    x = settings.pop("x", _inputs())
+    shards = shard_of(N, list(range(nodes)))
+    programs = {k: ToyClient({"x": x, **settings}, ids, None) for k, ids in shards.items()}
+    transport = CrashingTransport(net, programs)
+    transport.crash = crash
+    net.begin_step(0)
+    result = secure_sum(
+        transport, phase="toy/up", session="toy/0", participants=shards, length=L, threshold=threshold,
+        frac_bits=FRAC,
+    )  # fmt: skip
+    return result, net, programs, x
+
+
+def _old(x: torch.Tensor, before: list[int] = (), after: list[int] = ()) -> tuple[torch.Tensor, Network]:  # type: ignore[assignment]
+    net = Network(N, crypto="accounted", protocol="toy")
+    pos, idx = torch.nonzero(x, as_tuple=True)
+    up = SparseUpload(np.arange(N), L)
+    up.add(pos, idx, x[pos, idx])
+    got = secure_aggregate(
+        net, "toy/up", up, threshold=5, fp=FixedPoint(FRAC), label=b"toy/0",
+        drop_before=np.asarray(before, dtype=np.int64), drop_after=np.asarray(after, dtype=np.int64),
+    )  # fmt: skip
+    return got.total, net
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+@pytest.mark.parametrize("crypto", ["accounted", "real"])
+def test_sum_and_ledger_equal_the_old_in_process_aggregation(crypto: str, nodes: int) -> None:
+    result, net, programs, x = _run(crypto, nodes, before=[2], after=[5, 7])
+    want, old = _old(x, before=[2], after=[5, 7])
+    assert torch.equal(result.total, want)  # the fixed-point sum is exact: bit-identical
+    assert result.included.tolist() == [u for u in range(N) if u != 2]
+    assert result.dropped.tolist() == [2] and result.unresponsive.tolist() == [5, 7]
+    assert {(r.phase, r.sender, r.receiver): r for r in net.ledger.rows()} == {
+        (r.phase, r.sender, r.receiver): r for r in old.ledger.rows()
+    }
+    assert np.array_equal(net.ledger.client_sent, old.ledger.client_sent)
+    assert np.array_equal(net.ledger.client_received, old.ledger.client_received)
+    included = np.sort(np.concatenate([p.state.included for p in programs.values()]))
+    assert included.tolist() == result.included.tolist()
+
+
+@pytest.mark.parametrize("crypto", ["accounted", "real"])
+@pytest.mark.parametrize(("stage", "dropped", "unresponsive"), [("secagg/mask", True, False),
+                                                                 ("secagg/unmask", False, True)])  # fmt: skip
+def test_a_node_lost_mid_round_drops_or_keeps_its_clients_and_the_sum_stays_exact(
+    crypto: str, stage: str, dropped: bool, unresponsive: bool
+) -> None:
+    result, _, _, x = _run(crypto, 3, threshold=5, crash=(stage, 1))
+    node1 = shard_of(N, [0, 1, 2])[1]
+    summed = [u for u in range(N) if not (dropped and u in node1)]
+    want, _ = _old(x, before=node1.tolist() if dropped else [])
+    assert torch.equal(result.total, want)
+    assert result.included.tolist() == summed
+    assert result.dropped.tolist() == (node1.tolist() if dropped else [])
+    assert result.unresponsive.tolist() == (node1.tolist() if unresponsive else [])
+
+
+@pytest.mark.parametrize("crypto", ["accounted", "real"])
+def test_too_few_clients_left_aborts(crypto: str) -> None:
+    with pytest.raises(SecAggAbortError, match="only 4 clients left, below the threshold 5"):
+        _run(crypto, 3, threshold=5, before=[0, 1, 2, 3, 4])
+
+
+def test_the_server_holds_only_masked_inputs_and_forwards_shares_unchanged() -> None:
+    _, net, _, _ = _run("real", 3)
+    got = net.transcript.of("server")
+    masked = [y for e in got if e.kind == "secagg-masked-input" for y in e.payloads]
+    assert len(masked) == N and all(np.asarray(y).dtype == np.uint64 for y in masked)
+    plain = FixedPoint(FRAC).scale * 100
+    near_zero = [np.minimum(y, np.uint64(0) - y) < np.uint64(plain) for y in masked]
+    assert np.mean(near_zero) < 0.05  # no small fixed-point numbers: every entry is masked
+    up = {b for e in got if e.kind == "secagg-share-keys" for b in e.payloads}
+    down = {b for e in net.transcript.of("client") if e.kind == "secagg-share-keys" for b in e.payloads}
+    assert up == down and len(up) == N * (N - 1)  # relayed as the clients sealed them, no second seal
+
+
+def test_a_presealed_part_without_payload_is_refused_in_real_mode() -> None:
+    net = Network(N, crypto="real", protocol="toy")
+    transport = LocalTransport(net, {0: ToyClient({"x": _inputs()}, np.arange(N), None)})
+    bare = Part("toy/up/secagg-share-keys", "secagg-share-keys", "server", "client", None, shape="blobs",
+                protection="sealed", presealed=True, receivers=np.arange(N)).with_sizes(np.ones(N))  # fmt: skip
+    with pytest.raises(ValueError, match="without payloads in real crypto mode"):
+        transport.round("secagg/mask", {0: Message({"shares": bare})})
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_an_active_server_altering_relayed_shares_is_caught(attack: str) -> None:
+    adversary = ActiveServer(attack, "toy/up/secagg-share-keys", np.random.default_rng(0))
+    net = Network(N, crypto="real", protocol="toy")
+    net.adversary = adversary
+    shards = shard_of(N, [0, 1, 2])
+    transport = LocalTransport(net, {k: ToyClient({"x": _inputs()}, ids, None) for k, ids in shards.items()})
+    with pytest.raises(IntegrityError):
+        for step in range(3):
+            net.begin_step(step)
+            secure_sum(transport, phase="toy/up", session=f"toy/{step}", participants=shards, length=L,
+                       threshold=5, frac_bits=FRAC)  # fmt: skip
+    assert adversary.fired
+
+
+def test_plain_sum_is_the_float_sum_and_the_server_sees_each_clients_rows() -> None:
+    net = Network(N, crypto="accounted", transcripts=True, protocol="toy")
+    x = _inputs()
+    shards = shard_of(N, [0, 1])
+    transport = LocalTransport(
+        net, {k: ToyClient({"x": x, "before": [3]}, ids, None) for k, ids in shards.items()}
+    )
+    got = plain_sum(transport, phase="toy/up", session="toy/0", participants=shards, length=L)
+    keep = torch.ones(N, dtype=torch.bool)
+    keep[3] = False
+    assert torch.allclose(got.total, x[keep].sum(0), rtol=0, atol=1e-15) and got.dropped.tolist() == [3]
+    (entry, *_) = [e for e in net.transcript.of("server") if e.kind == "plain-upload"]
+    first = int(entry.senders[0])  # type: ignore[index]
+    rows = np.asarray(entry.payloads[0])
+    assert np.array_equal(rows[:, 1], x[first][x[first] != 0].numpy())
