@@ -149,26 +149,38 @@ def _group(rec: DGREC, rng: np.random.Generator) -> dict[int, set[int]]:
 
 
 def snr(
-    dataset: str, variant: str = "dgrec", seed: int = 0, betas: tuple[float, ...] = (1.0, 50.0)
+    dataset: str,
+    variant: str = "dgrec",
+    seed: int = 0,
+    betas: tuple[float, ...] = (1.0, 50.0),
+    loss_scale: str | None = None,
 ) -> dict[str, Any]:
     """Signal vs one-bit decoding noise of one group step at initialisation (no update is made).
 
     Signal per coordinate: ``|mean_v clip(g_v, δ)|``; noise: the exact standard deviation of the
     decoded mean, ``sqrt(Σ_v (c² − clip(g_v)²)) / |U|`` with ``c = δ(e^β+1)/(e^β−1)``. Item-table
     coordinates are reported apart (most are exactly zero: items in no member's batch).
+    ``loss_scale``: ``eq2`` / ``mean`` (default: the variant's).
     """
     train, _, social, tags = load_side(dataset)
-    rec = DGREC(train, social, tags, settings_for(variant), seed=seed)
+    over: dict[str, Any] = {"model": {"loss_scale": loss_scale}} if loss_scale else {}
+    rec = DGREC(train, social, tags, settings_for(variant, **over), seed=seed)
     rng = numpy_rng(seed, "diag-snr")
     users = np.asarray(sorted(_group(rec, rng)))
-    g = rec.local_gradients(users, rng).double().clamp(-rec.s.delta, rec.s.delta)
+    raw = rec.local_gradients(users, rng).double()
+    g = raw.clamp(-rec.s.delta, rec.s.delta)
     n_item = rec.models.params["E"][0].numel()  # "E" is the first shared parameter
     signal = g.mean(0).abs()
     item_sig = signal[:n_item]
     touched = item_sig[item_sig > 0]
     out: dict[str, Any] = {
         "variant": variant,
+        "loss_scale": rec.s.model.loss_scale,
         "group_size": len(users),
+        "share_of_nonzero_coords_at_delta": float(
+            (raw.abs() >= rec.s.delta).double().sum() / (raw != 0).sum()
+        ),
+        "median_abs_nonzero_grad": float(raw[raw != 0].abs().median()),
         "item_coords_touched": float((item_sig > 0).double().mean()),
         "item_signal_median_touched": float(touched.median()),
         "item_signal_p99_touched": float(touched.quantile(0.99)),
@@ -248,6 +260,7 @@ def main() -> None:
     ap.add_argument(
         "--beta", type=float, default=1.0, help="fixed_group: one-bit β (large: almost no LDP noise)"
     )
+    ap.add_argument("--loss-scale", default=None, help="snr: eq2 or mean (default: the variant's)")
     ap.add_argument("--out", default=None, help="append the result as one JSON line to this file")
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -258,7 +271,7 @@ def main() -> None:
     elif a.what == "popularity":
         res = popularity(a.dataset)
     elif a.what == "snr":
-        res = snr(a.dataset, a.variant)
+        res = snr(a.dataset, a.variant, loss_scale=a.loss_scale)
     elif a.what == "participation":
         res = participation(a.dataset, a.variant, a.epochs, a.centres)
     else:

@@ -283,12 +283,14 @@ def test_compare_writes_a_mean_std_table(tmp_path):
     )
     assert res.exit_code == 0, res.output
     rows = json.loads((out / "compare.json").read_text())["rows"]
-    assert [r["method"] for r in rows] == ["central:model=mf", "fedmf:model=mf"]
+    assert [r["method"] for r in rows] == ["central:model=mf", "fedmf:model=mf", "popularity", "random"]
     assert rows[0]["runs"] == 2 and rows[0]["recall@5_std"] >= 0
     # FedMF is centralized BPR-MF up to the fixed-point secure sum: the same metrics
     assert abs(rows[0]["recall@5_mean"] - rows[1]["recall@5_mean"]) < 1e-6
     assert rows[0]["bytes_per_client_per_epoch"] == 0 and rows[1]["bytes_per_client_per_epoch"] > 0
     assert "| central:model=mf |" in (out / "compare.md").read_text()
+    # the reference rows: same split and masking, popularity deterministic over seeds
+    assert rows[2]["runs"] == 2 and rows[2]["recall@5_std"] == 0 and rows[3]["epochs"] == 0
 
 
 def test_compare_rejects_a_bad_method(tmp_path):
@@ -473,6 +475,45 @@ def test_train_p4gcn_and_dgrec_write_standard_run_folders(tmp_path, protocol, ex
         assert summary["privacy"]["dp_guarantee"] is True and summary["privacy"]["epsilon_spent"] <= 5 + 1e-9
     else:
         assert summary["variant"] == "dmf" and 'variant = "dmf"' in (out / "config.toml").read_text()
+
+
+def test_train_dgrec_reaches_every_setting_by_toml_and_set_and_curves_every_epoch(tmp_path):
+    """DGREC settings from TOML and ``--set`` (the later wins); the run folder has a per-epoch curve."""
+    data = _social_folder(tmp_path)
+    cfg = tmp_path / "dgrec.toml"
+    cfg.write_text('delta = 0.2\nbeta = 2.0\nhidden = [8, 4]\nloss_scale = "mean"\nd = 8\n')
+    out = tmp_path / "run"
+    args = [
+        "train",
+        "dgrec",
+        "--dataset",
+        str(data),
+        "--config",
+        str(cfg),
+        "--epochs",
+        "2",
+        "--out",
+        str(out),
+    ]
+    sets = ["lr=1.0", "hops=2", "fanout=2", "n_interests=3", "d_interest=4", "centres_per_epoch=5", "batch=4"]
+    res = runner.invoke(app, [*args, *(x for kv in sets for x in ("--set", kv)), "--set", "loss_scale=eq2"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    s = summary["settings"]
+    assert (s["delta"], s["beta"], s["lr"], s["hops"], s["fanout"], s["batch"]) == (0.2, 2.0, 1.0, 2, 2, 4)
+    m = s["model"]
+    assert (m["d"], m["n_interests"], m["d_interest"], m["hidden"], m["loss_scale"]) == (
+        8,
+        3,
+        4,
+        [8, 4],
+        "eq2",
+    )
+    assert summary["noise_source"] == "seeded" and "not a privacy guarantee" in summary["noise_note"]
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [x["epoch"] for x in lines] == [1, 2] and all("recall@20" in x["test"] for x in lines)
+    bad = runner.invoke(app, ["train", "dgrec", "--dataset", str(data), "--set", "loss_scale=sum"])
+    assert bad.exit_code == 2 and "loss_scale must be one of" in bad.output
 
 
 def test_train_p4gcn_names_a_bad_setting_and_writes_nothing(tmp_path):

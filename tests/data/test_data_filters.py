@@ -78,3 +78,34 @@ def test_parts_must_exist_and_agree_in_shape() -> None:
         dense_core([])
     with pytest.raises(ValueError, match=r"parts\[1\]"):
         dense_core([sp.csr_matrix((3, 4)), sp.csr_matrix((3, 5))])
+
+
+def test_core_subset_of_a_ratings_dataset_keeps_side_information_aligned() -> None:
+    """A derived dataset: ratings, social links and tags follow the kept users and items (compact ids)."""
+    from fedgraphrec.data import load_dataset
+    from fedgraphrec.data.derived import core_subset
+    from fedgraphrec.data.types import Ratings
+
+    base = load_dataset("synthetic-ratings")
+    assert isinstance(base, Ratings) and base.social is not None and base.tags is not None
+    sub = core_subset(base, "tiny-core", {"top_items": 60, "min_user": 3, "min_item": 2})
+    users, items = sub.info["base_user_ids"], sub.info["base_item_ids"]
+    assert isinstance(users, np.ndarray) and isinstance(items, np.ndarray)
+    assert (sub.n_users, sub.n_items) == (len(users), len(items)) and sub.n_items <= 60
+    # every kept rating is a base rating of the original ids, and none of a kept pair is lost
+    base_pairs = {(u, i) for s in (base.train, base.test) for u, i in zip(s.users, s.items, strict=True)}
+    kept = {
+        (users[u], items[i]) for s in (sub.train, sub.test) for u, i in zip(s.users, s.items, strict=True)
+    }
+    assert kept <= base_pairs
+    assert kept == {(u, i) for u, i in base_pairs if u in set(users) and i in set(items)} - (
+        {(u, i) for u, i in zip(base.valid.users, base.valid.items, strict=True)} if base.valid else set()
+    )
+    assert sub.social is not None and sub.social.src.max() < sub.n_users
+    links = {(users[a], users[b]) for a, b in zip(sub.social.src, sub.social.dst, strict=True)}
+    assert links <= set(zip(base.social.src.tolist(), base.social.dst.tolist(), strict=True))
+    assert sub.tags is not None and np.asarray(sub.tags.matrix().sum(axis=0)).min() > 0
+    with pytest.raises(ValueError, match="min_user"):
+        core_subset(base, "bad", {"min_user": 0})
+    with pytest.raises(ValueError, match="unknown filter keys"):
+        core_subset(base, "bad", {"min_users": 3})

@@ -125,6 +125,19 @@ def test_ciao(dataset_folder: Folder) -> None:
     assert min(float(s.ratings.min()) for s in (r.train, r.test)) >= 1.0
 
 
+def test_ciao_10core_is_the_iterated_10_core_of_ciao(dataset_folder: Folder) -> None:
+    """The registry's derived ``ciao-10core``: the counts of results/dgrec/README.md, side info aligned."""
+    r = _ratings("ciao-10core", dataset_folder("ciao").parent)
+    assert (r.n_users, r.n_items) == (2_540, 3_018)
+    assert r.valid is not None and (len(r.train), len(r.valid), len(r.test)) == (57_151, 7_247, 7_248)
+    assert r.info["derived_from"] == "ciao" and r.info["core_rounds"] == 8
+    assert r.tags is not None and r.tags.n_tags == 23
+    assert r.social is not None and r.social.adjacency(symmetric=True).nnz == 74_718
+    inter = r.to_interactions()
+    per_user = np.asarray((inter.train + inter.test + inter.valid).sum(axis=1)).ravel()
+    assert per_user.min() >= 10
+
+
 def test_epinions(dataset_folder: Folder) -> None:
     folder = dataset_folder("epinions")
     r = _ratings("epinions", folder.parent)
@@ -165,4 +178,5 @@ def test_listing_of_the_real_root(datasets_root: Path) -> None:
         assert listings[name].status == "complete", (name, listings[name].note)
     assert listings["amazon-book"].status == "partial" and listings["amazon-book"].train == 0
     assert listings["weeplaces"].status == "partial"
+    assert listings["ciao-10core"].status == "complete" and listings["ciao-10core"].items == 3_018
     assert listings["gowalla"].users == 29_858

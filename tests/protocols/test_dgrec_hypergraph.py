@@ -71,7 +71,7 @@ def test_users_get_independent_gradients(cfg: ModelConfig) -> None:
     p = {k: v.clone().requires_grad_(True) for k, v in m.params.items()}
     pos = torch.tensor([[0, 1], [2, 3], [4, 4]])
     neg = torch.tensor([[3, 4], [0, 1], [0, 2]])
-    losses = m.losses(p, g.items, g.mask, g.prop, pos, neg, torch.ones(3))
+    losses = m.losses(p, g.items, g.mask, g.prop, pos, neg, torch.ones(3), torch.full((3,), 3.0))
     losses[1].backward()
     grad_e = p["E"].grad
     assert grad_e is not None

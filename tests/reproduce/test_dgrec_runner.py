@@ -29,16 +29,54 @@ def test_load_side_with_a_filter_keeps_side_information_aligned_to_the_compact_i
     assert sizes["users"] == train.shape[0] and sizes["test"] == test.nnz
 
 
-def test_load_side_rejects_a_filter_on_a_named_subset_and_bad_filter_values() -> None:
+def test_load_side_rejects_bad_filter_values_and_ciao_10core_is_a_registry_dataset() -> None:
     import pytest
 
-    from fedgraphrec.reproduce.dgrec_runs import SUBSETS, load_side
+    from fedgraphrec.data import REGISTRY
+    from fedgraphrec.reproduce.dgrec_runs import load_side
 
-    assert SUBSETS["ciao-10core"] == ("ciao", {"top_items": None, "min_user": 10, "min_item": 10})
-    with pytest.raises(ValueError, match="named subset"):
-        load_side("ciao-10core", min_user=5)
+    spec = REGISTRY["ciao-10core"]
+    assert spec.format == "derived"
+    assert dict(spec.options) == {"base": "ciao", "min_user": 10, "min_item": 10}
     with pytest.raises(ValueError, match="min_user"):
         load_side("synthetic-ratings", min_user=0)
+
+
+def test_run_settings_reach_every_dgrec_setting_and_refuse_bad_values() -> None:
+    """``--set`` keys: protocol (δ, β, lr, H, n_u, batch, …) and model (d, n_i, d_i, hidden, λ, scale)."""
+    import pytest
+
+    from fedgraphrec.training.dgrec import DGRECRunSettings, settings_for
+
+    rs = DGRECRunSettings(
+        delta=0.2, beta=2.0, lr=1.0, hops=2, fanout=2, batch=8, max_items=64, d=8, n_interests=3,
+        d_interest=5, hidden=[8, 4], l2=0.01, loss_scale="mean", centres_per_epoch=10,
+    )  # fmt: skip
+    s = settings_for(rs.variant, **rs.overrides())
+    assert (s.delta, s.beta, s.lr, s.hops, s.fanout, s.batch, s.max_items) == (0.2, 2.0, 1.0, 2, 2, 8, 64)
+    m = s.model
+    assert (m.d, m.n_interests, m.d_interest, m.hidden, m.l2, m.loss_scale) == (8, 3, 5, (8, 4), 0.01, "mean")
+    assert settings_for("dgrec").model.loss_scale == "eq2" and settings_for("dmf").model.loss_scale == "mean"
+    for bad, match in (
+        ({"loss_scale": "sum"}, "loss_scale"),
+        ({"hidden": [8]}, "hidden"),
+        ({"lr": -1.0}, "lr"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            DGRECRunSettings(**bad)  # type: ignore[arg-type]
+
+
+def test_reference_rows_are_written_like_runs(tmp_path) -> None:
+    """``popularity`` / ``random`` go through the runner into the same JSON form as a variant."""
+    import json
+
+    from fedgraphrec.reproduce.dgrec_runs import run_and_save
+
+    for kind in ("popularity", "random"):
+        res = run_and_save("synthetic-ratings", kind, 0, 0, tmp_path, lr=0.6)
+        saved = json.loads((tmp_path / f"synthetic-ratings_{kind}_r1.0_s0.json").read_text())
+        assert saved["metrics"] == res["metrics"] and set(res["metrics"]) == {"recall@20", "ndcg@20"}
+        assert 0.0 <= res["expected_random_recall@20"] <= 1.0
 
 
 def test_model_overrides_merge_with_the_variants_model() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from fedgraphrec.reproduce import claims as figure_claims
 from fedgraphrec.reproduce import p4gcn_table, paper_figures
-from fedgraphrec.reproduce.dgrec_runs import VARIANTS
+from fedgraphrec.reproduce.dgrec_runs import REFERENCES, VARIANTS
 from fedgraphrec.reproduce.figures import (
     FIGURES,
     Figure,
@@ -41,7 +41,7 @@ def test_registry_lists_every_entry_with_well_formed_budgets() -> None:
             if f.kind == "p4gcn":
                 assert s.method in p4gcn_table.METHODS
             elif f.kind == "dgrec":
-                assert s.method in VARIANTS
+                assert s.method in (*VARIANTS, *REFERENCES)
                 for b in f.budgets.values():  # the DGREC runner reads flag/value pairs
                     assert len((*b.overrides, *s.args)) % 2 == 0
             else:
@@ -111,18 +111,37 @@ def test_p4gcn_f4_sweeps_eps_and_fusion_and_judges_claims(tmp_path: Path, monkey
 
 
 def test_dgrec_reuse_reads_flat_run_files_and_says_chance(tmp_path: Path) -> None:
+    """t3 from committed run files: verdicts, the chance claim, and each ablation's signed difference."""
     runs = tmp_path / "runs"
     runs.mkdir()
-    for variant in VARIANTS:
-        rec = {"metrics": {"recall@20": 0.007, "ndcg@20": 0.003}}
-        (runs / f"flixster_{variant}_r1.0_s0.json").write_text(json.dumps(rec))
+    for variant in (*VARIANTS, *REFERENCES):
+        recall = 0.030 if variant == "dgrec" else 0.007
+        rec = {"metrics": {"recall@20": recall, "ndcg@20": 0.003}}
+        (runs / f"ciao-10core_{variant}_r1.0_s0.json").write_text(json.dumps(rec))
     report = reproduce_figure("dgrec-t3", tmp_path / "out", reuse=[runs])
     by_row = {r["row"]: r["cells"] for r in report["rows"]}
     dgrec = by_row["DGREC @ public ratio = 1"]["recall@20"]
-    assert dgrec["ours"] == 0.007 and dgrec["paper"] == 0.0968 and dgrec["verdict"] == "deviates"
-    assert by_row["runs above twice chance (share) (recall@20)"]["claim"]["ours"] == 0.0
+    assert dgrec["ours"] == 0.030 and dgrec["paper"] == 0.1991 and dgrec["verdict"] == "deviates"
+    assert by_row["runs above twice chance (share) (recall@20)"]["claim"]["ours"] == pytest.approx(1 / 7)
+    pairs = {(p["a"], p["b"], p["metric"]): p for p in report["pairwise"]}
+    ablation = pairs[("w/non-pearson", "DGREC", "recall@20")]
+    assert ablation["diff"] == pytest.approx(-0.023) and ablation["reading"] == "below (no spread)"
+    assert "| w/non-pearson | DGREC | recall@20 | -2.30 |" in (tmp_path / "out" / "reproduce.md").read_text()
     with pytest.raises(FileNotFoundError, match="DGREC"):
         reproduce_figure("dgrec-f2", tmp_path / "out2", reuse=[runs])  # no ratio-0.2 run there
+
+
+def test_pairwise_differences_carry_sign_and_standard_error() -> None:
+    """Known answer: two rows over three seeds; σ = sqrt(s_a²/3 + s_b²/3)."""
+    from fedgraphrec.reproduce.pairwise import pairwise
+
+    a = [{"recall@20": v} for v in (0.030, 0.031, 0.032)]
+    b = [{"recall@20": v} for v in (0.007, 0.008, 0.009)]
+    (row,) = pairwise({"A": a, "B": b}, [("A", "B"), ("A", "missing")])
+    assert row["diff"] == pytest.approx(0.023) and row["sigma"] == pytest.approx(math.sqrt(2e-6 / 3))
+    assert row["reading"] == "above" and row["z"] == pytest.approx(0.023 / math.sqrt(2e-6 / 3))
+    (close,) = pairwise({"A": a, "C": [{"recall@20": v} for v in (0.031, 0.030, 0.033)]}, [("A", "C")])
+    assert close["reading"] == "within noise"
 
 
 def test_curve_reuse_of_metrics_files(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fedgraphrec.reproduce import p4gcn_table
-from fedgraphrec.reproduce.dgrec_runs import VARIANTS
+from fedgraphrec.reproduce.dgrec_runs import REFERENCES, VARIANTS
 from fedgraphrec.reproduce.runs import RUN_TABLES, reproduce_runs
 
 
@@ -23,10 +23,12 @@ def test_every_run_table_names_runner_methods_and_both_budgets() -> None:
     assert {"p4gcn-t1-filmtrust", "p4gcn-t1-douban", "p4gcn-t1-ciao", "p4gcn-t1-epinions"} <= set(RUN_TABLES)
     for t in RUN_TABLES.values():
         assert {"cpu", "full"} <= set(t.budgets)
-        known = set(p4gcn_table.METHODS) if t.kind == "p4gcn" else set(VARIANTS)
+        known = set(p4gcn_table.METHODS) if t.kind == "p4gcn" else {*VARIANTS, *REFERENCES}
         for row in t.rows:
             assert row.method in known, (t.name, row.method)
             assert row.paper
+        labels = {row.label for row in t.rows}
+        assert {x for pair in t.pairs for x in pair} <= labels, t.name
 
 
 def test_reuse_reports_mean_std_and_verdicts(tmp_path: Path) -> None:
@@ -107,11 +109,17 @@ def test_fig13_reads_a_sweep_and_judges_range_and_trends(tmp_path: Path) -> None
         reproduce_fig13("lpgcn-f13-gowalla-resplit90", tmp_path / "out")
 
 
+EPOCHS = 2  # the DGREC CPU budget (results/dgrec/README.md, *Budget*)
+
+
 @pytest.mark.parametrize("table", ["dgrec-t2-flixster", "dgrec-t2-ciao"])
 def test_dgrec_small_group_rows_run_every_centre_and_their_own_lr(
     table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """DMF/DLGNN (1-hop groups) get 6 all-centre epochs at their lr; DGREC keeps 2 × 300 centres, lr 0.5."""
+    """DMF/DLGNN (1-hop groups) get 6 all-centre epochs at their lr; DGREC 300 centres per epoch, lr 0.6.
+
+    The reference rankings (popularity, random) go through the same runner; the report compares rows.
+    """
     from fedgraphrec.reproduce import dgrec_runs as dgrec
 
     calls: dict[str, dict[str, object]] = {}
@@ -125,11 +133,15 @@ def test_dgrec_small_group_rows_run_every_centre_and_their_own_lr(
     reproduce_runs(table, tmp_path)
     assert calls["dmf"] == {"epochs": 6, "centres": 3000, "lr": 5.0}
     assert calls["dlgnn"] == {"epochs": 6, "centres": 3000, "lr": 20.0}
-    assert calls["dgrec"] == {"epochs": 2, "centres": 300, "lr": 0.5}
+    assert calls["dgrec"] == calls["no-noise"] == {"epochs": EPOCHS, "centres": 300, "lr": 0.6}
+    assert {"popularity", "random"} <= set(calls)
+    md = (tmp_path / "reproduce.md").read_text()
+    assert "| Popularity (train counts) | 0.0200 ± 0.0000 | – | reference |" in md
+    assert "| DGREC | DMF | recall@20 | +0.00 |" in md
 
 
 def test_dgrec_ciao_table_runs_the_10_core_against_the_weeplaces_column() -> None:
     t = RUN_TABLES["dgrec-t2-ciao"]
     assert t.dataset == "ciao-10core" and t.budgets["cpu"].seeds == (0, 1, 2)
-    paper = {r.label: r.paper["recall@20"] for r in t.rows}
+    paper = {r.label: r.paper["recall@20"] for r in t.rows if r.paper["recall@20"] == r.paper["recall@20"]}
     assert paper == pytest.approx({"DMF": 0.1546, "DLGNN": 0.1850, "DGREC": 0.1991})

@@ -28,6 +28,9 @@ def compare(
         "runs/compare"
     ),
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
+    references: Annotated[
+        bool, typer.Option(help="Add the popularity and random-ranking rows (same split and masking).")
+    ] = True,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Run several methods on one dataset with the same split, seeds and budget; write a table."""
@@ -38,7 +41,15 @@ def compare(
     base = [*(overrides or []), *([f"dataset={dataset}"] if dataset else [])]
     with user_errors():
         specs = [parse_method(m) for m in methods]
-        rows = run_compare(specs, seeds or [2020], out_dir, config=config, overrides=base, progress=progress)
+        rows = run_compare(
+            specs,
+            seeds or [2020],
+            out_dir,
+            config=config,
+            overrides=base,
+            progress=progress,
+            references=references,
+        )
     out.print((out_dir / "compare.md").read_text())
     err.print(f"{len(rows)} methods → {out_dir}/compare.csv, compare.md, compare.json")
 

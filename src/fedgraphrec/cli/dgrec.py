@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -44,7 +44,8 @@ def dgrec_cmd(
     )
 
     with user_errors():
+        over: dict[str, Any] = {} if lr is None else {"lr": lr}
         res = run_and_save(
-            dataset, variant, seed, epochs, out_dir, centres, public_ratio, lr, secure_noise=secure_noise
+            dataset, variant, seed, epochs, out_dir, centres, public_ratio, secure_noise=secure_noise, **over
         )
     out.print(json.dumps({k: res[k] for k in ("variant", "seed", "metrics", "noise_source", "seconds")}))

@@ -78,6 +78,7 @@ class Figure:
     base: tuple[str, ...] = ()  # train: config overrides shared by every series
     flat: bool = False  # dgrec: run files may also sit directly in a reuse folder
     xlog: bool = False
+    pairs: tuple[tuple[str, str], ...] = ()  # series compared at their first point (:mod:`~.pairwise`)
 
 
 # ---------------------------------------------------------------------------------------------

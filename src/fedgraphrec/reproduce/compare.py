@@ -4,7 +4,10 @@ A *method* is a protocol name with optional config overrides, ``"central:model=m
 ``"fedgrec:K=2,local_steps=5"``; every method runs once per seed through the ordinary
 :class:`~fedgraphrec.training.trainer.Trainer` (so each run leaves its usual folder), on top of one
 shared base configuration. The table reports the summary's selected-epoch test metrics and the mean
-bytes per client per epoch.
+bytes per client per epoch. Two reference rows close the table with ``references=True`` (the CLI's default):
+``popularity`` (train counts) and ``random`` (seeded uniform scores), evaluated on the same split with
+the same masking (:mod:`fedgraphrec.evaluation.reference`); a method that does not beat popularity
+has learned nothing user-specific. ``popularity`` / ``random`` may also be named as methods.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedgraphrec.training.config import ConfigError
+from fedgraphrec.evaluation.reference import REFERENCES, reference_metrics
+from fedgraphrec.training.config import ConfigError, TrainConfig
 from fedgraphrec.training.loading import load_config
-from fedgraphrec.training.trainer import Trainer
+from fedgraphrec.training.trainer import Trainer, prepare_interactions
 
 __all__ = ["MethodSpec", "compare", "parse_method"]
 
@@ -58,22 +62,35 @@ def compare(
     config: str | Path | None = None,
     overrides: Sequence[str] = (),
     progress: bool = False,
+    references: bool = False,
 ) -> list[dict[str, Any]]:
     """Run every method for every seed and write ``compare.csv``, ``compare.md`` and ``compare.json``.
 
-    Returns one row per method: ``{"method", "runs", "<metric>_mean", "<metric>_std", ...}``.
+    Returns one row per method: ``{"method", "runs", "<metric>_mean", "<metric>_std", ...}``;
+    ``references`` appends the ``popularity`` and ``random`` rows (unless named as methods).
 
     Raises:
         ConfigError: a method's configuration is invalid (checked for all methods before any run).
     """
     out = Path(out_dir)
+    named = {m.label for m in methods}
+    if references:
+        methods = [*methods, *(MethodSpec(r, r, ()) for r in REFERENCES if r not in named)]
     cfgs = {
-        (m.label, seed): load_config(config, [*overrides, *m.overrides, f"seed={seed}"], protocol=m.protocol)
+        (m.label, seed): load_config(
+            config,
+            [*overrides, *m.overrides, f"seed={seed}"],
+            protocol="central" if m.protocol in REFERENCES else m.protocol,
+        )
         for m in methods
         for seed in seeds
     }
     results: dict[str, list[dict[str, Any]]] = {m.label: [] for m in methods}
+    kinds = {m.label: m.protocol for m in methods}
     for (label, seed), cfg in cfgs.items():
+        if kinds[label] in REFERENCES:
+            results[label].append(_reference_summary(kinds[label], cfg))
+            continue
         folder = out / f"{label.replace(':', '_').replace(',', '_').replace('=', '-')}-seed{seed}"
         results[label].append(Trainer(cfg, folder, progress=progress).fit().summary)
     rows = []
@@ -91,6 +108,13 @@ def compare(
         rows.append(row)
     _write(out, rows, seeds)
     return rows
+
+
+def _reference_summary(kind: str, cfg: TrainConfig) -> dict[str, Any]:
+    """A reference ranking on the split a trainer would use (test masks train and validation)."""
+    data = prepare_interactions(cfg)
+    metrics = reference_metrics(kind, data.train, data.test, cfg.seed, cfg.ks, [data.train, data.valid])
+    return {"test": metrics, "epochs_run": 0}
 
 
 def _write(out: Path, rows: list[dict[str, Any]], seeds: Sequence[int]) -> None:

@@ -1,30 +1,53 @@
 """DGREC's table runner: one JSON per run in a folder, and the markdown table of a folder.
 
 The training is :mod:`fedgraphrec.training.dgrec`; one run with a run folder is
-``fedgraphrec train dgrec --variant VARIANT``.
+``fedgraphrec train dgrec --variant VARIANT``. Besides the variants, the runner knows the two
+reference rankings of :mod:`fedgraphrec.evaluation.reference` (``popularity``, ``random``), written
+in the same JSON form on the same split, so every DGREC table carries them.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from fedgraphrec.training.dgrec import SUBSETS, VARIANTS, data_sizes, load_side, run, settings_for
+from fedgraphrec.evaluation.reference import REFERENCES, expected_random_recall, reference_metrics
+from fedgraphrec.training.dgrec import VARIANTS, data_sizes, load_side, run, settings_for
 
 __all__ = [
-    "SUBSETS",
+    "REFERENCES",
     "VARIANTS",
     "data_sizes",
     "load_side",
+    "reference_run",
     "run",
     "run_and_save",
     "settings_for",
     "summarize",
 ]
+
+
+def reference_run(dataset: str, kind: str, seed: int) -> dict[str, Any]:
+    """A reference ranking's record, in the form of :func:`~fedgraphrec.training.dgrec.run`'s."""
+    t0 = time.time()
+    train, test, social, tags = load_side(dataset)
+    full = reference_metrics(kind, train, test, seed)
+    return {
+        "dataset": dataset,
+        "data": data_sizes(train, test, social, tags),
+        "variant": kind,
+        "seed": seed,
+        "epochs": 0,
+        "settings": {"public_ratio": 1.0},
+        "metrics": {k: full[k] for k in ("recall@20", "ndcg@20")},
+        "expected_random_recall@20": expected_random_recall(train, test, 20),
+        "seconds": time.time() - t0,
+    }
 
 
 def run_and_save(
@@ -35,34 +58,33 @@ def run_and_save(
     out: str | Path,
     centres: int | None = None,
     public_ratio: float = 1.0,
-    lr: float | None = None,
-    delta: float | None = None,
-    beta: float | None = None,
-    hops: int | None = None,
-    fanout: int | None = None,
-    n_interests: int | None = None,
-    d_interest: int | None = None,
+    eval_every: int = 0,
     secure_noise: bool = False,
+    **settings: Any,
 ) -> dict[str, Any]:
-    """Run one variant and write ``<out>/<dataset>_<variant>_r<ratio>_s<seed>.json``.
+    """Run one variant (or reference ranking) and write ``<out>/<dataset>_<variant>_r<ratio>_s<seed>.json``.
 
-    ``lr``, ``delta`` (clip bound δ), ``beta`` (sharing budget β), ``hops`` (H), ``fanout`` (n_u),
-    ``n_interests`` (n_i) and ``d_interest`` (d_i): the variant's values when None. ``secure_noise``
-    draws the LDP randomness from the OS CSPRNG (the record's ``noise_source`` says which).
+    ``settings``: :class:`~fedgraphrec.training.dgrec.DGRECRunSettings` keys (``lr``, ``delta``,
+    ``beta``, ``hops``, ``fanout``, ``n_interests``, ``d_interest``, ``loss_scale``, …); a missing
+    one keeps the variant's value. ``secure_noise`` draws the LDP randomness from the OS CSPRNG (the
+    record's ``noise_source`` says which).
     """
+    from fedgraphrec.training.dgrec import DGRECRunSettings
+
     torch.set_num_threads(1)
-    over: dict[str, Any] = {
-        "centres_per_epoch": centres,
-        "public_ratio": public_ratio,
-        "secure_noise": secure_noise,
-    }
-    for key, value in (("lr", lr), ("delta", delta), ("beta", beta), ("hops", hops), ("fanout", fanout)):
-        if value is not None:
-            over[key] = value
-    model = {k: v for k, v in (("n_interests", n_interests), ("d_interest", d_interest)) if v is not None}
-    if model:
-        over["model"] = model
-    res = run(dataset, variant, seed, epochs, **over)
+    if variant in REFERENCES:
+        res = reference_run(dataset, variant, seed)
+    else:
+        run_settings = DGRECRunSettings(
+            variant=variant,
+            epochs=epochs,
+            centres_per_epoch=centres,
+            public_ratio=public_ratio,
+            eval_every=eval_every,
+            secure_noise=secure_noise,
+            **settings,
+        )
+        res = run(dataset, variant, seed, epochs, eval_every, **run_settings.overrides())
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{dataset}_{variant}_r{public_ratio}_s{seed}.json").write_text(

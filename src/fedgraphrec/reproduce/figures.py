@@ -32,6 +32,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from fedgraphrec.reproduce.claims import Claim, Figure, Results, Series, series_points
+from fedgraphrec.reproduce.pairwise import pairwise
 from fedgraphrec.reproduce.paper_figures import FIGURES
 from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
 from fedgraphrec.reproduce.tables import Budget
@@ -200,6 +201,9 @@ def reproduce_figure(
         "rows": rows,
         "points": {lab: {_fmt(x): v for x, v in pts.items()} for lab, pts in res.items()},
         "points_std": {lab: {_fmt(x): v for x, v in pts.items()} for lab, pts in std.items()},
+        "pairwise": pairwise(
+            {lab: next(iter(pts.values())) for lab, pts in per_seed.items() if pts}, fig.pairs, fig.metrics
+        ),
     }
     write_report(report, out)
     _points_md(fig, res, std, out / "reproduce.md")

@@ -18,6 +18,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from fedgraphrec.reproduce.pairwise import pairwise_markdown
+
 __all__ = ["PaperRow", "paper_cells", "verdict", "write_report"]
 
 
@@ -33,9 +35,15 @@ class PaperRow:
 
 
 def verdict(ours: float, std: float, paper: float, paper_std: float = 0.0) -> str:
-    """``matches`` / ``within noise`` / ``deviates`` (see the module docstring)."""
+    """``matches`` / ``within noise`` / ``deviates`` (see the module docstring).
+
+    A row the paper has no number for (``paper`` is NaN: a reference such as popularity) is
+    ``reference``.
+    """
     if math.isnan(ours):
         return "not run"
+    if math.isnan(paper):
+        return "reference"
     diff = abs(ours - paper)
     if diff <= 0.05 * abs(paper):
         return "matches"
@@ -90,12 +98,13 @@ def _markdown(report: dict[str, Any], path: Path) -> None:
             if c is None:
                 cells.append("– | – | –")
                 continue
-            paper = f"{c['paper']:.4f}" + (f" ± {c['paper_std']:.4f}" if c["paper_std"] else "")
-            cells.append(
-                f"{c['ours']:.4f} ± {c['ours_std']:.4f} | {paper} | {c['verdict']} ({c['diff']:+.4f})"
-            )
+            paper = "–" if math.isnan(c["paper"]) else f"{c['paper']:.4f}"
+            paper += f" ± {c['paper_std']:.4f}" if c["paper_std"] else ""
+            diff = "" if math.isnan(c["diff"]) else f" ({c['diff']:+.4f})"
+            cells.append(f"{c['ours']:.4f} ± {c['ours_std']:.4f} | {paper} | {c['verdict']}{diff}")
         tail = f" | {r['bytes_per_client_per_epoch']:,.0f} |" if has_bytes else " |"
         lines.append(f"| {r['row']} | " + " | ".join(cells) + tail)
+    lines += pairwise_markdown(report.get("pairwise", []))
     path.write_text("\n".join(lines) + "\n")
 
 

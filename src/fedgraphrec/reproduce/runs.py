@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from fedgraphrec.reproduce.p4gcn_summary import PAPER as P4GCN_PAPER
+from fedgraphrec.reproduce.pairwise import pairwise
 from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
 from fedgraphrec.reproduce.tables import Budget
 
@@ -51,6 +52,7 @@ class RunTable:
     rows: tuple[PaperRow, ...]
     budgets: dict[str, Budget]
     row_args: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    pairs: tuple[tuple[str, str], ...] = ()  # rows compared with each other (:mod:`~.pairwise`)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,7 +165,19 @@ _DGREC_T2_WEEPLACES = {
     "DLGNN": (18.50, 11.89, 0.26, 0.19),
     "DGREC": (19.91, 12.76, 0.31, 0.18),
 }
-_DGREC_VARIANT = {"DMF": "dmf", "DLGNN": "dlgnn", "DGREC": "dgrec"}
+_DGREC_VARIANT = {
+    "DMF": "dmf", "DLGNN": "dlgnn", "DGREC": "dgrec", "DGREC, no noise (clipped mean)": "no-noise",
+    "Popularity (train counts)": "popularity", "Random ranking": "random",
+}  # fmt: skip
+_NO_PAPER = (math.nan, math.nan, 0.0, 0.0)  # our reference rows: the paper has no number for them
+_DGREC_PAIRS = tuple(
+    (a, b)
+    for a, b in (
+        ("DGREC", "DMF"), ("DGREC", "DLGNN"), ("DGREC", "DGREC, no noise (clipped mean)"),
+        ("DGREC", "Random ranking"), ("DGREC", "Popularity (train counts)"),
+        ("DMF", "Popularity (train counts)"), ("DLGNN", "Popularity (train counts)"),
+    )
+)  # fmt: skip
 # DMF/DLGNN under the CPU budget: as many member gradient steps as DGREC's 2 × 300 group steps
 # (13.8k groups of ≈ 4 vs 600 of ≈ 101), every user a centre each epoch; lr per method from
 # {0.5, 5, 20} on seed 0 (DMF diverges at 20; DLGNN 5 → 2.35 %, 20 → 3.23 % recall@20), see
@@ -175,7 +189,7 @@ DGREC_ROW_ARGS: dict[str, tuple[str, ...]] = {
     "DLGNN": (*_DGREC_SMALL_GROUPS, "--lr", "20"),
 }
 _DGREC_FULL = Budget(
-    ("--epochs", "100", "--lr", "0.5"),
+    ("--epochs", "100", "--centres", "100000", "--lr", "0.6"),
     (0, 1, 2, 3, 4),
     "full budget: 100 epochs, every user a group centre once per epoch, 5 seeds",
 )
@@ -189,12 +203,12 @@ def _dgrec_rows(paper: dict[str, tuple[float, float, float, float]]) -> tuple[Pa
             {"recall@20": v[0] / 100, "ndcg@20": v[1] / 100},
             {"recall@20": v[2] / 100, "ndcg@20": v[3] / 100},
         )
-        for label, v in paper.items()
+        for label, v in {**paper, **{k: _NO_PAPER for k in list(_DGREC_VARIANT)[3:]}}.items()
     )
 
 
-# DGREC's own rows under the CPU budget: 2 epochs × 300 group centres, lr 0.5
-_DGREC_CPU_ARGS = ("--epochs", "2", "--centres", "300", "--lr", "0.5")
+# DGREC's own rows under the CPU budget (Eq.-2 loss scale; results/dgrec/README.md, *Budget*)
+_DGREC_CPU_ARGS = ("--epochs", "2", "--centres", "300", "--lr", "0.6")
 
 
 def _dgrec_tables() -> list[RunTable]:
@@ -220,6 +234,7 @@ def _dgrec_tables() -> list[RunTable]:
             },
             # at 300 centres per epoch, 59 % of test users are in no 1-hop group (never trained)
             row_args={"cpu": DGREC_ROW_ARGS},
+            pairs=_DGREC_PAIRS,
         ),
         RunTable(
             name="dgrec-t2-ciao",
@@ -237,13 +252,14 @@ def _dgrec_tables() -> list[RunTable]:
                 "cpu": Budget(
                     _DGREC_CPU_ARGS,
                     (0, 1, 2),
-                    "CPU budget as on Flixster: DGREC 2 epochs of 300 group centres (lr 0.5); DMF/DLGNN 6 "
+                    "CPU budget as on Flixster: DGREC 2 epochs of 300 group centres (lr 0.6); DMF/DLGNN 6 "
                     "epochs with every user a centre (lr 5 / 20, the Flixster choices, not re-tuned); "
                     "3 seeds (see results/dgrec/README.md)",
                 ),
                 "full": _DGREC_FULL,
             },
             row_args={"cpu": DGREC_ROW_ARGS},
+            pairs=_DGREC_PAIRS,
         ),
     ]
 
@@ -266,7 +282,8 @@ def train_runner(kind: str, dataset: str, method: str, seed: int, args: Sequence
 
     ``args``: ``p4gcn_table`` arguments, or for DGREC ``--epochs``, ``--centres``, ``--lr``,
     ``--public-ratio``, ``--delta``, ``--beta``, ``--hops`` (H), ``--fanout`` (n_u),
-    ``--n-interests`` (n_i), ``--d-interest`` (d_i).
+    ``--n-interests`` (n_i), ``--d-interest`` (d_i), ``--batch``, ``--l2``, ``--loss-scale``,
+    ``--eval-every``. The reference rows (``popularity``, ``random``) ignore the training flags.
     """
     if kind == "p4gcn":
         from fedgraphrec.reproduce import p4gcn_table
@@ -276,27 +293,40 @@ def train_runner(kind: str, dataset: str, method: str, seed: int, args: Sequence
     from fedgraphrec.reproduce import dgrec_runs as dgrec
 
     opts = dict(zip(args[::2], args[1::2], strict=True))
-    floats = {"--lr": "lr", "--public-ratio": "public_ratio", "--delta": "delta", "--beta": "beta"}
-    ints = {
-        "--hops": "hops",
-        "--fanout": "fanout",
-        "--n-interests": "n_interests",
-        "--d-interest": "d_interest",
-    }
-    unknown = set(opts) - {"--epochs", "--centres", *floats, *ints}
+    unknown = set(opts) - {"--epochs", "--centres", *_DGREC_FLOATS, *_DGREC_INTS, *_DGREC_STRS}
     if unknown:
         raise ValueError(f"unknown DGREC runner arguments {sorted(unknown)}")
-    values: dict[str, Any] = {key: float(opts[flag]) for flag, key in floats.items() if flag in opts}
-    values.update({key: int(float(opts[flag])) for flag, key in ints.items() if flag in opts})
+    values: dict[str, Any] = {key: float(opts[flag]) for flag, key in _DGREC_FLOATS.items() if flag in opts}
+    values.update({key: int(float(opts[flag])) for flag, key in _DGREC_INTS.items() if flag in opts})
+    values.update({key: opts[flag] for flag, key in _DGREC_STRS.items() if flag in opts})
     dgrec.run_and_save(
         dataset,
         method,
         seed,
-        int(opts["--epochs"]),
+        int(opts.get("--epochs", 0)),
         folder,
         centres=int(opts["--centres"]) if "--centres" in opts else None,
         **values,
     )
+
+
+# DGREC runner flags → run_and_save keywords
+_DGREC_FLOATS = {
+    "--lr": "lr",
+    "--public-ratio": "public_ratio",
+    "--delta": "delta",
+    "--beta": "beta",
+    "--l2": "l2",
+}
+_DGREC_INTS = {
+    "--hops": "hops",
+    "--fanout": "fanout",
+    "--n-interests": "n_interests",
+    "--d-interest": "d_interest",
+    "--batch": "batch",
+    "--eval-every": "eval_every",
+}
+_DGREC_STRS = {"--loss-scale": "loss_scale"}
 
 
 def _metrics(table: RunTable, run: dict[str, Any]) -> dict[str, float]:
@@ -333,8 +363,9 @@ def reproduce_runs(
     folders = [Path(f) for f in reuse] or [out / "runs"]
     folders[0].mkdir(parents=True, exist_ok=True)
     report_rows = []
+    seeds_of: dict[str, list[dict[str, float]]] = {}
     for r in chosen:
-        per_seed: list[dict[str, float]] = []
+        per_seed = seeds_of.setdefault(r.label, [])
         for seed in plan.seeds:
             found = [f / run_file(table.kind, table.dataset, r.method, seed) for f in folders]
             path = next((p for p in found if p.exists()), found[0])
@@ -361,6 +392,9 @@ def reproduce_runs(
         "seeds": list(plan.seeds),
         "overrides": [],
         "rows": report_rows,
+        "pairwise": pairwise(
+            seeds_of, table.pairs, ("recall@20", "ndcg@20") if table.kind == "dgrec" else ()
+        ),
     }
     write_report(report, out)
     return report

@@ -1,15 +1,20 @@
-"""Training DGREC, its ablations and the DMF/DLGNN baselines on Flixster/Ciao/Epinions.
+"""Training DGREC, its ablations and the DMF/DLGNN baselines on Flixster, Ciao-10core or Epinions.
 
-``fedgraphrec train dgrec --dataset flixster --variant dgrec --epochs 5`` writes a standard run folder
-(:func:`train_dgrec`); :func:`run` returns one run's record (settings, per-epoch loss, final
+``fedgraphrec train dgrec --dataset ciao-10core --variant dgrec`` writes a standard run folder
+(:func:`train_dgrec`, per-epoch loss and test metrics); every setting of :class:`DGRECRunSettings` is
+a ``--set`` / TOML key. :func:`run` returns one run's record (settings, per-epoch curve, final
 recall@20/ndcg@20, ledger bytes, accounting), which the table runner
 :mod:`fedgraphrec.reproduce.dgrec_runs` stores as JSON. Flixster (Monti) uses its fixed split, the
-user graph ``W_users`` as the inter-user graph and ``I + W_movies`` as item hyperedges (stand-in for the
-paper's Flixster; the paper's own Flixster subset is larger). Ciao/Epinions use trust links and the
-item categories as hyperedges; their full item spaces do not fit one table per user, so they run on a
-named dense subset of
-:data:`SUBSETS` (``ciao-10core``: the iterated 10-core, the paper's Weeplaces rule, which Ciao stands
-in for: friendships + categories as tags).
+user graph ``W_users`` as the inter-user graph and ``I + W_movies`` as item hyperedges (stand-in for
+the paper's Flixster). Ciao/Epinions use trust links and the item categories as hyperedges; their
+full item spaces do not fit one table per user, so DGREC runs on the registry's derived
+``ciao-10core`` (:mod:`fedgraphrec.data.derived`; the paper's Weeplaces rule, which Ciao stands in
+for).
+
+Learning rates (``results/dgrec/README.md``, *Learning rate*): DGREC and its ablations use the Eq.-2
+loss scale and lr 0.6 (the working range under one-bit sharing at δ = 0.1 is about 0.3–3; the paper's
+grid {0.001, 0.005, 0.01} is not in these units, since a clipped, one-bit-decoded step is at most
+lr·δ per coordinate). DMF / DLGNN keep the per-pair mean loss with plain sharing and lr 5 / 20.
 """
 
 from __future__ import annotations
@@ -23,14 +28,14 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.data.filters import dense_core
-from fedgraphrec.data.registry import load_dataset
+from fedgraphrec.data.derived import core_subset
+from fedgraphrec.data.registry import REGISTRY, load_dataset
 from fedgraphrec.data.types import ItemGraph, Ratings
 from fedgraphrec.privacy.one_bit import accounting
 from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings, ModelConfig
 
 __all__ = [
-    "SUBSETS",
+    "NOISE_NOTE",
     "VARIANTS",
     "DGRECRunSettings",
     "data_sizes",
@@ -49,16 +54,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "non-pearson": {"model": {"pearson": False}},
     "non-sharing": {"sharing": "laplace"},
     "local-only": {"sharing": "none"},
-    "dmf": {"model": {"kind": "mf"}, "sharing": "plain", "hops": 1},
-    "dlgnn": {"model": {"kind": "lgn"}, "sharing": "plain", "hops": 1},
-}
-
-
-# Named dense subsets: runner dataset name → (registry dataset, ``dense_core`` keywords). Ciao's
-# 105,114 items × 7,375 users would need ≈ 49.6 GB of per-user item tables (d = 16, fp32); its
-# iterated 10-core (the paper's Weeplaces rule) is 2,540 users × 3,018 items, ≈ 0.49 GB.
-SUBSETS: dict[str, tuple[str, dict[str, int | None]]] = {
-    "ciao-10core": ("ciao", {"top_items": None, "min_user": 10, "min_item": 10}),
+    "no-noise": {"sharing": "clipped"},  # reference: DGREC's clipped mean without the encoding
+    # the baselines share plain float gradients (no clip bound), so they keep the per-pair mean loss
+    # under which their learning rates (5 / 20) were chosen; Eq. 2's scale is DGREC's
+    "dmf": {"model": {"kind": "mf", "loss_scale": "mean"}, "sharing": "plain", "hops": 1, "lr": 5.0},
+    "dlgnn": {"model": {"kind": "lgn", "loss_scale": "mean"}, "sharing": "plain", "hops": 1, "lr": 20.0},
 }
 
 
@@ -71,26 +71,23 @@ def load_side(
 ) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
     """(train, test, social adjacency, item×tag incidence) for a dataset with side information.
 
-    The train/test split is the loader's (Flixster: its fixed split; Ciao/Epinions: the seeded
-    per-user 80/10/10 split, whose validation part this runner does not use). ``name`` may be a
-    key of :data:`SUBSETS`, or ``top_items``/``min_user``/``min_item`` may be given: then only the
-    :func:`~fedgraphrec.data.filters.dense_core` of the dataset is kept (counts over train,
-    validation and test), with compact user and item ids, the social graph among the kept users
-    and the tags of the kept items (tags left without items are dropped).
+    ``name`` is any registry dataset with ratings, a social graph and item side information,
+    derived ones included (``ciao-10core``, :mod:`fedgraphrec.data.derived`). The train/test split
+    is the loader's (Flixster: its fixed split; Ciao/Epinions: the seeded per-user 80/10/10 split,
+    whose validation part this runner does not use). ``top_items``/``min_user``/``min_item``
+    restrict the dataset to its :func:`~fedgraphrec.data.derived.core_subset` (for a derived
+    dataset they replace its own filter values).
 
     Raises:
         ValueError: the dataset lacks ratings with a social graph or side information for items,
-            a filter parameter is invalid, or the filter keeps no user with training items.
+            or a filter parameter is invalid or keeps no training interaction.
     """
-    core: dict[str, int | None] = {}
-    if name in SUBSETS:
-        if top_items is not None or min_user is not None or min_item is not None:
-            raise ValueError(f"dataset {name!r} is a named subset; pass the base dataset to set a filter")
-        name, core = SUBSETS[name][0], dict(SUBSETS[name][1])
-    else:
-        given = {"top_items": top_items, "min_user": min_user, "min_item": min_item}
-        core = {k: v for k, v in given.items() if v is not None}
-    data = load_dataset(name)
+    given = {"top_items": top_items, "min_user": min_user, "min_item": min_item}
+    core: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    derived = name in REGISTRY and REGISTRY[name].format == "derived"
+    data = load_dataset(name, **core) if derived else load_dataset(name)
+    if core and not derived and isinstance(data, Ratings):
+        data = core_subset(data, name, core)
     if not isinstance(data, Ratings) or data.social is None:
         raise ValueError(f"dataset {name!r} needs ratings with a social graph")
     inter = data.to_interactions()
@@ -102,26 +99,7 @@ def load_side(
         tags = data.tags.matrix()
     else:
         raise ValueError(f"dataset {name!r} has neither an item graph nor item tags")
-    train, test = inter.train, inter.test
-    if core:
-        parts = [train, test] + ([inter.valid] if inter.valid is not None else [])
-        low_u, low_i = core.get("min_user"), core.get("min_item")
-        sub = dense_core(
-            parts,
-            top_items=core.get("top_items"),
-            min_user=1 if low_u is None else low_u,
-            min_item=1 if low_i is None else low_i,
-        )
-        if sub.parts[0].nnz == 0:
-            raise ValueError(f"the filter {core} keeps no training interaction of {name!r}")
-        train, test = sub.parts[0], sub.parts[1]
-        social = social[sub.users][:, sub.users].tocsr()
-        tags = tags[sub.items].tocsr()
-        if not isinstance(graph, ItemGraph):  # category tags: drop categories with no kept item
-            tags = tags[:, np.flatnonzero(np.asarray((tags != 0).sum(axis=0)).ravel())].tocsr()
-        else:  # item-graph hyperedges are indexed by item too
-            tags = tags[:, sub.items].tocsr()
-    return train, test, social, (tags > 0).astype(np.float64).tocsr()
+    return inter.train, inter.test, social, (tags > 0).astype(np.float64).tocsr()
 
 
 def data_sizes(
@@ -150,16 +128,30 @@ def settings_for(variant: str, **overrides: Any) -> DGRECSettings:
     return replace(DGRECSettings(model=model), **spec)
 
 
-def run(dataset: str, variant: str, seed: int, epochs: int, **overrides: Any) -> dict[str, Any]:
-    """Train one variant and return its record."""
+def run(
+    dataset: str, variant: str, seed: int, epochs: int, eval_every: int = 0, **overrides: Any
+) -> dict[str, Any]:
+    """Train one variant and return its record.
+
+    ``eval_every``: also evaluate on the test split after every that many epochs (0: only at the
+    end); the record's ``curve`` holds one entry per epoch (loss, seconds, and the metrics where
+    evaluated), ``loss_curve`` the losses alone.
+    """
+    if eval_every < 0:
+        raise ValueError(f"eval_every must be >= 0, got {eval_every}")
     train, test, social, tags = load_side(dataset)
     s = settings_for(variant, **overrides)
     t0 = time.time()
     rec = DGREC(train, social, tags, s, seed=seed)
-    curve = []
+    curve: list[dict[str, Any]] = []
+    metrics: dict[str, float] = {}
     for e in range(epochs):
-        curve.append(rec.epoch(e))
-    metrics = rec.evaluate(test, [train])
+        point: dict[str, Any] = {"epoch": e + 1, "loss": rec.epoch(e)}
+        if e + 1 == epochs or (eval_every and (e + 1) % eval_every == 0):
+            metrics = rec.evaluate(test, [train])
+            point["test"] = metrics
+        point["seconds"] = time.time() - t0
+        curve.append(point)
     n_s = rec.models.n_shared()
     return {
         "dataset": dataset,
@@ -169,7 +161,8 @@ def run(dataset: str, variant: str, seed: int, epochs: int, **overrides: Any) ->
         "epochs": epochs,
         "settings": asdict(s),
         "noise_source": rec.noise.name,
-        "loss_curve": curve,
+        "loss_curve": [c["loss"] for c in curve],
+        "curve": curve,
         "metrics": metrics,
         "n_s": n_s,
         "model_memory_bytes": rec.models.memory_bytes(),
@@ -179,32 +172,54 @@ def run(dataset: str, variant: str, seed: int, epochs: int, **overrides: Any) ->
     }
 
 
+_PROTOCOL_KEYS = ("lr", "delta", "beta", "hops", "fanout", "batch", "max_items", "sharing")
+_MODEL_KEYS = ("d", "n_interests", "d_interest", "hidden", "l2", "loss_scale")
+
+
 @dataclass(frozen=True)
 class DGRECRunSettings:
     """One DGREC run's settings (TOML and ``--set``); ``None`` keeps the variant's own value.
+
+    Defaults of the ``dgrec`` variant and the ablations (Eq.-2 loss scale): lr 0.6, δ = 0.1, β = 1,
+    H = 4, n_u = 3, 16 positives per member and step, ≤ 128 hypergraph nodes, d = 16, n_i = 6,
+    d_i = 10, MLP hidden (32, 16), λ = 1e-3. DMF / DLGNN: per-pair mean loss, lr 5 / 20, H = 1.
 
     Attributes:
         variant: one of :data:`VARIANTS`.
         epochs: training epochs.
         centres_per_epoch: group centres per epoch (``None``: every user with training items).
         public_ratio: fraction of training items each user publicises.
+        eval_every: evaluate on the test split every that many epochs too (0: only at the end).
         lr, delta, beta: SGD learning rate, clip bound δ, sharing budget β.
         hops, fanout: ``H`` and ``n_u`` of the group sampling.
-        n_interests, d_interest: the local model's ``n_i`` and ``d_i``.
+        batch: BPR positives per member and step (one negative each).
+        max_items: cap on the nodes of a user's inner-item hypergraph.
+        sharing: ``one_bit``, ``laplace``, ``clipped``, ``plain`` or ``none`` (the variant sets it).
+        d, n_interests, d_interest, hidden, l2: the local model's ``d``, ``n_i``, ``d_i``, MLP hidden
+            sizes and L2 weight λ.
+        loss_scale: ``eq2`` (sampled estimate of the paper's Eq.-2 sum) or ``mean``.
         secure_noise: the LDP randomness from the OS CSPRNG instead of the run seed.
     """
 
     variant: str = "dgrec"
-    epochs: int = 5
-    centres_per_epoch: int | None = None
+    epochs: int = 2
+    centres_per_epoch: int | None = 300
     public_ratio: float = 1.0
+    eval_every: int = 1
     lr: float | None = None
     delta: float | None = None
     beta: float | None = None
     hops: int | None = None
     fanout: int | None = None
+    batch: int | None = None
+    max_items: int | None = None
+    sharing: str | None = None
+    d: int | None = None
     n_interests: int | None = None
     d_interest: int | None = None
+    hidden: list[int] | None = None
+    l2: float | None = None
+    loss_scale: str | None = None
     secure_noise: bool = False
 
     def __post_init__(self) -> None:
@@ -212,8 +227,17 @@ class DGRECRunSettings:
             raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {self.variant!r}")
         if self.epochs < 1:
             raise ValueError(f"epochs must be >= 1; got {self.epochs}")
+        if self.centres_per_epoch is not None and self.centres_per_epoch < 1:
+            raise ValueError(
+                f"centres_per_epoch must be >= 1 (or unset: every user); got {self.centres_per_epoch}"
+            )
         if not 0.0 < self.public_ratio <= 1.0:
             raise ValueError(f"public_ratio must be in (0, 1]; got {self.public_ratio}")
+        if self.eval_every < 0:
+            raise ValueError(f"eval_every must be >= 0; got {self.eval_every}")
+        if self.hidden is not None and len(self.hidden) != 2:
+            raise ValueError(f"hidden must hold two sizes (the MLP's two hidden layers); got {self.hidden}")
+        settings_for(self.variant, **self.overrides())  # the protocol's and model's own checks
 
     def overrides(self) -> dict[str, Any]:
         """The :func:`settings_for` overrides these settings make."""
@@ -222,10 +246,10 @@ class DGRECRunSettings:
             "public_ratio": self.public_ratio,
             "secure_noise": self.secure_noise,
         }
-        for key in ("lr", "delta", "beta", "hops", "fanout"):
-            if getattr(self, key) is not None:
-                over[key] = getattr(self, key)
-        model = {k: getattr(self, k) for k in ("n_interests", "d_interest") if getattr(self, k) is not None}
+        over.update({k: getattr(self, k) for k in _PROTOCOL_KEYS if getattr(self, k) is not None})
+        model = {k: getattr(self, k) for k in _MODEL_KEYS if getattr(self, k) is not None}
+        if "hidden" in model:
+            model["hidden"] = tuple(model["hidden"])
         if model:
             over["model"] = model
         return over
@@ -236,11 +260,8 @@ def train_dgrec(dataset: str, seed: int, s: DGRECRunSettings, run_dir: str | Pat
     from fedgraphrec.training.rundir import write_run
 
     torch.set_num_threads(1)
-    res = run(dataset, s.variant, seed, s.epochs, **s.overrides())
-    records: list[dict[str, Any]] = [
-        {"epoch": e + 1, "loss": loss} for e, loss in enumerate(res["loss_curve"])
-    ]
-    records[-1]["test"] = res["metrics"]
+    res = run(dataset, s.variant, seed, s.epochs, s.eval_every, **s.overrides())
+    records = [{k: v for k, v in c.items() if k != "seconds"} for c in res["curve"]]
     summary = {
         "protocol": "dgrec",
         "variant": s.variant,
@@ -250,11 +271,20 @@ def train_dgrec(dataset: str, seed: int, s: DGRECRunSettings, run_dir: str | Pat
         "selected_epoch": s.epochs,
         "test": res["metrics"],
         "noise_source": res["noise_source"],
+        "noise_note": NOISE_NOTE[res["noise_source"]],
+        "settings": res["settings"],
         "data": res["data"],
         "ledger_bytes": res["ledger_bytes"],
         "accounting_per_sharing": res["accounting_per_sharing"],
         "train_seconds": res["seconds"],
+        "epoch_seconds": [c["seconds"] for c in res["curve"]],
     }
     config = {"protocol": "dgrec", "dataset": dataset, "seed": seed, **asdict(s)}
     write_run(run_dir, config, records, summary, f"{s.variant} on {dataset}")
     return summary
+
+
+NOISE_NOTE = {
+    "seeded": "LDP randomness from the run seed: reproducible research run, not a privacy guarantee",
+    "csprng": "LDP randomness from the OS CSPRNG (secure_noise): the stated β-LDP holds",
+}

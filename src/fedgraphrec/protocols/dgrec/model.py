@@ -18,6 +18,17 @@ gives ``e_u`` = mean of the node embeddings (no graph, no condensation, no Pears
 ``kind="mf"`` is the DMF baseline (private user vector, dot-product score); ``kind="lgn"`` is the
 DLGNN baseline, a one-layer LightGCN-style local model on the user's ego graph (private user vector
 averaged with the mean of the ``Ĥ_u``-propagated node embeddings; dot-product score).
+
+Loss scale (spec §4.6, [A] negative sampling). The paper's Eq. 2 is
+``(1/|I_u|) Σ_{i∈I_u, j∈I_u^-} −ln σ(ŷ_ui − ŷ_uj)``: a *sum* over every unobserved item ``j``, about
+``|I_u^-|`` (≈ the number of items) times larger than a per-pair mean. With ``loss_scale="eq2"`` (the
+default) a minibatch of ``B`` positives, each with one negative drawn uniformly from ``I_u^-``, is
+averaged and multiplied by ``|I_u^-|``: an unbiased estimate of Eq. 2 itself. ``loss_scale="mean"``
+keeps the plain per-pair mean (the spec's earlier [A] reading). The scale matters because DGREC clips
+every gradient coordinate to ``[-δ, δ]`` with the paper's δ = 0.1 before the one-bit encoding: under
+the mean, per-user coordinates are 1e-3–3e-3 and the decoded group mean is almost pure encoding
+noise; under Eq. 2 they are of the order of δ, so δ and β keep the meaning the paper gives them. The
+Pearson and L2 terms of Eq. 3 are not rescaled (they are not part of Eq. 2).
 """
 
 from __future__ import annotations
@@ -28,8 +39,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-__all__ = ["ModelConfig", "UserModels"]
+__all__ = ["LOSS_SCALES", "ModelConfig", "UserModels"]
 
+LOSS_SCALES = ("eq2", "mean")
 PRIVATE = ("user",)  # parameters that never leave the device (DMF's user vector)
 
 
@@ -47,6 +59,8 @@ class ModelConfig:
         attention: ``False`` = w/non-attention.
         pearson: ``False`` = w/non-pearson.
         l2: λ on the parameters touched in a step (squared norm).
+        loss_scale: ``"eq2"`` (sampled estimate of the paper's Eq.-2 sum over negatives) or
+            ``"mean"`` (per-pair mean); see the module docstring.
     """
 
     kind: str = "dgrec"
@@ -58,8 +72,11 @@ class ModelConfig:
     attention: bool = True
     pearson: bool = True
     l2: float = 1e-3
+    loss_scale: str = "eq2"
 
     def __post_init__(self) -> None:
+        if self.loss_scale not in LOSS_SCALES:
+            raise ValueError(f"loss_scale must be one of {LOSS_SCALES}, got {self.loss_scale!r}")
         if self.kind not in ("dgrec", "mf", "lgn"):
             raise ValueError(f"kind must be 'dgrec', 'mf' or 'lgn', got {self.kind!r}")
         for name in ("d", "n_interests", "d_interest"):
@@ -183,11 +200,20 @@ class UserModels:
         pos: torch.Tensor,
         neg: torch.Tensor,
         has_pos: torch.Tensor,
+        n_neg: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Per-user local loss (Eq. 3): BPR + Pearson + λ·‖touched params‖²."""
+        """Per-user local loss (Eq. 3): BPR + Pearson + λ·‖touched params‖².
+
+        ``n_neg``: each user's ``|I_u^-|``, the factor of the Eq.-2 scale (required when
+        ``loss_scale == "eq2"``; ignored under ``"mean"``).
+        """
         e_u, pear = self.user_vectors(p, items, mask, prop)
         sp_, sn = self.score(p, e_u, pos), self.score(p, e_u, neg)
         bpr = -F.logsigmoid(sp_ - sn).mean(1) * has_pos
+        if self.cfg.loss_scale == "eq2":
+            if n_neg is None:
+                raise ValueError("loss_scale='eq2' needs n_neg, each user's number of unobserved items")
+            bpr = bpr * n_neg.to(bpr.dtype)
         b = torch.arange(pos.shape[0]).unsqueeze(1)
         reg = p["E"][b, pos].pow(2).sum((1, 2)) + p["E"][b, neg].pow(2).sum((1, 2))
         reg = reg / pos.shape[1] + sum(

@@ -7,6 +7,9 @@ each), updates its stored loss and count, and shares its gradient of the shared 
 * ``sharing="one_bit"`` (DGREC): clip + one-bit encode, flood for 2H rounds (Algorithm 2) over the
   :class:`~fedgraphrec.runtime.network.Network` (ledger; transcripts when asked), decode the mean;
 * ``"laplace"`` (w/non-sharing): clip + Laplace(2δ/β) noise, shared as floats, averaged;
+* ``"clipped"`` (the no-noise reference): gradients clipped to ``[-δ, δ]`` and averaged as floats,
+  which is what the one-bit decoder estimates without bias; the difference from ``one_bit`` is
+  the encoding noise alone;
 * ``"plain"`` (DMF/DLGNN-style baselines): raw gradients averaged over the group;
 * ``"none"``: no sharing; each user applies its own gradient.
 
@@ -39,12 +42,16 @@ from fedgraphrec.seeding import numpy_rng, torch_generator
 
 __all__ = ["DGREC", "DGRECSettings", "comm_bits_formula"]
 
-SHARING = ("one_bit", "laplace", "plain", "none")
+SHARING = ("one_bit", "laplace", "clipped", "plain", "none")
 
 
 @dataclass(frozen=True)
 class DGRECSettings:
-    """Protocol settings (defaults: paper's H = 4, n_u = 3, δ = 0.1, β = 1).
+    """Protocol settings (defaults: paper's H = 4, n_u = 3, δ = 0.1, β = 1; lr 0.6 for the Eq.-2 loss).
+
+    lr: under one-bit sharing a decoded step moves a coordinate by at most ``lr·δ`` in expectation,
+    so with the Eq.-2 loss scale (per-user gradients of the order of δ) the working range is about
+    0.3–3 (``results/dgrec/README.md``); the paper's grid (≤ 0.01) is not in these units.
 
     ``secure_noise`` draws the one-bit encodings' Bernoulli thresholds and the Laplace noise from the
     OS CSPRNG (:class:`~fedgraphrec.privacy.noise_source.SecureNoise`) instead of the run seed: the
@@ -57,7 +64,7 @@ class DGRECSettings:
     fanout: int = 3
     delta: float = 0.1
     beta: float = 1.0
-    lr: float = 0.05
+    lr: float = 0.6
     batch: int = 16
     max_items: int = 128
     public_ratio: float = 1.0
@@ -144,15 +151,35 @@ class DGREC:
 
     # ------------------------------------------------------------------ one step
     def _batch(self, users: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
-        b = self.s.batch
+        """``batch`` positives per user, one negative each drawn uniformly from ``I_u^-``.
+
+        Returns ``(pos, neg, has_pos, n_neg)``; ``n_neg = |I_u^-|`` is the Eq.-2 factor. Negatives
+        exclude the user's training items, so ``n_neg · mean`` is an unbiased estimate of Eq. 2.
+        """
+        b, n_items = self.s.batch, self.train.shape[1]
         pos = np.zeros((len(users), b), np.int64)
+        neg = rng.integers(0, n_items, size=pos.shape)
         for r, u in enumerate(users):
             it = self.train.indices[self.train.indptr[u] : self.train.indptr[u + 1]]
             if len(it):
                 pos[r] = rng.choice(it, size=b)
-        neg = rng.integers(0, self.train.shape[1], size=pos.shape)
+                if len(it) < n_items:  # redraw negatives that hit a training item
+                    hit = np.isin(neg[r], it)
+                    while hit.any():
+                        neg[r, hit] = rng.integers(0, n_items, size=int(hit.sum()))
+                        hit = np.isin(neg[r], it)
         has = torch.from_numpy((self.deg[users] > 0).astype(np.float32))
-        return torch.from_numpy(pos), torch.from_numpy(neg), has
+        n_neg = torch.from_numpy((n_items - self.deg[users]).astype(np.float32))
+        return torch.from_numpy(pos), torch.from_numpy(neg), has, n_neg
+
+    def _losses(
+        self, p: dict[str, torch.Tensor], users: np.ndarray, rng: np.random.Generator
+    ) -> torch.Tensor:
+        """Per-user local losses (Eq. 3) of ``users`` under the gathered parameters ``p``."""
+        idx = torch.from_numpy(np.asarray(users, dtype=np.int64))
+        pos, neg, has, n_neg = self._batch(np.asarray(users), rng)
+        g = self.graphs
+        return self.models.losses(p, g.items[idx], g.mask[idx], g.prop[idx], pos, neg, has, n_neg)
 
     def local_gradients(self, users: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
         """Each user's raw shared-parameter gradient ``[len(users), n_s]`` (no update, no sharing).
@@ -161,9 +188,7 @@ class DGREC:
         """
         idx = torch.from_numpy(np.asarray(users, dtype=np.int64))
         p = {k: v[idx].clone().requires_grad_(True) for k, v in self.models.params.items()}
-        pos, neg, has = self._batch(np.asarray(users), rng)
-        g = self.graphs
-        self.models.losses(p, g.items[idx], g.mask[idx], g.prop[idx], pos, neg, has).sum().backward()
+        self._losses(p, np.asarray(users), rng).sum().backward()
         return torch.cat([p[k].grad.reshape(len(idx), -1) for k in self.models.shared_names], dim=1)  # type: ignore[union-attr]
 
     def step(self, centre: int) -> int:
@@ -185,9 +210,7 @@ class DGREC:
         users = np.asarray(sorted(links), dtype=np.int64)
         idx = torch.from_numpy(users)
         p = {k: v[idx].clone().requires_grad_(True) for k, v in self.models.params.items()}
-        pos, neg, has = self._batch(users, rng)
-        g = self.graphs
-        losses = self.models.losses(p, g.items[idx], g.mask[idx], g.prop[idx], pos, neg, has)
+        losses = self._losses(p, users, rng)
         if not torch.isfinite(losses).all():  # else NaN reaches the Eq.-4 weights and numpy fails obscurely
             bad = users[~torch.isfinite(losses).numpy()][:5].tolist()
             raise FloatingPointError(
@@ -218,6 +241,9 @@ class DGREC:
         if s.sharing == "plain":
             self._account(links, 8 * flat.shape[1], "float_gradient")
             return flat.mean(0, keepdim=True)
+        if s.sharing == "clipped":
+            self._account(links, 8 * flat.shape[1], "clipped_gradient")
+            return flat.clamp(-s.delta, s.delta).mean(0, keepdim=True)
         if s.sharing == "laplace":
             b = 2 * s.delta / s.beta
             noise = laplace_from_uniform(self.noise.uniform(tuple(flat.shape)), b).to(flat.dtype)
