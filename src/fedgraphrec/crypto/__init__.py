@@ -1,33 +1,35 @@
 """Cryptographic building blocks, as thin wrappers over the pyca ``cryptography`` package.
 
-* :class:`ClientKeyPair` / :class:`PublicKey` — per-client X25519 key pairs.
+* :class:`ClientKeyPair` / :class:`PublicKey` — per-client X25519 key pairs (:mod:`.agreement`).
 * :class:`SharedKey` — the shared symmetric key ``S``, with purpose-bound sub-keys.
 * :func:`wrap_key` / :func:`unwrap_key` — deliver ``S`` to a client (``PB_u(S)``).
-* :func:`seal` / :func:`open_sealed` — one-shot public-key encryption (verification answers).
+* :func:`seal` / :func:`open_sealed` — one-shot public-key encryption (verification answers;
+  :mod:`.ecies`, with the key wrapping).
 * :class:`ItemTokenizer` — deterministic item-ID tokens under ``S``.
 * :class:`PayloadCipher` — randomized AEAD of payloads under ``S``; :func:`ciphertext_size` and
   :func:`sealed_size` give exact output sizes for byte accounting.
 * :func:`secure_sum` / :class:`SecAggClient` / :class:`SecAggServer` — secure aggregation with dropout
-  recovery (Bonawitz et al.), over Shamir sharing (:mod:`~fedgraphrec.crypto.shamir`).
+  recovery (Bonawitz et al.; :mod:`.secagg` and the modules it names), over Shamir sharing
+  (:mod:`~fedgraphrec.crypto.shamir`).
+* :class:`FixedPoint` (:mod:`.fixed_point`) — reals as elements of the ring ``Z_{2^64}``
+  (:mod:`.ring`); :func:`split` / :func:`reconstruct` / :func:`mask_from_seed` — additive sharing
+  and masks over it (:mod:`.sharing`).
 * :class:`IntegrityError` — a received message was tampered, replayed, re-routed or is missing;
   :class:`DecryptionError` (an :class:`IntegrityError`) — failed authentication.
 * :class:`SecAggAbortError` (a :class:`CryptoError`) — too few clients left for secure aggregation.
 """
 
 from fedgraphrec.crypto.aead import PayloadCipher, ciphertext_size
+from fedgraphrec.crypto.agreement import ClientKeyPair, PublicKey
+from fedgraphrec.crypto.ecies import open_sealed, seal, sealed_size, unwrap_key, wrap_key
 from fedgraphrec.crypto.errors import CryptoError, DecryptionError, IntegrityError
-from fedgraphrec.crypto.keys import (
-    ClientKeyPair,
-    PublicKey,
-    SharedKey,
-    open_sealed,
-    seal,
-    sealed_size,
-    unwrap_key,
-    wrap_key,
-)
-from fedgraphrec.crypto.secagg import SecAggAbortError, SecAggClient, SecAggServer, secure_sum
-from fedgraphrec.crypto.sharing import FixedPoint, mask_from_seed, pair_clients, reconstruct, split
+from fedgraphrec.crypto.fixed_point import FixedPoint
+from fedgraphrec.crypto.keys import SharedKey
+from fedgraphrec.crypto.secagg import secure_sum
+from fedgraphrec.crypto.secagg_client import SecAggClient
+from fedgraphrec.crypto.secagg_server import SecAggServer
+from fedgraphrec.crypto.secagg_wire import SecAggAbortError
+from fedgraphrec.crypto.sharing import mask_from_seed, pair_clients, reconstruct, split
 from fedgraphrec.crypto.tokens import ItemTokenizer
 
 __all__ = [

@@ -133,7 +133,7 @@ def recover(xs: NDArray[np.int64] | Sequence[int], shares: NDArray[np.int64]) ->
 
     Exactly as many shares as the threshold are needed; more are fine (the extra ones are used too,
     which gives the same answer when all shares are honest). Fewer give an unrelated value: callers
-    must count shares themselves, as :class:`~fedgraphrec.crypto.secagg.SecAggServer` does.
+    must count shares themselves, as :class:`~fedgraphrec.crypto.secagg_server.SecAggServer` does.
 
     Raises:
         ValueError: the points are invalid, or the shares do not decode to a 32-byte secret (which

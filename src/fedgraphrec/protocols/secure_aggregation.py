@@ -14,7 +14,7 @@ and :func:`secure_aggregate` returns the exact fixed-point sum over the clients 
 * crypto mode ``accounted`` adds the same fixed-point encodings directly, so both modes give
   bit-identical sums, and records the same bytes through :func:`~fedgraphrec.crypto.secagg.secagg_traffic`.
 
-Both modes refuse, with :class:`~fedgraphrec.crypto.secagg.SecAggAbortError`, when fewer clients than the
+Both modes refuse, with :class:`~fedgraphrec.crypto.secagg_wire.SecAggAbortError`, when fewer clients than the
 threshold are left.
 """
 
@@ -27,14 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedgraphrec.crypto.secagg import (
-    SecAggAbortError,
-    SecAggResult,
-    StageTraffic,
-    secagg_traffic,
-    secure_sum,
-)
-from fedgraphrec.crypto.sharing import FixedPoint
+from fedgraphrec.crypto.fixed_point import FixedPoint
+from fedgraphrec.crypto.secagg import SecAggResult, StageTraffic, secagg_traffic, secure_sum
+from fedgraphrec.crypto.secagg_wire import SecAggAbortError
 from fedgraphrec.protocols.secagg.upload import (
     SparseUpload,
     check_threshold,

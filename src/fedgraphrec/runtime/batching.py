@@ -4,12 +4,12 @@ With a single node (the in-process engine hosting the whole population as one sh
 sealed message a client sends goes to the server and comes back to the same node. Sealing each
 logical message separately then costs one ``AESGCM.encrypt`` and one ``decrypt`` call per message
 (a few microseconds each, most of it call overhead), far above the AEAD's throughput on the bytes.
-A :class:`~fedgraphrec.runtime.transport.NodeEndpoint` created with ``batch=True`` instead seals
+A :class:`~fedgraphrec.runtime.endpoint.NodeEndpoint` created with ``batch=True`` instead seals
 the whole part as **one** message: the plaintext is a header naming every logical message's sender,
 sealed receiver and row count, followed by the content (one codec tensor, or length-prefixed
 blobs); the associated data binds protocol, phase and step (:class:`~.sealing.Binding`) and the
 roles. The server forwards the one ciphertext with the positions of the messages it routes to each
-receiver (:attr:`Part.index <fedgraphrec.runtime.message.Part.index>`); the node opens it once and
+receiver (:attr:`Part.index <fedgraphrec.runtime.part.Part.index>`); the node opens it once and
 checks that every delivered message's sender and receiver are the ones sealed inside — a message
 relabelled, re-routed or taken from another step fails, a flipped byte fails authentication, a
 dropped ciphertext never arrives. The ledger still books every logical message at the size it has
@@ -29,8 +29,9 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.runtime.blocks import block_bounds
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
-from fedgraphrec.runtime.message import Part, block_bounds
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.sealing import Binding, GroupChannel
 
 __all__ = ["open_batch", "seal_batch"]

@@ -3,7 +3,7 @@
 :class:`ProtocolLearner` builds a protocol's :class:`~fedgraphrec.protocols.base.ServerProgram` and
 one :class:`~fedgraphrec.protocols.base.ClientProgram` per node (one node by default: the whole
 population as one shard, at centralized speed) over a
-:class:`~fedgraphrec.runtime.transport.LocalTransport`, and gives the training loop what it needs:
+:class:`~fedgraphrec.runtime.local.LocalTransport`, and gives the training loop what it needs:
 a minibatch step or a round, evaluation embeddings, the ledger, checkpoints and — for lossless
 protocols with ``verify`` — the largest deviation from the centralized oracle trained in lockstep.
 Only :meth:`ProtocolLearner.connect` knows where the nodes are: the Flower engine's learner
@@ -34,10 +34,11 @@ from fedgraphrec.protocols.base import (
     shard_of,
 )
 from fedgraphrec.runtime import Ledger, Network
+from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.network import Adversary
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
-from fedgraphrec.runtime.transport import LocalTransport, Transport
+from fedgraphrec.runtime.transport import Transport
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import BatchStats, build_model
 

@@ -1,7 +1,7 @@
 """The interface every homomorphic backend implements, the ciphertext container and shared checks.
 
-Nothing here imports a backend: :mod:`.plain`, :mod:`.paillier`, :mod:`.ckks` and :mod:`.packed` build
-on this module, and :mod:`fedgraphrec.crypto.he` registers them by name.
+Nothing here imports a backend: :mod:`.plain`, :mod:`.paillier`, :mod:`.ckks`, :mod:`.packed` and
+:mod:`.packed_public` build on this module, and :mod:`fedgraphrec.crypto.he` registers them by name.
 """
 
 from __future__ import annotations

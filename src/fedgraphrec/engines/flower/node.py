@@ -3,7 +3,7 @@
 For each message the node rebuilds the protocol's
 :class:`~fedgraphrec.protocols.base.ClientProgram` for the clients it hosts, restores the program's
 typed state and its endpoint's last step from ``context.state`` (:mod:`fedgraphrec.runtime.state`),
-answers through :class:`~fedgraphrec.runtime.transport.NodeEndpoint` — the same opening and sealing as
+answers through :class:`~fedgraphrec.runtime.endpoint.NodeEndpoint` — the same opening and sealing as
 the in-process engine — stores the state back and replies. No protocol has code here: the protocol
 name in the header picks the :class:`~fedgraphrec.protocols.base.ProtocolSpec` from the registry
 (:data:`~fedgraphrec.training.protocol_learner.SPECS`, plus what the ClientApp was built with). The
@@ -43,10 +43,10 @@ from flwr.app import Message as FlowerMessage
 from flwr.clientapp import ClientApp
 
 from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.runtime.endpoint import NodeEndpoint
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
-from fedgraphrec.runtime.transport import NodeEndpoint
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import SPECS, node_data, protocol_spec
 

@@ -33,8 +33,8 @@ from fedgraphrec.protocols.gnn4fr.roles import (
 )
 from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 from fedgraphrec.protocols.gnn4fr.state import Adam, GNN4FRState
+from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import require_senders
 
 __all__ = ["SetupClient"]
 

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.models.propagation import torch_csr
-from fedgraphrec.runtime.message import Part
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["LocalGraph", "build_local_graph", "decode_routing", "encode_routing"]
 

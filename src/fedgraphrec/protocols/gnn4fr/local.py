@@ -16,8 +16,8 @@ from fedgraphrec.protocols.base import NodeData, shard_of
 from fedgraphrec.protocols.gnn4fr.client import GNN4FRClient
 from fedgraphrec.protocols.gnn4fr.server import GNN4FRServer
 from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
+from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.network import Adversary, CryptoMode, Network
-from fedgraphrec.runtime.transport import LocalTransport
 
 __all__ = ["LocalGNN4FR", "local_gnn4fr"]
 

@@ -29,8 +29,8 @@ from fedgraphrec.crypto import FixedPoint, IntegrityError, ciphertext_size, pair
 from fedgraphrec.models.propagation import torch_csr
 from fedgraphrec.protocols.gnn4fr.roles import CLIENT, SERVER, TOKEN_BYTES, Phase, token_ints
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
+from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import require_senders
 from fedgraphrec.seeding import numpy_rng
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.lpgcn.client_setup import grouped
 from fedgraphrec.protocols.lpgcn.client_state import ClientBase
 from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER
+from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import require_senders
 
 __all__ = ["StageParts", "entry_keys"]
 

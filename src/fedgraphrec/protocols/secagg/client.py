@@ -11,7 +11,7 @@ every client of the shard at once, and asks the protocol for what only the proto
 * :meth:`~SecureSumClient.secagg_included` — called with the clients whose inputs the sum holds,
   e.g. to commit what they contributed.
 
-In ``real`` mode every client's :class:`~fedgraphrec.crypto.secagg.SecAggClient` (private keys,
+In ``real`` mode every client's :class:`~fedgraphrec.crypto.secagg_client.SecAggClient` (private keys,
 shares held for others) lives in the program's typed state as exported bytes
 (:class:`SecAggState`), so a node that is restarted between messages resumes from its state, and
 none of it ever leaves the node. In ``accounted`` mode no key is drawn and nothing is encrypted: a
@@ -29,14 +29,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fedgraphrec.crypto.secagg import (
+from fedgraphrec.crypto.fixed_point import FixedPoint
+from fedgraphrec.crypto.secagg_client import SecAggClient
+from fedgraphrec.crypto.secagg_wire import (
     ADVERTISE_BYTES,
     SHARE_MESSAGE_BYTES,
     UNMASK_ENTRY_BYTES,
     AdvertisedKeys,
-    SecAggClient,
 )
-from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.protocols.secagg.roles import ADVERTISE, KINDS, MASK, PLAIN, SHARE, SUFFIX, UNMASK
 from fedgraphrec.protocols.secagg.upload import (
     SparseUpload,
@@ -59,7 +59,7 @@ class SecAggState:
 
     Attributes:
         session: the session label of the open session (``""``: none).
-        clients: the shard's :class:`~fedgraphrec.crypto.secagg.SecAggClient` objects, as JSON
+        clients: the shard's :class:`~fedgraphrec.crypto.secagg_client.SecAggClient` objects, as JSON
             ``{client id: exported state}`` (private keys: these bytes never leave the node).
     """
 

@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedgraphrec.crypto.secagg import (
+from fedgraphrec.crypto.secagg_server import SecAggServer
+from fedgraphrec.crypto.secagg_wire import (
     ADVERTISE_BYTES,
     SHARE_MESSAGE_BYTES,
     AdvertisedKeys,
     SecAggAbortError,
-    SecAggServer,
 )
 from fedgraphrec.crypto.shamir import SHARE_BYTES
 from fedgraphrec.protocols.secagg.client import ID_BYTES, ids_blob

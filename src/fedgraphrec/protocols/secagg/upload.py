@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from fedgraphrec.crypto.sharing import FixedPoint
+from fedgraphrec.crypto.fixed_point import FixedPoint
 
 __all__ = [
     "SparseUpload",

@@ -7,7 +7,7 @@ as Flower records (:mod:`.parts`) with the header ``protocol``/``stage``/``step`
 one bounded ``grid.send_and_receive``, decodes the replies and books them. The ServerApp's
 :class:`~fedgraphrec.runtime.network.Network` therefore has the ledger and the transcript of what the
 server process received — in ``real`` mode only ciphertexts for sealed parts, as the SuperNodes seal
-and open them (the node side, :class:`~fedgraphrec.runtime.transport.NodeEndpoint`, is the same code
+and open them (the node side, :class:`~fedgraphrec.runtime.endpoint.NodeEndpoint`, is the same code
 as the in-process engine's).
 
 The first message to each node also carries its *hello* (``"hello"`` record: the run configuration

@@ -27,8 +27,8 @@ from fedgraphrec.protocols.baselines.fedpergnn.local import local_train, protect
 from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.baselines.shard_sampling import ShardRound, sample_shard
 from fedgraphrec.protocols.secagg.upload import SparseUpload, flat_entries, plain_sizes
+from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import require_senders
 
 __all__ = ["FedPerGNNClient", "FedPerGNNState"]
 

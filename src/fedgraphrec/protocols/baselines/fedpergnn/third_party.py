@@ -13,7 +13,7 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.protocols.baselines.fedpergnn import roles as R
-from fedgraphrec.runtime.message import Part
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["ThirdParty", "neighbour_means"]
 

@@ -1,0 +1,45 @@
+"""Index arithmetic over a part's blocks of rows: where each logical message's rows start and end.
+
+A rows :class:`~fedgraphrec.runtime.part.Part` stores its logical messages back to back, message
+``k`` being ``counts[k]`` consecutive rows. :func:`block_bounds` turns the counts into offsets and
+:func:`gather_blocks` turns a selection of messages into row indices, without copying rows; the
+part, the transport's node side and the batching of sealed parts all use them. They hold no state
+and import nothing of the runtime, so every runtime module can build on them;
+:mod:`fedgraphrec.runtime.message` re-exports both for existing callers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["block_bounds", "gather_blocks"]
+
+
+def block_bounds(counts: np.ndarray | None, n_rows: int) -> np.ndarray:
+    """Start offsets of every message's block of rows, plus the end (length ``messages + 1``)."""
+    if counts is None:
+        return np.arange(n_rows + 1, dtype=np.int64)
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    if out[-1] != n_rows:
+        raise ValueError(f"message row counts add up to {out[-1]}, but the part has {n_rows} rows")
+    return out
+
+
+def _take(items: list[Any], pick: np.ndarray) -> list[Any]:
+    """``[items[k] for k in pick]`` (the same objects), without a Python loop over many copies."""
+    table = np.empty(len(items), dtype=object)
+    table[:] = items
+    return list(table[pick])
+
+
+def gather_blocks(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """Row indices of blocks ``pick`` (in order), given block ``bounds``."""
+    starts, ends = bounds[pick], bounds[pick + 1]
+    lens = ends - starts
+    if not len(lens):
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+    return np.arange(int(lens.sum()), dtype=np.int64) + offsets
