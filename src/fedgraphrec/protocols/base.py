@@ -117,8 +117,8 @@ def stage_method(stage: str) -> str:
 class ClientProgram(ABC, Generic[S]):
     """The client role for a shard of clients (module docstring).
 
-    Subclasses set :attr:`state` (a dataclass of arrays, tensors and scalars) in ``__init__`` or in
-    their first stage, and implement one ``stage_<name>(step, request) -> Message`` per stage.
+    Subclasses set :attr:`state` (a dataclass of arrays, tensors and scalars) in :meth:`init_state`
+    or in their first stage, and implement one ``stage_<name>(step, request) -> Message`` per stage.
 
     Args:
         settings: the run's public settings (the protocol's settings dataclass).
@@ -132,6 +132,47 @@ class ClientProgram(ABC, Generic[S]):
         self.settings = settings
         self.clients = np.asarray(clients, dtype=np.int64)
         self.data = data
+        self.init_state()
+
+    def init_state(self) -> None:
+        """Build the shard's own state once the common fields are set (called by ``__init__``).
+
+        Every client program takes the same constructor arguments, so a protocol states here only
+        what its shard keeps (its rows of the data and of the initial tables, :attr:`state`).
+        """
+
+    def node_data(self, needs: str) -> NodeData:
+        """:attr:`data`, which this protocol's node cannot do without (``needs`` says why)."""
+        if self.data is None:
+            raise ValueError(needs)
+        return self.data
+
+    def own_train(self, needs: str) -> sp.csr_matrix:
+        """This shard's rows of the training matrix, indices sorted (``needs``: as :meth:`node_data`)."""
+        rows = sp.csr_matrix(self.node_data(needs).train[self.clients])
+        rows.sort_indices()
+        return rows
+
+    def initial_rows(self, name: str) -> torch.Tensor:
+        """A private copy of this shard's rows of the initial table ``name`` (e.g. ``user_emb``)."""
+        return (
+            self.node_data(f"{name}: this node has no initial tables")
+            .tables[name][torch.from_numpy(self.clients)]
+            .detach()
+            .clone()
+        )
+
+    def positions(self, ids: Any) -> np.ndarray:
+        """Positions in :attr:`clients` of the global ids ``ids`` the server named.
+
+        Raises:
+            ValueError: one of them is not hosted here.
+        """
+        ids = np.asarray(ids, dtype=np.int64)
+        pos = np.searchsorted(self.clients, ids)
+        if len(ids) and (pos.max() >= len(self.clients) or not np.array_equal(self.clients[pos], ids)):
+            raise ValueError("the server named users this node does not host")
+        return pos
 
     def handle(self, stage: str, step: int, request: Message) -> Message:
         """Answer one request: dispatch to ``stage_<name>``.
@@ -247,11 +288,33 @@ class ServerProgram(ABC):
         self.n_items = n_items
         self.tables = dict(tables or {})
         self.shards = shard_of(n_clients, transport.nodes)
+        self.init_state()
+
+    def init_state(self) -> None:  # noqa: B027 (optional hook: servers that hold nothing of their own)
+        """Build the server's own state once the common fields are set (called by ``__init__``).
+
+        Every server takes the same constructor arguments, so a protocol states here only what it
+        holds beyond them (its item tables, optimizer state, counters) instead of repeating the
+        constructor.
+        """
+
+    def own_table(self, name: str) -> torch.Tensor:
+        """A private copy of the initial table ``name`` (the server updates it in place)."""
+        return self.tables[name].detach().clone()
 
     @property
     def nodes(self) -> list[int]:
         """The node ids, sorted."""
         return self.transport.nodes
+
+    def by_node(self, users: np.ndarray) -> dict[int, np.ndarray]:
+        """``users`` grouped by the node that hosts them, in node order; nodes with none are left out."""
+        out = {}
+        for node, hosted in self.shards.items():
+            mine = users[np.isin(users, hosted)]
+            if len(mine):
+                out[node] = mine
+        return out
 
     @abstractmethod
     def setup(self) -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "TOKEN_BYTES",
     "KeySetup",
     "LocalBPR",
+    "ShardRows",
     "StepRecord",
     "adam_step",
     "distribute_shared_key",
@@ -55,6 +56,36 @@ class KeySetup:
 
     shared_key: SharedKey | None
     keypairs: list[ClientKeyPair] | None
+
+
+@dataclass(frozen=True)
+class ShardRows:
+    """A node's clients' training rows, as the protocols that propagate over them read them.
+
+    Attributes:
+        full: the whole training matrix as float64 0/1 (duplicates merged, indices sorted).
+        train: the shard's rows of it, in the order of its clients.
+        deg_u: each of the shard's clients' number of training items.
+    """
+
+    full: sp.csr_matrix
+    train: sp.csr_matrix
+    deg_u: np.ndarray
+
+    @classmethod
+    def of(cls, train: sp.spmatrix, clients: np.ndarray) -> ShardRows:
+        """Binarise ``train`` and keep ``clients``' rows (global ids, sorted)."""
+        full = sp.csr_matrix(train, dtype=np.float64, copy=True)
+        full.sum_duplicates()
+        full.sort_indices()
+        full.data[:] = 1.0
+        mine = sp.csr_matrix(full[clients])
+        return cls(full, mine, np.diff(mine.indptr).astype(np.int64))
+
+    @property
+    def n_items(self) -> int:
+        """The catalogue size."""
+        return int(self.full.shape[1])
 
 
 def distribute_shared_key(n: int, net: Network, key_client: int) -> KeySetup:

@@ -10,16 +10,20 @@ one node and three nodes draw the same. The round's *users* still come from FedG
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
+from fedgraphrec.protocols.base import Schedule, ServerProgram
 from fedgraphrec.protocols.fedgrec.sampling import negatives_of
+from fedgraphrec.runtime.message import Message
 from fedgraphrec.seeding import numpy_rng
 
-__all__ = ["ShardRound", "round_clients", "sample_shard"]
+__all__ = ["RoundSampledServer", "ShardRound", "round_clients", "sample_shard"]
 
 
 @dataclass
@@ -118,3 +122,29 @@ def round_clients(active: np.ndarray, round_index: int, *, seed: int, clients_pe
     """The round's users: uniform without replacement among ``active`` (FedGRec's public stream), sorted."""
     size = min(clients_per_round, len(active))
     return np.sort(numpy_rng(seed, "fedgrec", "clients", round_index).choice(active, size, replace=False))
+
+
+class RoundSampledServer(ServerProgram):
+    """The server side of the round-based baselines: who enrolled, and each round's users.
+
+    FedNCF and FedPerGNN enrol the same way (each node names its users with training items, field
+    ``active``) and draw a round's users from FedGRec's public stream (:func:`round_clients`), so
+    budgets compare; their servers inherit both from here.
+    """
+
+    schedule: ClassVar[Schedule] = "round"
+
+    def init_state(self) -> None:
+        """Nobody enrolled yet (subclasses add their tables and call this)."""
+        self.active = np.zeros(0, dtype=np.int64)
+
+    def enrol(self, replies: Mapping[int, Message]) -> None:
+        """Record the users the nodes' replies name as holding training items (sorted)."""
+        self.active = np.sort(
+            np.concatenate([np.asarray(r.fields["active"], dtype=np.int64) for r in replies.values()])
+        )
+
+    def sample_clients(self, round_index: int) -> np.ndarray:
+        """The round's users: uniform without replacement among the enrolled (FedGRec's stream)."""
+        s = self.settings
+        return round_clients(self.active, round_index, seed=s.seed, clients_per_round=s.clients_per_round)

@@ -28,7 +28,8 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.models.propagation import pair_weights, torch_csr
-from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.protocols.base import ClientProgram
+from fedgraphrec.protocols.common import ShardRows
 from fedgraphrec.protocols.fedgrec.local import PendingUpload, local_round
 from fedgraphrec.protocols.fedgrec.roles import QUERY, session
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample, draw_round
@@ -67,32 +68,19 @@ class FedGRecState:
 
 
 class FedGRecClient(SecureSumClient, ClientProgram[FedGRecState]):
-    """FedGRec's users hosted by one node (module docstring).
-
-    Args:
-        settings: Algorithm 1's hyper-parameters.
-        clients: the users this node hosts (sorted).
-        data: the node's view of the dataset (it keeps its users' rows) and the initial tables
-            (its users' rows of ``user_emb``).
-    """
+    """FedGRec's users hosted by one node (module docstring)."""
 
     settings: FedGRecSettings
 
-    def __init__(self, settings: FedGRecSettings, clients: np.ndarray, data: NodeData | None) -> None:
-        super().__init__(settings, clients, data)
-        if data is None:
-            raise ValueError("a FedGRec node needs its users' interactions and initial rows")
-        full = sp.csr_matrix(data.train, dtype=np.float64, copy=True)
-        full.sum_duplicates()
-        full.sort_indices()
-        full.data[:] = 1.0
-        self.train = sp.csr_matrix(full[self.clients])
-        self.n_items = int(full.shape[1])
-        self.deg_u = np.diff(self.train.indptr).astype(np.int64)
-        self.degrees = np.diff(full.indptr).astype(np.int64)  # replaying the round streams (module note)
-        self.device = torch.device(settings.device)
-        user0 = data.tables["user_emb"][torch.from_numpy(self.clients)].detach()
-        user = torch.zeros((settings.K + 1, *user0.shape), dtype=user0.dtype, device=self.device)
+    def init_state(self) -> None:
+        """The shard's binary rows and degrees, and its users' rows ``e_u^0`` (latents still zero)."""
+        data = self.node_data("a FedGRec node needs its users' interactions and initial rows")
+        rows = ShardRows.of(data.train, self.clients)
+        self.train, self.n_items, self.deg_u = rows.train, rows.n_items, rows.deg_u
+        self.degrees = np.diff(rows.full.indptr).astype(np.int64)  # replaying the round streams (module note)
+        self.device = torch.device(self.settings.device)
+        user0 = self.initial_rows("user_emb")
+        user = torch.zeros((self.settings.K + 1, *user0.shape), dtype=user0.dtype, device=self.device)
         user[0] = user0
         self.state = FedGRecState(user=user)
         self._graph: tuple[bytes, torch.Tensor, torch.Tensor] | None = None

@@ -49,7 +49,6 @@ from fedgraphrec.protocols.fedgrec.sampling import sample_clients
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from fedgraphrec.protocols.secagg import SumResult, plain_sum, secure_sum, threshold_for
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import Transport
 
 __all__ = ["FedGRecServer"]
 
@@ -57,46 +56,23 @@ _ID_BYTES = 4
 
 
 class FedGRecServer(ServerProgram):
-    """FedGRec's server (module docstring).
-
-    Args:
-        settings: Algorithm 1's hyper-parameters.
-        transport: the rounds to the nodes.
-        n_clients: users in the population.
-        n_items: ``N``.
-        tables: ``item_emb``, the initial ``E^0`` (public: drawn from the run's ``init`` stream).
-    """
+    """FedGRec's server (module docstring; built as any :class:`~.base.ServerProgram`)."""
 
     schedule = "round"
     settings: FedGRecSettings
 
-    def __init__(
-        self,
-        settings: FedGRecSettings,
-        transport: Transport,
-        n_clients: int,
-        n_items: int,
-        tables: Mapping[str, torch.Tensor] | None = None,
-    ) -> None:
-        super().__init__(settings, transport, n_clients, n_items, tables)
-        item0 = self.tables["item_emb"].detach()
-        self.device = torch.device(settings.device)
+    def init_state(self) -> None:
+        """The item tables ``E^0 … E^K`` (``E^0``: the initial ``item_emb``, public ``init`` stream)."""
+        s, item0 = self.settings, self.tables["item_emb"].detach()
+        self.device = torch.device(s.device)
         self.dtype = item0.dtype
         self.dim = int(item0.shape[1])
-        self.E = torch.zeros((settings.K + 1, n_items, self.dim), dtype=self.dtype, device=self.device)
+        self.E = torch.zeros((s.K + 1, self.n_items, self.dim), dtype=self.dtype, device=self.device)
         self.E[0] = item0
         self.active = np.zeros(0, dtype=np.int64)
-        self.deg_t = np.zeros(n_items, dtype=np.int64)
+        self.deg_t = np.zeros(self.n_items, dtype=np.int64)
 
     # ------------------------------------------------------------------ helpers
-    def _by_node(self, users: np.ndarray) -> dict[int, np.ndarray]:
-        out = {}
-        for node, hosted in self.shards.items():
-            mine = users[np.isin(users, hosted)]
-            if len(mine):
-                out[node] = mine
-        return out
-
     def _sum(
         self, phase: str, label: str, users: np.ndarray, length: int, n_sampled: int | None = None
     ) -> SumResult:
@@ -105,7 +81,7 @@ class FedGRecServer(ServerProgram):
         ``n_sampled``: the users the threshold is taken over (default ``len(users)``); users of nodes
         lost earlier in the round count as dropped.
         """
-        participants = self._by_node(users)
+        participants = self.by_node(users)
         n = len(users) if n_sampled is None else n_sampled
         if not self.settings.secure_aggregation:
             return plain_sum(
@@ -124,7 +100,7 @@ class FedGRecServer(ServerProgram):
             node: Part(phase, kind, "server", "client", value, shape="broadcast", receivers=ids).with_sizes(
                 np.full(len(ids), size, dtype=np.int64)
             )
-            for node, ids in self._by_node(users).items()
+            for node, ids in self.by_node(users).items()
         }
 
     # ------------------------------------------------------------------ Algorithm 1, lines 2–9
@@ -173,7 +149,7 @@ class FedGRecServer(ServerProgram):
         """Step 1: the sampled users (public) to their nodes; each user's query up (item ids)."""
         requests = {
             node: Message(fields={"round": round_index, "clients": ids.tolist(), "sampled": clients.tolist()})
-            for node, ids in self._by_node(clients).items()
+            for node, ids in self.by_node(clients).items()
         }
         replies = self.transport.round(QUERY, requests, allow_loss=True)  # a lost node's users drop out
         return {node: reply["query"] for node, reply in replies.items()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedgraphrec.protocols.secagg.upload import check_threshold
+from fedgraphrec.protocols.settings import RoundSampling, SecureSumSettings
 
 __all__ = ["AGGREGATIONS", "ITEM_AGGREGATIONS", "FedGRecSettings"]
 
@@ -13,7 +13,7 @@ ITEM_AGGREGATIONS = ("sum", "mean_touched", "mean_S")
 
 
 @dataclass(frozen=True)
-class FedGRecSettings:
+class FedGRecSettings(RoundSampling, SecureSumSettings):
     """Hyper-parameters of Algorithm 1.
 
     Attributes:
@@ -57,12 +57,8 @@ class FedGRecSettings:
             sampling, encodings of ``real`` secure aggregation and the ledger stay on the CPU.
     """
 
+    seed: int = 0  # FedGRec's own default (the base's field, in the base's place)
     K: int = 2
-    clients_per_round: int = 400
-    local_steps: int = 10
-    n_negatives: int = 2048
-    lr: float = 1e-3
-    reg: float = 1e-4
     server_lr: float = 1.0
     latent_lr: float = 1.0
     item_agg: str = "sum"
@@ -70,15 +66,11 @@ class FedGRecSettings:
     eval_latents: str = "refresh"
     dropout_before: float = 0.0
     dropout_after: float = 0.0
-    secagg_threshold: float = 0.6
-    secagg_semi_honest: bool = False
-    frac_bits: int = 32
     loss: str = "bpr"
     confidence: float = 1.0
     optimizer: str = "adam"
     batch_mode: str = "one_neg_per_pos"
     secure_aggregation: bool = True
-    seed: int = 0
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -116,7 +108,7 @@ class FedGRecSettings:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
-        check_threshold(self.secagg_threshold, self.secagg_semi_honest)
+        super().__post_init__()
 
     def layer_weights(self) -> list[float]:
         """``α_0 … α_K`` of the representation ``ē = Σ_k α_k e^k`` (``concat`` uses 1 per order)."""

@@ -20,7 +20,7 @@ from fedgraphrec.crypto import (
     unwrap_key,
     wrap_key,
 )
-from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.gnn4fr.graph import LocalGraph, build_local_graph, decode_routing
 from fedgraphrec.protocols.gnn4fr.roles import (
     CLIENT,
@@ -44,10 +44,9 @@ class SetupClient(ClientProgram[GNN4FRState]):
 
     settings: GNN4FRSettings
 
-    def __init__(self, settings: GNN4FRSettings, clients: np.ndarray, data: NodeData | None) -> None:
-        super().__init__(settings, clients, data)
-        if data is None:
-            raise ValueError("a GNN4FR node needs its clients' interactions and the initial tables")
+    def init_state(self) -> None:
+        """The shard's items per client and the Adam states of its users' and items' rows."""
+        data = self.node_data("a GNN4FR node needs its clients' interactions and the initial tables")
         train = data.train.tocsr()
         self.n_users, self.n_items = int(train.shape[0]), int(train.shape[1])
         own = train[self.clients]

@@ -8,12 +8,10 @@ nobody holds (routed to the key-client, which keeps them) and plans every relay 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.base import ServerProgram
@@ -30,7 +28,6 @@ from fedgraphrec.protocols.gnn4fr.roles import (
 )
 from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import Transport
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["SetupServer"]
@@ -41,16 +38,9 @@ class SetupServer(ServerProgram):
 
     settings: GNN4FRSettings
 
-    def __init__(
-        self,
-        settings: GNN4FRSettings,
-        transport: Transport,
-        n_clients: int,
-        n_items: int,
-        tables: Mapping[str, torch.Tensor] | None = None,
-    ) -> None:
-        super().__init__(settings, transport, n_clients, n_items, tables)
-        self.node_of = np.empty(n_clients, dtype=np.uint64)  # Flower node ids are unsigned 64-bit
+    def init_state(self) -> None:
+        """Each client's node (for routing) and the step counter."""
+        self.node_of = np.empty(self.n_clients, dtype=np.uint64)  # Flower node ids are unsigned 64-bit
         for node, ids in self.shards.items():
             self.node_of[ids] = node
         self.step = 0

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.baselines.fedmf.roles import session
 from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
 from fedgraphrec.protocols.common import local_bpr
@@ -64,12 +64,10 @@ class FedMFClient(SecureSumClient, ClientProgram[FedMFState]):
 
     settings: FedMFSettings
 
-    def __init__(self, settings: FedMFSettings, clients: np.ndarray, data: NodeData | None) -> None:
-        super().__init__(settings, clients, data)
-        if data is None:
-            raise ValueError("a FedMF node needs its users' initial rows")
-        self.n_items = int(data.train.shape[1])
-        user = data.tables["user_emb"][torch.from_numpy(self.clients)].detach().clone()
+    def init_state(self) -> None:
+        """The shard's users' initial rows and their Adam state."""
+        self.n_items = int(self.node_data("a FedMF node needs its users' initial rows").train.shape[1])
+        user = self.initial_rows("user_emb")
         self.state = FedMFState(user=user, m=torch.zeros_like(user), v=torch.zeros_like(user))
 
     def stage_train_local(self, step: int, request: Message) -> Message:

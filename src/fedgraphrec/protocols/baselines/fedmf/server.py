@@ -14,7 +14,6 @@ Adam over the stacked tables.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -26,34 +25,18 @@ from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
 from fedgraphrec.protocols.optim import LocalOptimizer
 from fedgraphrec.protocols.secagg import secure_sum, threshold_for
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import Transport
 
 __all__ = ["FedMFServer"]
 
 
 class FedMFServer(ServerProgram):
-    """FedMF's server (module docstring).
-
-    Args:
-        settings: FedMF's settings.
-        transport: the rounds to the nodes.
-        n_clients: users in the population.
-        n_items: ``N``.
-        tables: ``item_emb``, the initial item table (public: the run's ``init`` stream).
-    """
+    """FedMF's server (module docstring; built as any :class:`~.base.ServerProgram`)."""
 
     settings: FedMFSettings
 
-    def __init__(
-        self,
-        settings: FedMFSettings,
-        transport: Transport,
-        n_clients: int,
-        n_items: int,
-        tables: Mapping[str, torch.Tensor] | None = None,
-    ) -> None:
-        super().__init__(settings, transport, n_clients, n_items, tables)
-        self.item = self.tables["item_emb"].detach().clone()
+    def init_state(self) -> None:
+        """The item table (from ``item_emb``, public: the run's ``init`` stream) and its Adam state."""
+        self.item = self.own_table("item_emb")
         self.m, self.v, self.t = torch.zeros_like(self.item), torch.zeros_like(self.item), 0
         self.step = 0
 

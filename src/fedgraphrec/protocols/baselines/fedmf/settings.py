@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedgraphrec.protocols.secagg.upload import check_threshold
+from fedgraphrec.protocols.settings import SecureSumSettings
 
 __all__ = ["FedMFSettings"]
 
 
 @dataclass(frozen=True)
-class FedMFSettings:
+class FedMFSettings(SecureSumSettings):
     """Hyper-parameters of FedMF.
 
     Attributes:
@@ -26,11 +26,8 @@ class FedMFSettings:
 
     lr: float = 1e-3
     reg: float = 1e-4
-    frac_bits: int = 32
-    secagg_threshold: float = 0.6
-    secagg_semi_honest: bool = False
 
     def __post_init__(self) -> None:
         if not 8 <= self.frac_bits <= 48:
             raise ValueError(f"frac_bits must be in [8, 48], got {self.frac_bits}")
-        check_threshold(self.secagg_threshold, self.secagg_semi_honest)
+        super().__post_init__()

@@ -6,10 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
-from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.baselines.fedncf import roles as R
 from fedgraphrec.protocols.baselines.fedncf.local import LocalDeltas, local_train, neumf_scores
 from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
@@ -41,33 +40,15 @@ class FedNCFState:
 
 
 class FedNCFClient(SecureSumClient, ClientProgram[FedNCFState]):
-    """The client role for a shard of users (the package docstring describes a round).
-
-    Args:
-        settings: :class:`~.settings.FedNCFSettings`.
-        clients: the users this node hosts (sorted global ids).
-        data: the node's data: it keeps its users' training rows and initial embeddings only.
-    """
+    """The client role for a shard of users (the package docstring describes a round)."""
 
     settings: FedNCFSettings
 
-    def __init__(self, settings: FedNCFSettings, clients: np.ndarray, data: NodeData | None) -> None:
-        super().__init__(settings, clients, data)
-        if data is None:
-            raise ValueError("a FedNCF node needs its users' interactions and initial embeddings")
-        self.rows = sp.csr_matrix(data.train[self.clients])
-        self.rows.sort_indices()
-        self.n_items = int(data.train.shape[1])
-        at = torch.from_numpy(self.clients)
-        self.state = FedNCFState(
-            data.tables["user_gmf"][at].detach().clone(), data.tables["user_mlp"][at].detach().clone()
-        )
-
-    def _positions(self, ids: np.ndarray) -> np.ndarray:
-        pos = np.searchsorted(self.clients, ids)
-        if len(ids) and (pos.max() >= len(self.clients) or not np.array_equal(self.clients[pos], ids)):
-            raise ValueError("the server named users this node does not host")
-        return pos
+    def init_state(self) -> None:
+        """The shard's training rows and its users' initial GMF and MLP rows (its own only)."""
+        self.rows = self.own_train("a FedNCF node needs its users' interactions and initial embeddings")
+        self.n_items = int(self.rows.shape[1])
+        self.state = FedNCFState(self.initial_rows("user_gmf"), self.initial_rows("user_mlp"))
 
     def _unflatten(self, flat: torch.Tensor) -> list[torch.Tensor]:
         out, offset = [], 0
@@ -86,7 +67,7 @@ class FedNCFClient(SecureSumClient, ClientProgram[FedNCFState]):
         s = self.settings
         ids = np.asarray(request.fields[R.F_CLIENTS], dtype=np.int64)
         sr = sample_shard(
-            self.rows, self._positions(ids), ids, int(request.fields[R.F_ROUND]),
+            self.rows, self.positions(ids), ids, int(request.fields[R.F_ROUND]),
             protocol="fedncf", seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
         )  # fmt: skip
         self.state.round = sr
@@ -105,7 +86,7 @@ class FedNCFClient(SecureSumClient, ClientProgram[FedNCFState]):
             raise ValueError(f"{download.phase}: rows for users other than the sampled ones")
         rows = torch.as_tensor(download.value)
         weights = self._unflatten(torch.tensor(request.fields[R.F_WEIGHTS], dtype=rows.dtype))
-        pos = torch.from_numpy(self._positions(sr.clients))
+        pos = torch.from_numpy(self.positions(sr.clients))
         st = self.state
         res = local_train(
             sr, (st.user_gmf[pos], st.user_mlp[pos]), rows, weights, n_items=self.n_items, lr=s.lr,

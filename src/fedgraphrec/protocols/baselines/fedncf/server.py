@@ -2,62 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from fedgraphrec.protocols.base import ServerProgram, StepStats
+from fedgraphrec.protocols.base import StepStats
 from fedgraphrec.protocols.baselines.fedncf import roles as R
 from fedgraphrec.protocols.baselines.fedncf.local import weights_of
 from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
-from fedgraphrec.protocols.baselines.shard_sampling import round_clients
+from fedgraphrec.protocols.baselines.shard_sampling import RoundSampledServer
 from fedgraphrec.protocols.secagg import secure_sum, threshold_for
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import Transport
 
 __all__ = ["FedNCFServer"]
 
 
-class FedNCFServer(ServerProgram):
-    """The server role; one communication round per epoch (stages in :mod:`.roles`).
+class FedNCFServer(RoundSampledServer):
+    """The server role; one communication round per epoch (stages in :mod:`.roles`)."""
 
-    Args:
-        settings: :class:`~.settings.FedNCFSettings`.
-        transport: the rounds to the nodes.
-        n_clients, n_items: population and catalogue sizes.
-        tables: the initial item tables and weights, by :class:`~fedgraphrec.models.NCF`'s names.
-    """
-
-    schedule = "round"
     settings: FedNCFSettings
 
-    def __init__(
-        self,
-        settings: FedNCFSettings,
-        transport: Transport,
-        n_clients: int,
-        n_items: int,
-        tables: Mapping[str, torch.Tensor] | None = None,
-    ) -> None:
-        super().__init__(settings, transport, n_clients, n_items, tables)
-        self.item_gmf = self.tables["item_gmf"].detach().clone()
-        self.item_mlp = self.tables["item_mlp"].detach().clone()
+    def init_state(self) -> None:
+        """The item tables and weights, from the initial tables (:class:`~fedgraphrec.models.NCF`'s names)."""
+        self.item_gmf = self.own_table("item_gmf")
+        self.item_mlp = self.own_table("item_mlp")
         self.weights = [w.detach().clone() for w in weights_of(self.tables)]
-        self.active = np.zeros(0, dtype=np.int64)
+        super().init_state()
 
     def setup(self) -> None:
         """Who has items (may be sampled)."""
         self.transport.begin_step(0)
-        replies = self.transport.round(R.ST_SETUP, {n: Message() for n in self.nodes})
-        got = [np.asarray(r.fields[R.F_ACTIVE], dtype=np.int64) for r in replies.values()]
-        self.active = np.sort(np.concatenate(got))
-
-    def sample_clients(self, round_index: int) -> np.ndarray:
-        """The round's users (FedGRec's public stream)."""
-        s = self.settings
-        return round_clients(self.active, round_index, seed=s.seed, clients_per_round=s.clients_per_round)
+        self.enrol(self.transport.round(R.ST_SETUP, {n: Message() for n in self.nodes}))
 
     def _flat_weights(self) -> list[float]:
         return torch.cat([w.reshape(-1) for w in self.weights]).tolist()
@@ -67,8 +43,7 @@ class FedNCFServer(ServerProgram):
         s = self.settings
         self.transport.begin_step(round_index)
         clients = self.sample_clients(round_index)
-        by_node = {n: clients[np.isin(clients, ids)] for n, ids in self.shards.items()}
-        by_node = {n: u for n, u in by_node.items() if len(u)}
+        by_node = self.by_node(clients)
         fields = {R.F_ROUND: round_index}
         queries = self.transport.round(
             R.ST_QUERY, {n: Message(fields={**fields, R.F_CLIENTS: u.tolist()}) for n, u in by_node.items()}

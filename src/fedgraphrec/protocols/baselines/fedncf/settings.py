@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedgraphrec.protocols.base import settings_from
-from fedgraphrec.protocols.secagg import check_threshold
+from fedgraphrec.protocols.settings import RoundSampling, SecureSumSettings
 
 __all__ = ["FedNCFSettings", "fedncf_settings"]
 
 
 @dataclass(frozen=True)
-class FedNCFSettings:
+class FedNCFSettings(RoundSampling, SecureSumSettings):
     """What every party knows before the run.
 
     Args:
@@ -30,20 +30,11 @@ class FedNCFSettings:
         secagg_semi_honest: accept a threshold <= 0.5 (default: off).
     """
 
-    seed: int = 2020
-    clients_per_round: int = 400
-    local_steps: int = 10
-    n_negatives: int = 2048
-    lr: float = 1e-3
-    reg: float = 1e-4
     dim: int = 64
     ncf_hidden: tuple[int, ...] = ()
-    frac_bits: int = 32
-    secagg_threshold: float = 0.6
-    secagg_semi_honest: bool = False
 
     def __post_init__(self) -> None:
-        check_threshold(self.secagg_threshold, self.secagg_semi_honest)
+        super().__post_init__()
         object.__setattr__(self, "ncf_hidden", tuple(int(w) for w in self.ncf_hidden))
 
     @property

@@ -8,14 +8,12 @@ describes the mechanisms; ``roles.py`` lists the stages).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
 from fedgraphrec.crypto import ItemTokenizer, SharedKey
-from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.baselines.fedpergnn import roles as R
 from fedgraphrec.protocols.baselines.fedpergnn.keys import (
     KEY_HOLDER_ID,
@@ -75,37 +73,19 @@ def plain_upload(
 
 
 class FedPerGNNClient(ClientProgram[FedPerGNNState]):
-    """The client role for a shard of users (module docstring).
-
-    Args:
-        settings: :class:`~.settings.FedPerGNNSettings`.
-        clients: the users this node hosts (sorted global ids).
-        data: the node's data: it keeps its users' training rows and initial embeddings only.
-    """
+    """The client role for a shard of users (module docstring)."""
 
     settings: FedPerGNNSettings
 
-    def __init__(self, settings: FedPerGNNSettings, clients: np.ndarray, data: NodeData | None) -> None:
-        super().__init__(settings, clients, data)
-        if data is None:
-            raise ValueError("a FedPerGNN node needs its users' interactions and initial embeddings")
-        self.rows = sp.csr_matrix(data.train[self.clients])
-        self.rows.sort_indices()
-        self.n_items = int(data.train.shape[1])
-        self.state = FedPerGNNState(
-            user=data.tables["user_emb"][torch.from_numpy(self.clients)].detach().clone()
-        )
+    def init_state(self) -> None:
+        """The shard's training rows and its users' initial embeddings (its own rows only)."""
+        self.rows = self.own_train("a FedPerGNN node needs its users' interactions and initial embeddings")
+        self.n_items = int(self.rows.shape[1])
+        self.state = FedPerGNNState(user=self.initial_rows("user_emb"))
 
     def group_key(self) -> SharedKey | None:
         """The token key :math:`S` (``None`` in ``accounted`` mode)."""
         return None if self.state.key is None else SharedKey.from_bytes(self.state.key)
-
-    def _positions(self, ids: Any) -> np.ndarray:
-        ids = np.asarray(ids, dtype=np.int64)
-        pos = np.searchsorted(self.clients, ids)
-        if len(ids) and (pos.max() >= len(self.clients) or not np.array_equal(self.clients[pos], ids)):
-            raise ValueError("the server named users this node does not host")
-        return pos
 
     # ------------------------------------------------------------------ set-up
     def stage_setup_keys(self, step: int, request: Message) -> Message:
@@ -172,7 +152,7 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
         s = self.settings
         ids = np.asarray(request.fields[R.F_CLIENTS], dtype=np.int64)
         sr = sample_shard(
-            self.rows, self._positions(ids), ids, int(request.fields[R.F_ROUND]),
+            self.rows, self.positions(ids), ids, int(request.fields[R.F_ROUND]),
             protocol="fedpergnn", seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
         )  # fmt: skip
         if s.local_graph:
@@ -193,7 +173,7 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
         s, sr = self.settings, self.state.round
         if sr is None:
             raise ValueError("train/local before train/query")
-        pos = torch.from_numpy(self._positions(sr.clients))
+        pos = torch.from_numpy(self.positions(sr.clients))
         user = self.state.user
         res = local_train(
             sr, user[pos], torch.as_tensor(request[R.P_DOWNLOAD].value),

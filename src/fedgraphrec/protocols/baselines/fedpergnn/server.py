@@ -8,49 +8,32 @@ The server holds the item table and averages each item's uploaded updates; the t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from fedgraphrec.protocols.base import ServerProgram, StepStats
+from fedgraphrec.protocols.base import StepStats
 from fedgraphrec.protocols.baselines.fedpergnn import roles as R
 from fedgraphrec.protocols.baselines.fedpergnn.keys import agree_token_key
 from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.baselines.fedpergnn.third_party import ThirdParty
-from fedgraphrec.protocols.baselines.shard_sampling import round_clients
+from fedgraphrec.protocols.baselines.shard_sampling import RoundSampledServer
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import Transport
 
 __all__ = ["FedPerGNNServer"]
 
 
-class FedPerGNNServer(ServerProgram):
-    """The server role (module docstring); one communication round per epoch.
+class FedPerGNNServer(RoundSampledServer):
+    """The server role (module docstring); one communication round per epoch."""
 
-    Args:
-        settings: :class:`~.settings.FedPerGNNSettings`.
-        transport: the rounds to the nodes.
-        n_clients, n_items: population and catalogue sizes.
-        tables: ``item_emb``, the initial item table (the server's own).
-    """
-
-    schedule = "round"
     settings: FedPerGNNSettings
 
-    def __init__(
-        self,
-        settings: FedPerGNNSettings,
-        transport: Transport,
-        n_clients: int,
-        n_items: int,
-        tables: Mapping[str, torch.Tensor] | None = None,
-    ) -> None:
-        super().__init__(settings, transport, n_clients, n_items, tables)
-        self.item = self.tables["item_emb"].detach().clone()
-        self.third_party = ThirdParty(n_clients)
-        self.active = np.zeros(0, dtype=np.int64)
+    def init_state(self) -> None:
+        """The item table (from ``item_emb``, the server's own) and the third party."""
+        self.item = self.own_table("item_emb")
+        self.third_party = ThirdParty(self.n_clients)
+        super().init_state()
 
     def setup(self) -> None:
         """Token key (when expanding), then every user's tokens and embedding to the third party."""
@@ -58,26 +41,16 @@ class FedPerGNNServer(ServerProgram):
         if self.settings.local_graph:
             agree_token_key(self.transport, self.shards)
         replies = self.transport.round(R.ST_EXPAND, {n: Message() for n in self.nodes})
-        self.active = np.sort(
-            np.concatenate([np.asarray(r.fields[R.F_ACTIVE], dtype=np.int64) for r in replies.values()])
-        )
+        self.enrol(replies)
         if self.settings.local_graph:
             self.third_party.receive_expand(Part.concat([replies[n][R.P_EXPAND] for n in self.nodes]))
-
-    def sample_clients(self, round_index: int) -> np.ndarray:
-        """The round's users: uniform without replacement among users with items (FedGRec's stream)."""
-        s = self.settings
-        return round_clients(self.active, round_index, seed=s.seed, clients_per_round=s.clients_per_round)
-
-    def _by_node(self, users: np.ndarray) -> dict[int, np.ndarray]:
-        return {n: users[np.isin(users, ids)] for n, ids in self.shards.items()}
 
     def train_round(self, round_index: int) -> StepStats:
         """One round: neighbours and queries, then rows down, local steps, uploads and refreshes up."""
         s = self.settings
         self.transport.begin_step(round_index)
         clients = self.sample_clients(round_index)
-        sampled = {n: u for n, u in self._by_node(clients).items() if len(u)}
+        sampled = self.by_node(clients)
         requests = {}
         for node, users in sampled.items():
             msg = Message(fields={R.F_ROUND: round_index, R.F_CLIENTS: users.tolist()})

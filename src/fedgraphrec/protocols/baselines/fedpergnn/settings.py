@@ -6,12 +6,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedgraphrec.protocols.base import settings_from
+from fedgraphrec.protocols.settings import RoundSampling
 
 __all__ = ["FedPerGNNSettings", "fedpergnn_settings"]
 
 
 @dataclass(frozen=True)
-class FedPerGNNSettings:
+class FedPerGNNSettings(RoundSampling):
     r"""What every party knows before the run (the package docstring explains each mechanism).
 
     Args:
@@ -32,12 +33,6 @@ class FedPerGNNSettings:
         crypto: ``real`` computes keys and item tokens for real; ``accounted`` counts their bytes.
     """
 
-    seed: int = 2020
-    clients_per_round: int = 400
-    local_steps: int = 10
-    n_negatives: int = 2048
-    lr: float = 1e-3
-    reg: float = 1e-4
     loss: str = "bpr"
     n_pseudo: int = 20
     ldp_clip: float = 0.01

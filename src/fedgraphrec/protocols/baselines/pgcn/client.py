@@ -26,11 +26,11 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.models.propagation import pair_weights, torch_csr
-from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.baselines.pgcn import roles as R
 from fedgraphrec.protocols.baselines.pgcn.local import star_gradients
 from fedgraphrec.protocols.baselines.pgcn.settings import PGCNSettings
-from fedgraphrec.protocols.common import local_bpr
+from fedgraphrec.protocols.common import ShardRows, local_bpr
 from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload
 from fedgraphrec.runtime.message import Message
 
@@ -77,33 +77,20 @@ class PGCNState:
 
 
 class PGCNClient(SecureSumClient, ClientProgram[PGCNState]):
-    """P-GCN's users hosted by one node (module docstring).
-
-    Args:
-        settings: :class:`~.settings.PGCNSettings`.
-        clients: the users this node hosts (sorted global ids).
-        data: the node's view of the dataset (it keeps its users' rows) and the initial tables
-            (only their shapes and dtype: the model's tables are the server's).
-    """
+    """P-GCN's users hosted by one node (module docstring)."""
 
     settings: PGCNSettings
 
-    def __init__(self, settings: PGCNSettings, clients: np.ndarray, data: NodeData | None) -> None:
-        super().__init__(settings, clients, data)
-        if data is None:
-            raise ValueError("a P-GCN node needs its users' interactions")
-        full = sp.csr_matrix(data.train, dtype=np.float64, copy=True)
-        full.sum_duplicates()
-        full.sort_indices()
-        full.data[:] = 1.0
-        self.train = sp.csr_matrix(full[self.clients])
-        self.n_items = int(full.shape[1])
-        self.deg_u = np.diff(self.train.indptr).astype(np.int64)
+    def init_state(self) -> None:
+        """The shard's binary rows, their degrees and FISM operator, and empty layer tables."""
+        data = self.node_data("a P-GCN node needs its users' interactions")
+        rows = ShardRows.of(data.train, self.clients)
+        self.train, self.n_items, self.deg_u = rows.train, rows.n_items, rows.deg_u
         self.edge_user = np.repeat(np.arange(len(self.clients)), self.deg_u)  # each edge's user position
         self.inv_sqrt_deg = torch.from_numpy(1.0 / np.sqrt(np.maximum(self.deg_u, 1)))
         item0 = data.tables["item_emb"]
         self.dtype = item0.dtype
-        n, d, L = len(self.clients), int(item0.shape[1]), settings.n_layers
+        n, d, L = len(self.clients), int(item0.shape[1]), self.settings.n_layers
         fism = sp.csr_matrix(
             (1.0 / np.sqrt(self.deg_u[self.edge_user]), self.train.indices, self.train.indptr),
             shape=self.train.shape,
@@ -132,19 +119,12 @@ class PGCNClient(SecureSumClient, ClientProgram[PGCNState]):
     def _active(self) -> np.ndarray:
         return np.flatnonzero(self.deg_u > 0)
 
-    def _at(self, users: np.ndarray) -> np.ndarray:
-        """Positions of ``users`` (global ids) in this shard."""
-        at = np.searchsorted(self.clients, users)
-        if len(users) and (at.max() >= len(self.clients) or not np.array_equal(self.clients[at], users)):
-            raise ValueError("the server named users this node does not host")
-        return at
-
     def _receive(self, request: Message, k: int) -> None:
         """``W`` (Eq. 6) and :math:`V^{(k)}` (the next layer) for the users the server sent them to."""
         st, a = self.state, self.settings.alpha
         if R.P_W in request:
             part = request[R.P_W]
-            rows = torch.from_numpy(self._at(np.asarray(part.receivers)))
+            rows = torch.from_numpy(self.positions(np.asarray(part.receivers)))
             st.layers[0, rows] = (self.fism @ torch.as_tensor(part.value).to(self.dtype))[rows]
         if R.P_ITEMS in request:
             part = request[R.P_ITEMS]
@@ -154,7 +134,7 @@ class PGCNClient(SecureSumClient, ClientProgram[PGCNState]):
             else:
                 st.item_sum.add_(V, alpha=a)
             if k < self.settings.n_layers:
-                rows = torch.from_numpy(self._at(np.asarray(part.receivers)))
+                rows = torch.from_numpy(self.positions(np.asarray(part.receivers)))
                 Rn, _ = self._norm()
                 st.layers[k + 1, rows] = (Rn @ V)[rows]
 
@@ -192,7 +172,7 @@ class PGCNClient(SecureSumClient, ClientProgram[PGCNState]):
         pos = torch.as_tensor(np.asarray(f[R.F_POS], dtype=np.int64))
         neg = torch.as_tensor(np.asarray(f[R.F_NEG], dtype=np.int64))
         batch = int(f[R.F_BATCH])
-        mine = self._at(users)
+        mine = self.positions(users)
         U = self._combined()
         whole = None if len(users) == batch else batch
         local = local_bpr(

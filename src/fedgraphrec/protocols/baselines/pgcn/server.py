@@ -16,7 +16,6 @@ the minibatch's users.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,6 @@ from fedgraphrec.protocols.baselines.pgcn import roles as R
 from fedgraphrec.protocols.baselines.pgcn.settings import PGCNSettings
 from fedgraphrec.protocols.secagg import SumResult, secure_sum, threshold_for
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import Transport
 
 __all__ = ["PGCNServer"]
 
@@ -35,51 +33,27 @@ _DEGREE_BYTES = 4
 
 
 class PGCNServer(ServerProgram):
-    """P-GCN's server (module docstring).
-
-    Args:
-        settings: :class:`~.settings.PGCNSettings`.
-        transport: the rounds to the nodes.
-        n_clients: users in the population.
-        n_items: ``N``.
-        tables: ``item_emb`` (``V``) and ``item_w`` (``W``), LightGCN+'s initial tables (public: the
-            run's ``init`` stream).
-    """
+    """P-GCN's server (module docstring; built as any :class:`~.base.ServerProgram`)."""
 
     settings: PGCNSettings
 
-    def __init__(
-        self,
-        settings: PGCNSettings,
-        transport: Transport,
-        n_clients: int,
-        n_items: int,
-        tables: Mapping[str, torch.Tensor] | None = None,
-    ) -> None:
-        super().__init__(settings, transport, n_clients, n_items, tables)
-        self.item = self.tables["item_emb"].detach().clone()
-        self.item_w = self.tables["item_w"].detach().clone()
-        self.optimizer = torch.optim.Adam([self.item, self.item_w], lr=settings.lr)
+    def init_state(self) -> None:
+        """``V`` and ``W`` (LightGCN+'s initial ``item_emb``, ``item_w``), their Adam, degrees, counters."""
+        self.item = self.own_table("item_emb")
+        self.item_w = self.own_table("item_w")
+        self.optimizer = torch.optim.Adam([self.item, self.item_w], lr=self.settings.lr)
         self.active = np.zeros(0, dtype=np.int64)
-        self.deg_items = np.zeros(n_items, dtype=np.int64)
+        self.deg_items = np.zeros(self.n_items, dtype=np.int64)
         self.final_items: torch.Tensor | None = None
         self.step = 0
         self.predictions = 0
 
     # ------------------------------------------------------------------ helpers
-    def _by_node(self, users: np.ndarray) -> dict[int, np.ndarray]:
-        out = {}
-        for node, hosted in self.shards.items():
-            mine = users[np.isin(users, hosted)]
-            if len(mine):
-                out[node] = mine
-        return out
-
     def _sum(self, phase: str, label: str, users: np.ndarray, length: int) -> SumResult:
         """The secure sum of ``users``' inputs (``t`` over them)."""
         s = self.settings
         return secure_sum(
-            self.transport, phase=phase, session=label, participants=self._by_node(users), length=length,
+            self.transport, phase=phase, session=label, participants=self.by_node(users), length=length,
             threshold=threshold_for(len(users), s.secagg_threshold), frac_bits=s.frac_bits,
         )  # fmt: skip
 
@@ -90,7 +64,7 @@ class PGCNServer(ServerProgram):
             node: Part(phase, kind, R.SERVER, R.CLIENT, value, shape="broadcast", receivers=ids).with_sizes(
                 np.full(len(ids), size, dtype=np.int64)
             )
-            for node, ids in self._by_node(users).items()
+            for node, ids in self.by_node(users).items()
         }
 
     # ------------------------------------------------------------------ set-up
@@ -123,7 +97,7 @@ class PGCNServer(ServerProgram):
         for k in range(L):
             receivers = self.active if k + 1 < L else final
             requests = {
-                n: Message(fields={R.F_LAYER: k, R.F_SESSION: label}) for n in self._by_node(self.active)
+                n: Message(fields={R.F_LAYER: k, R.F_SESSION: label}) for n in self.by_node(self.active)
             }
             for node, part in self._table(download, R.K_ITEM_TABLE, tables[k], receivers).items():
                 requests[node].add(R.P_ITEMS, part)
@@ -146,7 +120,7 @@ class PGCNServer(ServerProgram):
         participants = np.unique(u)
         tables = self.forward("train", R.session("train", step), participants)
         requests = {}
-        for node, ids in self._by_node(participants).items():
+        for node, ids in self.by_node(participants).items():
             mine = np.isin(u, ids)
             fields = {R.F_USERS: u[mine].tolist(), R.F_POS: pos.numpy()[mine].tolist(),
                       R.F_NEG: neg.numpy()[mine].tolist(), R.F_BATCH: len(u)}  # fmt: skip
@@ -180,7 +154,7 @@ class PGCNServer(ServerProgram):
         for V in tables[1:]:
             final.add_(V, alpha=a)
         self.final_items = final
-        requests = {n: Message() for n in self._by_node(self.active)}
+        requests = {n: Message() for n in self.by_node(self.active)}
         if self.settings.n_layers == 0:
             for node, part in self._table(
                 R.PH_PREDICT, R.K_W_TABLE, self.item_w.detach(), self.active

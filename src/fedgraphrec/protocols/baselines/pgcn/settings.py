@@ -6,13 +6,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedgraphrec.protocols.base import settings_from
-from fedgraphrec.protocols.secagg import check_threshold
+from fedgraphrec.protocols.settings import SecureSumSettings
 
 __all__ = ["PGCNSettings", "pgcn_settings"]
 
 
 @dataclass(frozen=True)
-class PGCNSettings:
+class PGCNSettings(SecureSumSettings):
     """What every party knows before the run.
 
     Attributes:
@@ -28,14 +28,11 @@ class PGCNSettings:
     n_layers: int = 3
     lr: float = 1e-3
     reg: float = 1e-4
-    frac_bits: int = 32
-    secagg_threshold: float = 0.6
-    secagg_semi_honest: bool = False
 
     def __post_init__(self) -> None:
         if self.n_layers < 0:
             raise ValueError(f"n_layers must be >= 0, got {self.n_layers}")
-        check_threshold(self.secagg_threshold, self.secagg_semi_honest)
+        super().__post_init__()
 
     @property
     def alpha(self) -> float:
