@@ -119,9 +119,9 @@ def main() -> None:
                 step(b)
                 times[name].append(time.perf_counter() - t)
     if not args.no_central:
-        reference = central.parameters_for_verification()
+        oracle = central.parameters_for_verification()
         dev = max(
-            ((a - reference[k]).abs().max() / reference[k].abs().max()).item()
+            ((a - oracle[k]).abs().max() / oracle[k].abs().max()).item()
             for k, a in fed.tables().items()
         )
     scale = n_epoch / len(batches)
