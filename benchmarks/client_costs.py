@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 PROTOCOLS = ["lpgcn", "gnn4fr", "fedgrec", "fedmf", "fedncf", "fedpergnn", "pgcn"]
-EXTRA = {"pgcn": ["--model", "lightgcn+"]}
 
 
 def run(protocol: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
@@ -36,7 +35,7 @@ def run(protocol: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]
     command = [
         str(Path(sys.executable).with_name("fedgraphrec")), "train", protocol,
         "--dataset", args.dataset, "--epochs", "1", "--crypto", args.crypto, "--out", str(out),
-        "--no-progress", *EXTRA.get(protocol, []),
+        "--no-progress",
     ]  # fmt: skip
     t = time.perf_counter()
     try:

@@ -3,8 +3,9 @@
 Runs one protocol on synthetic data twice over three nodes: in process (``LocalTransport``, every
 ``round`` call timed) and in Flower's simulation runtime (virtual SuperNodes on Ray; each
 ``send_and_receive`` timed by the Flower transport, ``flower.json``). Both drive the same rounds in
-the same order (training and federated evaluation), so round k of one is round k of the other; the
-overhead of a round is the difference of their wall times. Prints and writes (``--json``) the
+the same order (training and federated evaluation), so the rounds pair up by stage (Flower adds
+the hello that configures each node, reported apart); the overhead of a round is the difference of
+the pair's wall times. Prints and writes (``--json``) the
 number of rounds, the medians of both, the median and mean overhead per round and the ratio of the
 total round times. Ray's start-up is outside every round and not counted.
 
@@ -17,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import statistics
 import tempfile
@@ -31,21 +33,21 @@ SETTINGS = [
 ]  # fmt: skip
 
 
-def local_rounds(cfg: Any, out: Path, nodes: int) -> list[float]:
-    """Wall time of every transport round of an in-process run with ``nodes`` nodes."""
+def local_rounds(cfg: Any, out: Path, nodes: int) -> list[tuple[str, float]]:
+    """Stage and wall time of every transport round of an in-process run with ``nodes`` nodes."""
     from fedgraphrec.runtime.transport import LocalTransport
     from fedgraphrec.training import Trainer
     from fedgraphrec.training.protocol_learner import ProtocolLearner
 
-    times: list[float] = []
+    times: list[tuple[str, float]] = []
     original = LocalTransport.round
 
-    def timed(self: LocalTransport, *args: Any, **kwargs: Any) -> Any:
+    def timed(self: LocalTransport, stage: str, *args: Any, **kwargs: Any) -> Any:
         t = time.perf_counter()
         try:
-            return original(self, *args, **kwargs)
+            return original(self, stage, *args, **kwargs)
         finally:
-            times.append(time.perf_counter() - t)
+            times.append((stage, time.perf_counter() - t))
 
     LocalTransport.round = timed  # type: ignore[method-assign]
     try:
@@ -73,21 +75,31 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         local = local_rounds(cfg, Path(tmp) / "local", args.nodes)
         run = simulate(cfg, Path(tmp) / "flower", args.nodes)
-        flower = [r.seconds for r in run.learner.traffic.rounds]
-    if len(local) != len(flower):
-        raise SystemExit(f"the runs drove different rounds: {len(local)} in process, {len(flower)} on Flower")
-    overhead = [f - loc for f, loc in zip(flower, local, strict=True)]
+        flower = [(r.op, r.seconds) for r in run.learner.traffic.rounds]
+    # Flower drives a few rounds of its own (the hello that configures each node): pair the rounds
+    # of the same stage in order and report the unmatched ones apart
+    matcher = difflib.SequenceMatcher(a=[s for s, _ in local], b=[s for s, _ in flower], autojunk=False)
+    pairs = [
+        (local[blk.a + k][1], flower[blk.b + k][1])
+        for blk in matcher.get_matching_blocks()
+        for k in range(blk.size)
+    ]
+    matched_b = {blk.b + k for blk in matcher.get_matching_blocks() for k in range(blk.size)}
+    extra = [flower[k] for k in range(len(flower)) if k not in matched_b]
+    overhead = [f - loc for loc, f in pairs]
     result = {
         "protocol": args.protocol,
         "crypto": args.crypto,
         "nodes": args.nodes,
         "epochs": args.epochs,
-        "rounds": len(local),
-        "median_round_in_process_s": statistics.median(local),
-        "median_round_flower_s": statistics.median(flower),
+        "rounds_paired": len(pairs),
+        "rounds_only_on_flower": [{"stage": st, "seconds": sec} for st, sec in extra],
+        "rounds_only_in_process": len(local) - len(pairs),
+        "median_round_in_process_s": statistics.median(loc for loc, _ in pairs),
+        "median_round_flower_s": statistics.median(f for _, f in pairs),
         "median_overhead_per_round_s": statistics.median(overhead),
         "mean_overhead_per_round_s": statistics.fmean(overhead),
-        "total_ratio": sum(flower) / sum(local),
+        "total_ratio_paired": sum(f for _, f in pairs) / sum(loc for loc, _ in pairs),
     }
     print(json.dumps(result, indent=1))
     if args.json:

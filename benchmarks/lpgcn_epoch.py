@@ -121,8 +121,7 @@ def main() -> None:
     if not args.no_central:
         oracle = central.parameters_for_verification()
         dev = max(
-            ((a - oracle[k]).abs().max() / oracle[k].abs().max()).item()
-            for k, a in fed.tables().items()
+            ((a - oracle[k]).abs().max() / oracle[k].abs().max()).item() for k, a in fed.tables().items()
         )
     scale = n_epoch / len(batches)
     per_client = (ledger.client_sent + ledger.client_received - setup_bytes) * scale

@@ -38,7 +38,7 @@ METHODS = {
     "lpgcn": {"protocol": "lpgcn", "model": "lightgcn"},
     "gnn4fr": {"protocol": "gnn4fr", "model": "lightgcn"},
     "fedgrec": {"protocol": "fedgrec", "model": "lightgcn", "n_layers": 2},
-    "fedmf": {"protocol": "fedmf", "model": "lightgcn"},
+    "fedmf": {"protocol": "fedmf", "model": "mf"},
     "fedncf": {"protocol": "fedncf", "model": "lightgcn"},
     "fedpergnn": {"protocol": "fedpergnn", "model": "lightgcn"},
     "pgcn": {"protocol": "pgcn", "model": "lightgcn+"},

@@ -64,3 +64,15 @@ def test_federank_and_fcf_are_fedgrec_with_k0():
     assert load_config(None, ["protocol=federank"]).fedgrec_settings().K == 0
     fcf = load_config(None, ["protocol=fcf", "confidence=2.0"]).fedgrec_settings()
     assert fcf.K == 0 and fcf.loss == "mse" and fcf.confidence == 2.0
+
+
+def test_the_backbone_follows_the_protocol_unless_given():
+    """`train fedmf` and `train pgcn` need no --model: an unset model is the protocol's own backbone."""
+    from fedgraphrec.training import load_config
+    from fedgraphrec.training.config import TrainConfig
+
+    assert load_config(None, [], protocol="fedmf").model == "mf"
+    assert load_config(None, [], protocol="pgcn").model == "lightgcn+"
+    assert load_config(None, [], protocol="fedgrec").model == "lightgcn"
+    assert load_config(None, ["model='mf'"], protocol="federank").model == "mf"  # given: kept
+    assert TrainConfig(protocol="fedmf").model == "mf" and TrainConfig().model == "lightgcn"

@@ -23,6 +23,8 @@ class ConfigError(ValueError):
 
 
 MODELS = ("lightgcn", "lightgcn+", "mf", "ngcf", "ncf", "multvae")
+BACKBONES = {"fedmf": "mf", "pgcn": "lightgcn+"}
+"""The backbone a protocol runs when ``model`` is not given (every other protocol: ``lightgcn``)."""
 PROTOCOLS = (
     "central",
     "lpgcn",
@@ -55,7 +57,8 @@ class TrainConfig:
         dataset_options: loader options, e.g. ``{split = "u1", threshold = 4.0}``.
         data_dir: dataset root (overrides ``FEDGRAPHREC_DATA``).
         model: ``lightgcn``, ``lightgcn+``, ``mf``, or the centralized-only ``ngcf``, ``ncf`` and
-            ``multvae``.
+            ``multvae``; empty (the default) is the protocol's own backbone: ``mf`` for ``fedmf``,
+            ``lightgcn+`` for ``pgcn``, ``lightgcn`` otherwise.
         dim: embedding size d.
         n_layers: LightGCN layers L (FedGRec: the number of latent embeddings K; ``K`` is an alias).
         init_std: std of the N(0, σ²) initial tables (LightGCN code 0.1; LP-GCN scripts 1.0).
@@ -135,7 +138,7 @@ class TrainConfig:
     dataset: str = "synthetic"
     dataset_options: dict[str, Any] = field(default_factory=dict)
     data_dir: str = ""
-    model: str = "lightgcn"
+    model: str = ""
     dim: int = 64
     n_layers: int = 3
     init_std: float = 0.1
@@ -190,6 +193,10 @@ class TrainConfig:
     ldp_scale: float = 0.001
     local_graph: bool = True
     secure_noise: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.model:  # the protocol's own backbone (so `train fedmf` needs no --model mf)
+            self.model = BACKBONES.get(self.protocol, "lightgcn")
 
     def validate(self) -> None:
         """Check ranges and choices; raise :class:`ConfigError` naming the parameter.

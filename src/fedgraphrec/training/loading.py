@@ -16,7 +16,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from fedgraphrec.training.config import ALIASES, ConfigError, TrainConfig
+from fedgraphrec.training.config import ALIASES, BACKBONES, ConfigError, TrainConfig
 
 __all__ = ["load_config", "load_settings"]
 
@@ -111,6 +111,7 @@ def load_config(
     """
     cfg = dataclasses.replace(base) if base is not None else TrainConfig()
     cfg.dataset_options = dict(cfg.dataset_options)
+    given: set[str] = set()  # keys some source set (the backbone follows the protocol unless given)
     if path is not None:
         p = Path(path)
         try:
@@ -130,12 +131,17 @@ def load_config(
                 cfg.dataset_options.update(value)
                 continue
             _apply(cfg, key, value, where)
+            given.add(key)
     for key, value in values.items():
         if value is not None:
             _apply(cfg, key, value, f"option --{key.replace('_', '-')}")
+            given.add(key)
     for item in overrides or []:
         key, value = _parse_override(item)
         _apply(cfg, key, value, f"--set {item}")
+        given.add(key)
+    if base is None and "model" not in given:
+        cfg.model = BACKBONES.get(cfg.protocol, "lightgcn")
     try:
         cfg.validate()
     except ConfigError as exc:
