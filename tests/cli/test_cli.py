@@ -381,8 +381,10 @@ def test_secure_noise_is_reported_and_refused_where_there_is_no_noise(tmp_path):
 
 
 def test_pgcn_refuses_the_wrong_backbone(tmp_path):
-    res = runner.invoke(app, ["train", "pgcn", "--out", str(tmp_path / "x"), "--no-progress", *TINY])
+    args = ["train", "pgcn", "--model", "lightgcn", "--out", str(tmp_path / "x"), "--no-progress", *TINY]
+    res = runner.invoke(app, args)
     assert res.exit_code != 0 and "lightgcn+" in res.output
+    assert not (tmp_path / "x").exists()  # no half-written run folder
 
 
 def test_audit_lpgcn_reports_collusion_against_alpha_and_c(tmp_path):

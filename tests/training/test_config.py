@@ -73,6 +73,7 @@ def test_the_backbone_follows_the_protocol_unless_given():
 
     assert load_config(None, [], protocol="fedmf").model == "mf"
     assert load_config(None, [], protocol="pgcn").model == "lightgcn+"
+    assert load_config(None, [], protocol="fedncf").model == "ncf"
     assert load_config(None, [], protocol="fedgrec").model == "lightgcn"
     assert load_config(None, ["model='mf'"], protocol="federank").model == "mf"  # given: kept
     assert TrainConfig(protocol="fedmf").model == "mf" and TrainConfig().model == "lightgcn"

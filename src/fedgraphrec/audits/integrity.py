@@ -27,7 +27,7 @@ from fedgraphrec.attacks.active_server import ATTACKS, ActiveServer
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.runtime import Network
 from fedgraphrec.seeding import numpy_rng
-from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.config import BACKBONES, TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
@@ -59,14 +59,10 @@ def _graph_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
     return learner.net
 
 
-_SECAGG_MODEL = {"fedmf": "mf", "fedncf": "ncf", "pgcn": "lightgcn+"}
-"""The backbone each horizontal baseline trains (FedGRec keeps the configured one)."""
-
-
 def _secagg_run(cfg: TrainConfig, adversary: ActiveServer | None) -> Network:
     """``STEPS`` rounds (or minibatches) of a protocol whose secure-aggregation share routing is attacked."""
     arm = dataclasses.replace(
-        cfg, crypto="real", secure_aggregation=True, model=_SECAGG_MODEL.get(cfg.protocol, cfg.model), alpha=0
+        cfg, crypto="real", secure_aggregation=True, model=BACKBONES.get(cfg.protocol, cfg.model), alpha=0
     )
     data = prepare_interactions(arm)
     programs = ProtocolLearner(arm, data, adversary=adversary)

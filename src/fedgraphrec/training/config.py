@@ -23,7 +23,7 @@ class ConfigError(ValueError):
 
 
 MODELS = ("lightgcn", "lightgcn+", "mf", "ngcf", "ncf", "multvae")
-BACKBONES = {"fedmf": "mf", "pgcn": "lightgcn+"}
+BACKBONES = {"fedmf": "mf", "fedncf": "ncf", "pgcn": "lightgcn+"}
 """The backbone a protocol runs when ``model`` is not given (every other protocol: ``lightgcn``)."""
 PROTOCOLS = (
     "central",
@@ -58,7 +58,7 @@ class TrainConfig:
         data_dir: dataset root (overrides ``FEDGRAPHREC_DATA``).
         model: ``lightgcn``, ``lightgcn+``, ``mf``, or the centralized-only ``ngcf``, ``ncf`` and
             ``multvae``; empty (the default) is the protocol's own backbone: ``mf`` for ``fedmf``,
-            ``lightgcn+`` for ``pgcn``, ``lightgcn`` otherwise.
+            ``ncf`` for ``fedncf``, ``lightgcn+`` for ``pgcn``, ``lightgcn`` otherwise.
         dim: embedding size d.
         n_layers: LightGCN layers L (FedGRec: the number of latent embeddings K; ``K`` is an alias).
         init_std: std of the N(0, σ²) initial tables (LightGCN code 0.1; LP-GCN scripts 1.0).
