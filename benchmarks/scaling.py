@@ -136,6 +136,7 @@ def report(rows: list[dict[str, Any]], out: Path) -> None:
     }
     fits: dict[str, dict[str, dict[str, float | None]]] = {}
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    colours = {m: f"C{k}" for k, m in enumerate(METHODS)}  # one colour per method in every panel
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["users"])
         for ax, (name, get) in zip(axes, metrics.items(), strict=True):
@@ -145,7 +146,7 @@ def report(rows: list[dict[str, Any]], out: Path) -> None:
                 "vs_interactions": fit_exponent([r["interactions"] for r in mine], ys),
             }
             if any(y > 0 for y in ys):
-                ax.loglog([r["users"] for r in mine], ys, "o-", label=method)
+                ax.loglog([r["users"] for r in mine], ys, "o-", label=method, color=colours[method])
     for ax, name in zip(axes, metrics, strict=True):
         ax.set_xlabel("users")
         ax.set_title(name.replace("_", " "))
@@ -189,8 +190,12 @@ def main() -> None:
     ap.add_argument("--crypto", choices=["accounted", "real"], default="accounted")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds before a run is abandoned")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--replot", action="store_true", help="redraw the report from OUT/scaling.json")
     ap.add_argument("--child", nargs=2, metavar=("METHOD", "FRACTION"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.replot:
+        report(json.loads((args.out / "scaling.json").read_text())["runs"], args.out)
+        return
     if args.child:
         print(json.dumps(run_one(args.child[0], float(args.child[1]), args)))
         return
