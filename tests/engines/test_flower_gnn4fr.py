@@ -3,17 +3,17 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from fedgraphrec.engines.flower.local import APP_DIR, local_federation
-from fedgraphrec.engines.flower.party_app import deploy, simulate
+from fedgraphrec.engines.flower.local import APP_DIR
+from fedgraphrec.engines.flower.party_app import simulate
 from fedgraphrec.training import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables
 from fedgraphrec.training.trainer import Trainer
+from tests.engines.deploy_check import assert_deploy_equals_in_process
 
 SETTINGS = [
     "dataset_options.n_users=12", "dataset_options.n_items=14", "dataset_options.mean_degree=4.0",
@@ -61,18 +61,5 @@ def test_gnn4fr_in_flower_simulation_equals_in_process(tmp_path: Path, paper_lit
 def test_gnn4fr_deploy_on_superlink_and_supernodes_writes_the_same_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = Path(__file__).resolve().parents[2]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
     cfg = load_config(None, SETTINGS, protocol="gnn4fr", dataset="synthetic", epochs=1, crypto="real")
-    with local_federation(tmp_path / "fed", 2) as fed:
-        summary = deploy(cfg, tmp_path / "flower", 2, fed.connection, env=fed.env, timeout=120, limit_s=900)
-    ref = Trainer(
-        cfg, tmp_path / "local", progress=False, learner=lambda c, d: ProtocolLearner(c, d, nodes=2)
-    ).fit()
-    for name, value in ref.summary["test"].items():
-        assert summary["test"][name] == pytest.approx(value, rel=1e-10, abs=1e-12)
-    rows = [
-        sorted(ln for ln in (d / "ledger.csv").read_text().splitlines()[1:] if not ln.startswith("evaluate/"))
-        for d in (tmp_path / "flower", tmp_path / "local")
-    ]
-    assert rows[0] == rows[1]
+    assert_deploy_equals_in_process(cfg, tmp_path, monkeypatch)

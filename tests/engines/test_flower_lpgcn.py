@@ -9,7 +9,6 @@ received of every protected kind was ciphertext only.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,15 @@ import pytest
 pytest.importorskip("flwr", reason="the Flower engine needs the extra fedgraphrec[flower]")
 
 from fedgraphrec.engines.flower.learner import FlowerLearner
-from fedgraphrec.engines.flower.local import APP_DIR, local_federation
-from fedgraphrec.engines.flower.party_app import deploy, simulate
+from fedgraphrec.engines.flower.local import APP_DIR
+from fedgraphrec.engines.flower.party_app import simulate
 from fedgraphrec.runtime.flower.transport import FlowerTransport
 from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
+from tests.engines.deploy_check import assert_deploy_equals_in_process
 from tests.engines.test_flower_party import NODES, _Grid, _Meta, _Msg
 
 SETTINGS = [
@@ -126,19 +126,4 @@ def test_lpgcn_in_flower_simulation_equals_in_process(tmp_path: Path) -> None:
 def test_lpgcn_deploy_on_superlink_and_supernodes_writes_the_same_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = Path(__file__).resolve().parents[2]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
-    cfg = _cfg()
-    with local_federation(tmp_path / "fed", 2) as fed:
-        summary = deploy(cfg, tmp_path / "flower", 2, fed.connection, env=fed.env, timeout=120, limit_s=900)
-    trainer = Trainer(
-        cfg, tmp_path / "local", progress=False, learner=lambda c, d: ProtocolLearner(c, d, nodes=2)
-    )
-    ref = trainer.fit()
-    for name, value in ref.summary["test"].items():
-        assert summary["test"][name] == pytest.approx(value, rel=1e-10, abs=1e-12)
-    rows = [
-        sorted(ln for ln in (d / "ledger.csv").read_text().splitlines()[1:] if not ln.startswith("evaluate/"))
-        for d in (tmp_path / "flower", tmp_path / "local")
-    ]
-    assert rows[0] == rows[1]
+    assert_deploy_equals_in_process(_cfg(), tmp_path, monkeypatch)
