@@ -33,15 +33,15 @@ from typing import Any
 
 import numpy as np
 
-METHODS = {
-    "central": {"protocol": "central", "model": "lightgcn"},
-    "lpgcn": {"protocol": "lpgcn", "model": "lightgcn"},
-    "gnn4fr": {"protocol": "gnn4fr", "model": "lightgcn"},
-    "fedgrec": {"protocol": "fedgrec", "model": "lightgcn", "n_layers": 2},
-    "fedmf": {"protocol": "fedmf", "model": "mf"},
-    "fedncf": {"protocol": "fedncf", "model": "lightgcn"},
-    "fedpergnn": {"protocol": "fedpergnn", "model": "lightgcn"},
-    "pgcn": {"protocol": "pgcn", "model": "lightgcn+"},
+METHODS = {  # each on its protocol's own backbone (TrainConfig's BACKBONES, e.g. fedncf: ncf)
+    "central": {"protocol": "central"},
+    "lpgcn": {"protocol": "lpgcn"},
+    "gnn4fr": {"protocol": "gnn4fr"},
+    "fedgrec": {"protocol": "fedgrec", "n_layers": 2},
+    "fedmf": {"protocol": "fedmf"},
+    "fedncf": {"protocol": "fedncf"},
+    "fedpergnn": {"protocol": "fedpergnn"},
+    "pgcn": {"protocol": "pgcn"},
 }
 DEFAULT_METHODS = ["central", "lpgcn", "gnn4fr", "fedgrec"]
 
