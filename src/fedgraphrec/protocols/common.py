@@ -319,5 +319,5 @@ def adam_step(
     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
     bias1 = 1 - beta1**step
     bias2_sqrt = (1 - beta2**step) ** 0.5
-    denom = (exp_avg_sq.sqrt() / bias2_sqrt).add_(eps)
+    denom = exp_avg_sq.sqrt().div_(bias2_sqrt).add_(eps)  # PyTorch's arithmetic, one temporary
     param.addcdiv_(exp_avg, denom, value=-lr / bias1)

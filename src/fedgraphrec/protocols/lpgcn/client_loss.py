@@ -55,11 +55,9 @@ class LossStages(StageParts):
         pix = torch.from_numpy(np.searchsorted(items, ss.b_pos))
         nix = torch.from_numpy(np.searchsorted(items, ss.b_neg))
         loc = local_bpr(ss.acc_u, V, ss.u0, V0, uix, pix, nix, s.reg, batch_size=ss.batch_size)
-        n_local = len(self.clients)
-        ss.d_u = torch.zeros((n_local, d), dtype=self.dtype)
-        ss.r_u = torch.zeros_like(ss.d_u)
+        ss.d_u = torch.zeros((len(self.clients), d), dtype=self.dtype)
         ss.d_u[torch.from_numpy(ss.users)] = loc.dU
-        ss.r_u[torch.from_numpy(ss.users)] = loc.rU
+        ss.r_u = loc.rU  # the regulariser's rows: the minibatch's users only
         # who convolves each item row: the sender's own knowledge (held items) or the server's reply
         row_user = ss.users[loc.item_senders]
         row_item = items[loc.items.numpy()]
@@ -68,14 +66,13 @@ class LossStages(StageParts):
         )
         sender = self.clients[row_user]
         own = owner == sender
-        c = len(st.conv_items)
-        ss.d_v = torch.zeros((c, d), dtype=self.dtype)
-        ss.r_v = torch.zeros_like(ss.d_v)
+        ss.d_v = torch.zeros((len(st.conv_items), d), dtype=self.dtype)
+        ss.v_at, ss.r_v = np.zeros(0, dtype=np.int64), torch.zeros((0, d), dtype=self.dtype)
         if own.any():
-            conv_at = torch.from_numpy(self._conv_position(owner[own], row_item[own]))
+            ss.v_at = self._conv_position(owner[own], row_item[own])
             sel = torch.from_numpy(np.flatnonzero(own))
-            ss.d_v.index_add_(0, conv_at, loc.d_rows[sel])
-            ss.r_v.index_add_(0, conv_at, loc.r_rows[sel])
+            ss.d_v.index_add_(0, torch.from_numpy(ss.v_at), loc.d_rows[sel])
+            ss.r_v = loc.r_rows[sel]
         out = Message(fields={"bpr": float(loc.bpr), "reg": float(loc.reg)})
         out.parts.update(self._gradient_messages(~own, sender, owner, row_item, loc.d_rows, loc.r_rows))
         ss.acc_u = ss.acc_i = ss.u0 = ss.v0 = torch.zeros(0)
@@ -158,12 +155,14 @@ class LossStages(StageParts):
                     "loss/item-gradients: a message names an item its receiver does not convolve; "
                     "the receiver rejected it (re-routed)"
                 )
-            at = torch.from_numpy(pos)
-            ss.d_v.index_add_(0, at, rows[:, :d])
-            ss.r_v.index_add_(0, at, rows[:, d : 2 * d])
+            ss.d_v.index_add_(0, torch.from_numpy(pos), rows[:, :d])
+            ss.v_at = np.concatenate([ss.v_at, pos])
+            ss.r_v = torch.cat([ss.r_v, rows[:, d : 2 * d]])
+        self._direct_rows()
         ss.d_u, ss.d_v = ss.d_u * self._w, ss.d_v * self._w  # D^(l) of every layer l > 0
+        ss.d_u_rows, ss.d_v_rows = ss.d_u[ss.users_t], ss.d_v[ss.v_rows_t]
         if self.settings.n_layers == 0:
-            return self._finish(ss.d_u + ss.r_u, ss.d_v + ss.r_v)
+            return self._finish(*self._plus_direct(ss.d_u, ss.d_v, ss.r_u, ss.r_v))
         L = self.settings.n_layers
         ss.g_u, ss.cur_conv = ss.d_u, ss.d_v
         out = Message(self._conv_part(item_phase("", "gradient", L), "item_gradient", ss.d_v))

@@ -78,26 +78,29 @@ class StageParts(ClientBase):
             raise IntegrityError(f"{int(got.shape[0])} synchronised item rows for {n_sync} items")
         return torch.cat([conv, torch.as_tensor(got).to(conv.dtype)])
 
-    def _eq8(self, own_rows: torch.Tensor, request: Message, name: str) -> torch.Tensor:
+    def _eq8(
+        self, own_rows: torch.Tensor, request: Message, name: str, nonzero: np.ndarray | None = None
+    ) -> torch.Tensor:
         """Eq. 8 (``A``) or Eq. 29 (``AW``) for every convolution-item, as one product.
 
         The operator's columns are the neighbour table: the shard's own rows (the own term, and
         neighbours hosted here, whose received rows replace them) followed by the rows of
         neighbours hosted elsewhere, by client id. Both crypto modes build the same table, so they
-        compute the same numbers bit for bit.
+        compute the same numbers bit for bit. ``nonzero``: the only non-zero rows of the shard's
+        own rows, when few are (:meth:`product`).
         """
         st = self.state
         relay = request.get("users")
         if relay is None or relay.n_messages == 0:
             if len(st.nb_user):
                 raise IntegrityError("the relayed neighbour rows are missing")
-            return self.operator(name) @ own_rows
+            return self.product(name, own_rows, nonzero)
         require_senders(relay, st.nb_user, "neighbours of this node's convolution-items")
         if relay.receivers is None or not np.array_equal(relay.receivers, st.nb_conv):
             raise IntegrityError(f"{relay.phase}: neighbour rows re-routed to the wrong convolution-clients")
         value = torch.as_tensor(relay.value)
         if value is own_rows:  # in process: the very rows this node sent, nothing to place
-            return self.operator(name) @ own_rows
+            return self.product(name, own_rows, nonzero)
         senders, first = np.unique(st.nb_user, return_index=True)
         pick = first if relay.index is None else relay.index[first]
         rows = value[torch.from_numpy(pick)].to(own_rows.dtype)
@@ -106,7 +109,9 @@ class StageParts(ClientBase):
         table[torch.from_numpy(np.searchsorted(self.clients, senders[local]))] = rows[torch.from_numpy(local)]
         if not local.all():
             table = torch.cat([table, rows[torch.from_numpy(~local)]])
-        return self.operator(name) @ table
+        if nonzero is not None:  # and the rows received from the other nodes
+            nonzero = torch.nonzero(table.any(dim=1)).flatten().numpy()
+        return self.product(name, table, nonzero)
 
     def _accumulate_items(self, table: torch.Tensor, layer: int) -> None:
         ss = self.state.step
@@ -119,6 +124,33 @@ class StageParts(ClientBase):
             ss.acc_i = rows * self._w
         else:
             ss.acc_i.add_(rows, alpha=self._w)
+
+    def _direct_rows(self) -> None:
+        """The distinct rows holding a direct gradient, and the λ-terms summed per convolution-item.
+
+        The sums run in arrival order, as adding every row into a zero table would, so the
+        numbers are those of the whole-table arithmetic while later stages touch only these rows.
+        """
+        ss = self.state.step
+        ss.v_rows, inverse = np.unique(ss.v_at, return_inverse=True)
+        summed = torch.zeros((len(ss.v_rows), self.dim), dtype=self.dtype)
+        ss.r_v = summed.index_add_(0, torch.from_numpy(inverse.astype(np.int64)), ss.r_v)
+        ss.users_t, ss.v_rows_t = torch.from_numpy(ss.users), torch.from_numpy(ss.v_rows)
+
+    def _plus_direct(
+        self, g_u: torch.Tensor, g_v: torch.Tensor, u_rows: torch.Tensor, v_rows: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add rows of the minibatch's users and of ``v_rows`` to whole gradient tables, in place."""
+        ss = self.state.step
+        return g_u.index_add_(0, ss.users_t, u_rows), g_v.index_add_(0, ss.v_rows_t, v_rows)
+
+    def _nonzero_items(self, table: torch.Tensor) -> np.ndarray:
+        """Rows of the local item table of :math:`G^{(L)}` that can be non-zero: direct gradients."""
+        ss, c = self.state.step, len(self.state.conv_items)
+        if int(table.shape[0]) == c:
+            return ss.v_rows
+        synced = torch.nonzero(table[c:].any(dim=1)).flatten().numpy()
+        return np.concatenate([ss.v_rows, c + synced])
 
     def _token_columns(self, items: np.ndarray) -> torch.Tensor:
         """Each item's token as trailing columns of a message row (its bytes viewed as the dtype)."""

@@ -116,9 +116,13 @@ class TrainingStages(StageParts):
         k = int(request.fields["k"])
         prev = self._local_table(ss.cur_conv, request)
         self._accumulate_items(prev, k - 1)
-        u_next = self.operator("R") @ prev  # Eq. 7, real items only
         conv_next = self._eq8(ss.cur_u, request, "A")  # Eq. 8, verified real holders
-        ss.acc_u.add_(u_next if ss.predict else u_next[torch.from_numpy(ss.users)], alpha=self._w)
+        if k == L and not ss.predict:  # layer L's user rows go nowhere: the minibatch's users only
+            ss.acc_u.add_(self.operator_rows("R", ss.users) @ prev, alpha=self._w)  # Eq. 7
+            u_next = self.operator("R") @ prev if self.debug is not None else torch.zeros(0)
+        else:
+            u_next = self.operator("R") @ prev  # Eq. 7, real items only
+            ss.acc_u.add_(u_next if ss.predict else u_next[torch.from_numpy(ss.users)], alpha=self._w)
         ss.cur_u, ss.cur_conv = u_next, conv_next
         self._record("user_layers", u_next)
         self._record("conv_layers", conv_next)
@@ -139,10 +143,13 @@ class TrainingStages(StageParts):
         ss = self.state.step
         k = int(request.fields["k"])
         g_items = self._local_table(ss.cur_conv, request)
-        g_u = (self.operator("R") @ g_items).add_(ss.d_u)  # Eqs. 18, 21, 22, 25, 26
-        g_v = self._eq8(ss.g_u, request, "A").add_(ss.d_v)  # Eqs. 19, 20, 24, 27
+        first = k == self.settings.n_layers - 1  # G^(L) = D^(L): non-zero on the minibatch's rows only
+        nonzero = self._nonzero_items(g_items) if first else None
+        g_u = self.product("R", g_items, nonzero)  # Eqs. 18, 21, 22, 25, 26
+        g_v = self._eq8(ss.g_u, request, "A", ss.users if first else None)  # Eqs. 19, 20, 24, 27
+        self._plus_direct(g_u, g_v, ss.d_u_rows, ss.d_v_rows)  # + D^(k): non-zero on batch rows only
         if k == 0:
-            return self._finish(g_u.add_(ss.r_u), g_v.add_(ss.r_v))
+            return self._finish(*self._plus_direct(g_u, g_v, ss.r_u, ss.r_v))
         ss.g_u, ss.cur_conv = g_u, g_v
         out = Message(self._conv_part(item_phase("", "gradient", k), "item_gradient", g_v))
         out.parts.update(self._user_part(user_phase("", "gradient", k), "user_gradient", g_u))
