@@ -208,18 +208,26 @@ class Part:
         return replace(self, _sizes=np.asarray(sizes, dtype=np.int64))
 
     # ------------------------------------------------------------------ routing (server side)
-    def forward(self, pick: np.ndarray, receivers: np.ndarray, receiver_role: str | None = None) -> Part:
+    def forward(
+        self,
+        pick: np.ndarray,
+        receivers: np.ndarray,
+        receiver_role: str | None = None,
+        senders: np.ndarray | None = None,
+    ) -> Part:
         """The server relays messages ``pick`` (in that order) to ``receivers``, unchanged.
 
         What the server holds of a sealed part in ``real`` mode is ciphertexts; it forwards them
-        as they are (it cannot read them). The forwarded part is sent by the server.
+        as they are (it cannot read them). The forwarded part is sent by the server. ``senders``:
+        ``self.senders[pick]`` when the caller keeps it (a static route relayed every layer).
         """
         pick = np.asarray(pick, dtype=np.int64)
         receiver_role = receiver_role or self.seal_to_role or self.receiver_role
         receivers = np.asarray(receivers, dtype=np.int64)
         if len(pick) != len(receivers):
             raise ValueError(f"{self.kind}: {len(pick)} forwarded messages for {len(receivers)} receivers")
-        senders = None if self.senders is None else self.senders[pick]
+        if senders is None and self.senders is not None:
+            senders = self.senders[pick]
         bound = None if self.bound_senders is None else _take(self.bound_senders, pick)
         value: Any = None
         counts = None

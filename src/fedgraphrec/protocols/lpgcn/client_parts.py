@@ -50,7 +50,10 @@ class StageParts(ClientBase):
     def _conv_part(self, phase: str, kind: str, rows: torch.Tensor) -> dict[str, Part]:
         if not len(self.state.conv_items):
             return {}
-        senders, counts = grouped(self.state.conv_owner)
+        hit = self._cache.get("conv_senders")  # static after set-up
+        if hit is None:
+            hit = self._cache["conv_senders"] = grouped(self.state.conv_owner)
+        senders, counts = hit
         return {"items": Part(phase, kind, CONV_CLIENT, SERVER, rows, counts=counts, senders=senders)}
 
     def _user_part(self, phase: str, kind: str, rows: torch.Tensor) -> dict[str, Part]:
@@ -95,9 +98,14 @@ class StageParts(ClientBase):
             if len(st.nb_user):
                 raise IntegrityError("the relayed neighbour rows are missing")
             return self.product(name, own_rows, nonzero)
-        require_senders(relay, st.nb_user, "neighbours of this node's convolution-items")
-        if relay.receivers is None or not np.array_equal(relay.receivers, st.nb_conv):
-            raise IntegrityError(f"{relay.phase}: neighbour rows re-routed to the wrong convolution-clients")
+        checked = self._cache.get("route")
+        if not _same_readonly(checked, (relay.senders, relay.receivers)):
+            require_senders(relay, st.nb_user, "neighbours of this node's convolution-items")
+            if relay.receivers is None or not np.array_equal(relay.receivers, st.nb_conv):
+                raise IntegrityError(
+                    f"{relay.phase}: neighbour rows re-routed to the wrong convolution-clients"
+                )
+            self._cache["route"] = (relay.senders, relay.receivers)
         value = torch.as_tensor(relay.value)
         if value is own_rows:  # in process: the very rows this node sent, nothing to place
             return self.product(name, own_rows, nonzero)
@@ -117,8 +125,9 @@ class StageParts(ClientBase):
         ss = self.state.step
         if ss.predict:
             return
-        known = ss.item_local[ss.item_local >= 0]
-        rows = table[torch.from_numpy(known)]
+        if layer == 0:
+            ss.known_t = torch.from_numpy(ss.item_local[ss.item_local >= 0])
+        rows = table[ss.known_t]
         if layer == 0:
             ss.v0 = rows
             ss.acc_i = rows * self._w
@@ -161,3 +170,13 @@ class StageParts(ClientBase):
     def _finish(self, g_u: torch.Tensor, g_v: torch.Tensor) -> Message:
         """Layer-0 gradients in: Adam on every owned row (:class:`~.client_train.TrainingStages`)."""
         raise NotImplementedError
+
+
+def _same_readonly(checked: object, route: tuple[np.ndarray | None, np.ndarray | None]) -> bool:
+    """Whether ``route`` is the very pair of read-only arrays checked before (nothing can have changed)."""
+    if not isinstance(checked, tuple):
+        return False
+    return all(
+        a is b and isinstance(b, np.ndarray) and not b.flags.writeable
+        for a, b in zip(checked, route, strict=True)
+    )

@@ -68,6 +68,7 @@ class StepState:
         r_u, r_v: the regulariser's gradient rows of ``users`` and of ``v_rows``.
         v_at: the convolution-item position of every direct gradient row, in arrival order;
             v_rows: its distinct positions (``users_t``, ``v_rows_t``: both as index tensors).
+        known_t: local positions of the batch items the node holds a row of (``item_local >= 0``).
         g_u: the current layer's user gradients.
     """
 
@@ -97,6 +98,7 @@ class StepState:
     v_at: np.ndarray = field(default_factory=_i64)
     v_rows: np.ndarray = field(default_factory=_i64)
     users_t: torch.Tensor = field(default_factory=_t)
+    known_t: torch.Tensor = field(default_factory=_t)
     v_rows_t: torch.Tensor = field(default_factory=_t)
     g_u: torch.Tensor = field(default_factory=_t)
 
@@ -350,7 +352,7 @@ class ClientBase(ClientProgram[LPGCNState]):
 
     def forget_operators(self) -> None:
         """Drop cached operators and indices (after the state changed)."""
-        prefixes = ("op:", "sp:", "spT:", "idx:", "local_index", "conv_tokens")
+        prefixes = ("op:", "sp:", "spT:", "idx:", "local_index", "conv_tokens", "conv_senders")
         for key in [k for k in self._cache if k.startswith(prefixes)]:
             del self._cache[key]
 

@@ -47,7 +47,9 @@ class LPGCNServer(TrainingRounds):
 
     def state_dict(self) -> dict[str, Any]:
         """Everything the server learnt at set-up and owns (a resumed run restores it as it was)."""
-        return {k: v for k, v in vars(self).items() if k not in ("transport", "settings", "tables")}
+        return {
+            k: v for k, v in vars(self).items() if k not in ("transport", "settings", "tables", "_routes")
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""

@@ -72,12 +72,25 @@ class TrainingRounds(SetupRounds):
         """Sealed user rows along the routing pairs (views of what each node sent, never opened)."""
         out: dict[int, Part] = {}
         for node, plan in zip(self.node_ids, self.plans, strict=True):
-            parts = [
-                ups[self.node_ids[k]]["users"].forward(pick, to, CONV_CLIENT) for k, pick, to in plan.relay
-            ]
+            parts = [self._route(ups[self.node_ids[k]]["users"], pick, to) for k, pick, to in plan.relay]
             if parts:
                 out[node] = Part.concat(parts)
         return out
+
+    def _route(self, part: Part, pick: np.ndarray, to: np.ndarray) -> Part:
+        """``part.forward`` along a static route; the route's senders are gathered once (read-only).
+
+        A node then recognises a route it has already checked by identity (:meth:`_eq8` of the
+        client); any other array — a new upload's senders, a deployment's decoded copy — is
+        gathered and checked again.
+        """
+        cache: dict[int, tuple[np.ndarray, np.ndarray]] = vars(self).setdefault("_routes", {})
+        hit = cache.get(id(pick))
+        if hit is None or hit[0] is not part.senders or part.senders is None:
+            senders = np.asarray(part.senders)[pick]
+            senders.flags.writeable = to.flags.writeable = False
+            hit = cache[id(pick)] = (np.asarray(part.senders), senders)
+        return part.forward(pick, to, CONV_CLIENT, senders=hit[1])
 
     def _conv_rows(self, replies: dict[int, Message]) -> list[torch.Tensor | None]:
         return [
