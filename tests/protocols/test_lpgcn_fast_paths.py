@@ -1,0 +1,78 @@
+"""The LP-GCN client's shortcuts give the whole-table numbers, and skip no check they should not.
+
+- :meth:`product` over only the non-zero rows (the first backward layer) equals the whole product;
+- training without the debug hook (layer L's user rows for the minibatch's users only) follows the
+  oracle step by step, on one node and on three;
+- a relay route is checked again whenever it is not the very read-only route checked before: a
+  server that re-routes neighbour rows after a clean step is still caught.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.training.sampler import BPRSampler
+from tests.helpers import random_train, rel_err
+from tests.protocols.lpgcn_world import oracle, world
+
+RTOL = 1e-10
+
+
+@pytest.mark.parametrize("name", ["R", "A"])
+def test_product_over_the_nonzero_rows_equals_the_whole_product(name):
+    train = random_train(n_users=30, n_items=40, density=0.2, seed=3)
+    model = oracle(train, plus=False, n_layers=2)
+    w = world(train, dict(model.named_parameters()), 1, n_layers=2)
+    program = next(iter(w.programs.values()))
+    n_rows = int(program.operator(name).shape[1])
+    gen = torch.Generator().manual_seed(0)
+    rows = np.sort(np.random.default_rng(1).choice(n_rows, size=n_rows // 4, replace=False))
+    x = torch.zeros((n_rows, 4), dtype=torch.float64)
+    x[torch.from_numpy(rows)] = torch.randn((len(rows), 4), generator=gen, dtype=torch.float64)
+    whole = program.operator(name) @ x
+    assert rel_err(program.product(name, x, rows), whole) <= 1e-14
+    assert torch.equal(program.product(name, x, None), whole)
+    # rows must cover every non-zero row: leaving one out changes the result
+    assert rel_err(program.product(name, x, rows[1:]), whole) > 1e-6
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_training_without_the_debug_hook_follows_the_oracle(nodes):
+    train = random_train(n_users=40, n_items=30, density=0.15, seed=9)
+    model = oracle(train, plus=False, n_layers=3)
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    w = world(train, dict(model.named_parameters()), nodes, n_layers=3, alpha=2)
+    for users, pos, neg in BPRSampler(train, seed=2).batches(0, 12):
+        out = model.batch_loss(users, pos, neg, reg_weight=0.01)
+        opt.zero_grad()
+        out.total.backward()
+        loss = w.step(users, pos, neg)
+        opt.step()
+        assert abs(loss - out.total.item()) <= RTOL * abs(out.total.item())
+        for name, table in w.tables().items():
+            assert rel_err(table, getattr(model, name).detach()) <= RTOL, name
+
+
+def test_a_route_changed_after_a_clean_step_is_still_rejected():
+    train = random_train(n_users=24, n_items=20, density=0.25, seed=4)
+    model = oracle(train, plus=False, n_layers=2)
+    w = world(train, dict(model.named_parameters()), 1, n_layers=2)
+    batches = BPRSampler(train, seed=0).batches(0, 10)
+    w.step(*next(batches))  # the route is checked (and remembered) here
+    route = w.server._route
+
+    def swapped(part, pick, to):  # two neighbours' rows exchanged on their way
+        good = route(part, pick, to)
+        senders = np.array(good.senders)
+        senders[[0, 1]] = senders[[1, 0]]
+        index = None if good.index is None else good.index[[1, 0, *range(2, len(good.index))]]
+        return dataclasses.replace(good, senders=senders, index=index)
+
+    w.server._route = swapped
+    with pytest.raises(IntegrityError, match="unexpected sender"):
+        w.step(*next(batches))
