@@ -10,7 +10,6 @@ from fedgraphrec.data import synthetic_interactions
 from fedgraphrec.protocols.lpgcn.communication import (
     CommunicationReport,
     communication_report,
-    fig13_sweep,
     neighbour_sets,
     per_client_cost,
     reuse_ratios,
@@ -18,6 +17,7 @@ from fedgraphrec.protocols.lpgcn.communication import (
     utilisation_of_sums,
 )
 from fedgraphrec.protocols.lpgcn.cover import Assignment, plan_convolution
+from fedgraphrec.protocols.lpgcn.fig13 import fig13_sweep
 
 
 def _random_graph(

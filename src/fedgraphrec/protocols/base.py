@@ -79,10 +79,9 @@ class EvalSplits:
 class NodeData:
     """What a node knows from outside the protocol.
 
-    In a deployment each client brings its own interactions; the simulation engines hand a node
-    the dataset and the run's initial tables (drawn once from the public ``init`` stream, spec
-    §11.19 of LP-GCN: both systems start from the same tables), and the client program keeps only
-    its own clients' rows of them at set-up.
+    In a deployment each client brings its own interactions; the simulation engines hand a node the
+    dataset and the run's initial tables (drawn once from the public ``init`` stream, LP-GCN spec
+    §11.19), and the client program keeps only its own clients' rows of them at set-up.
 
     Attributes:
         train: binary user × item training matrix (a client program reads its clients' rows only).
