@@ -84,13 +84,15 @@ class TrainingRounds(SetupRounds):
         client); any other array — a new upload's senders, a deployment's decoded copy — is
         gathered and checked again.
         """
-        cache: dict[int, tuple[np.ndarray, np.ndarray]] = vars(self).setdefault("_routes", {})
+        if part.senders is None:
+            return part.forward(pick, to, CONV_CLIENT)
+        cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = vars(self).setdefault("_routes", {})
         hit = cache.get(id(pick))
-        if hit is None or hit[0] is not part.senders or part.senders is None:
-            senders = np.asarray(part.senders)[pick]
+        if hit is None or hit[0] is not pick or hit[1] is not part.senders:
+            senders = part.senders[pick]
             senders.flags.writeable = to.flags.writeable = False
-            hit = cache[id(pick)] = (np.asarray(part.senders), senders)
-        return part.forward(pick, to, CONV_CLIENT, senders=hit[1])
+            hit = cache[id(pick)] = (pick, part.senders, senders)
+        return part.forward(pick, to, CONV_CLIENT, senders=hit[2])
 
     def _conv_rows(self, replies: dict[int, Message]) -> list[torch.Tensor | None]:
         return [
