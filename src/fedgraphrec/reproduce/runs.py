@@ -207,8 +207,7 @@ def _dgrec_rows(paper: dict[str, tuple[float, float, float, float]]) -> tuple[Pa
     )
 
 
-# DGREC's own rows under the CPU budget (Eq.-2 loss scale). Flixster: 6 epochs, since the no-noise
-# variant's curve (results/dgrec/diagnose/sweeps_eq2.jsonl) is at chance after 2 and leaves it by 5
+# DGREC's CPU budget (Eq.-2 loss scale); Flixster 6 epochs: no-noise is at chance after 2 (sweeps_eq2)
 _DGREC_CPU_ARGS = ("--epochs", "2", "--centres", "300", "--lr", "0.6")
 _DGREC_FLIXSTER_CPU_ARGS = ("--epochs", "6", "--centres", "300", "--lr", "0.6")
 
