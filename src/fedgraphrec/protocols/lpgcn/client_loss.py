@@ -160,7 +160,7 @@ class LossStages(StageParts):
             ss.r_v = torch.cat([ss.r_v, rows[:, d : 2 * d]])
         self._direct_rows()
         ss.d_u, ss.d_v = ss.d_u * self._w, ss.d_v * self._w  # D^(l) of every layer l > 0
-        ss.d_u_rows, ss.d_v_rows = ss.d_u[ss.users_t], ss.d_v[ss.v_rows_t]
+        ss.d_u_rows, ss.d_v_rows = ss.d_u[torch.from_numpy(ss.users)], ss.d_v[torch.from_numpy(ss.v_rows)]
         if self.settings.n_layers == 0:
             return self._finish(*self._plus_direct(ss.d_u, ss.d_v, ss.r_u, ss.r_v))
         L = self.settings.n_layers

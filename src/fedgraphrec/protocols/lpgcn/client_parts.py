@@ -144,14 +144,16 @@ class StageParts(ClientBase):
         ss.v_rows, inverse = np.unique(ss.v_at, return_inverse=True)
         summed = torch.zeros((len(ss.v_rows), self.dim), dtype=self.dtype)
         ss.r_v = summed.index_add_(0, torch.from_numpy(inverse.astype(np.int64)), ss.r_v)
-        ss.users_t, ss.v_rows_t = torch.from_numpy(ss.users), torch.from_numpy(ss.v_rows)
 
     def _plus_direct(
         self, g_u: torch.Tensor, g_v: torch.Tensor, u_rows: torch.Tensor, v_rows: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Add rows of the minibatch's users and of ``v_rows`` to whole gradient tables, in place."""
         ss = self.state.step
-        return g_u.index_add_(0, ss.users_t, u_rows), g_v.index_add_(0, ss.v_rows_t, v_rows)
+        return (
+            g_u.index_add_(0, torch.from_numpy(ss.users), u_rows),
+            g_v.index_add_(0, torch.from_numpy(ss.v_rows), v_rows),
+        )
 
     def _nonzero_items(self, table: torch.Tensor) -> np.ndarray:
         """Rows of the local item table of :math:`G^{(L)}` that can be non-zero: direct gradients."""

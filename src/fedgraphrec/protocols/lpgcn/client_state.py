@@ -67,7 +67,7 @@ class StepState:
             ``v_rows``, added in every backward layer.
         r_u, r_v: the regulariser's gradient rows of ``users`` and of ``v_rows``.
         v_at: the convolution-item position of every direct gradient row, in arrival order;
-            v_rows: its distinct positions (``users_t``, ``v_rows_t``: both as index tensors).
+            v_rows: its distinct positions.
         known_t: local positions of the batch items the node holds a row of (``item_local >= 0``).
         g_u: the current layer's user gradients.
     """
@@ -97,9 +97,7 @@ class StepState:
     d_v_rows: torch.Tensor = field(default_factory=_t)
     v_at: np.ndarray = field(default_factory=_i64)
     v_rows: np.ndarray = field(default_factory=_i64)
-    users_t: torch.Tensor = field(default_factory=_t)
     known_t: torch.Tensor = field(default_factory=_t)
-    v_rows_t: torch.Tensor = field(default_factory=_t)
     g_u: torch.Tensor = field(default_factory=_t)
 
 
