@@ -16,11 +16,20 @@ import torch
 
 from fedgraphrec.crypto import SharedKey
 from fedgraphrec.protocols.base import ClientProgram, NodeData, ProtocolSpec, ServerProgram, StepStats
+from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import require_senders
 
 NAME = "ring"
 REF = "tests.ring_protocol:SPEC"
+
+
+FLOW = flow(
+    first=["setup"],
+    after={"setup": ["send"], "send": ["receive"], "receive": ["send", "evaluate"], "evaluate": ["send"]},
+    new_step=["send"],
+)
+"""Set-up once, then per step: send, receive (and evaluation after a step)."""
 
 
 @dataclass
@@ -46,6 +55,15 @@ class RingClient(ClientProgram[RingState]):
 
     def prediction(self) -> tuple[np.ndarray, torch.Tensor, torch.Tensor | None]:
         return self.clients, self.state.rows, None
+
+    def stage_flow(self) -> StageFlow:
+        return FLOW
+
+    def expect(self, stage: str) -> Expectation:
+        if stage != "receive":
+            return {}
+        dtype = self.state.rows.dtype
+        return {"rows": Expect("ring/rows", "sealed", kind="user_embedding", dtype=dtype, from_role="client")}
 
     def stage_setup(self, step: int, request: Message) -> Message:
         self.state.key = bytes(request.fields["key"]) if request.fields.get("key") else None

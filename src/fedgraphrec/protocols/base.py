@@ -35,11 +35,13 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.crypto.keys import SharedKey
-from fedgraphrec.evaluation.ranking import evaluate_embeddings, evaluate_scores
+from fedgraphrec.evaluation.federated import split_sums
+from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import Transport
 
 __all__ = [
+    "EVALUATE_ITEMS",
     "ClientProgram",
     "EvalSplits",
     "NodeData",
@@ -52,6 +54,8 @@ __all__ = [
 ]
 
 S = TypeVar("S")
+EVALUATE_ITEMS = Expect("evaluate/items", kind="item_embedding", shape="broadcast", optional=True)
+"""What a node may receive in ``evaluate`` (:meth:`ServerProgram.evaluation_parts`): the final items."""
 Schedule = Literal["minibatch", "round"]
 
 
@@ -126,6 +130,8 @@ class ClientProgram(ABC, Generic[S]):
     """
 
     state: S
+    occurrence: int = 0
+    """How many times the current stage ran before in a row in this step (set by the node: a layer)."""
 
     def __init__(self, settings: Any, clients: np.ndarray, data: NodeData | None) -> None:
         self.settings = settings
@@ -188,6 +194,20 @@ class ClientProgram(ABC, Generic[S]):
         """The clients' shared key :math:`S`, once agreed (protocols without one return ``None``)."""
         return None
 
+    # ------------------------------------------------------------------ what the node accepts
+    def stage_flow(self) -> StageFlow | None:
+        """The order of this program's stages, which the node enforces (``roles.py`` declares it)."""
+        return None
+
+    def expect(self, stage: str) -> Expectation | None:
+        """The parts this program expects in ``stage``, from its own state (:attr:`occurrence`, layers)."""
+        return None
+
+    def begin_stage(self, stage: str, occurrence: int) -> Expectation | None:
+        """Called by the node before ``stage``: records :attr:`occurrence`, returns :meth:`expect`."""
+        self.occurrence = occurrence
+        return self.expect(stage)
+
     def owned_rows(self) -> dict[str, tuple[np.ndarray, torch.Tensor]]:
         """The parameter rows this shard owns, by the oracle's table names: ``(row ids, rows)``.
 
@@ -224,37 +244,17 @@ class ClientProgram(ABC, Generic[S]):
         """
         if self.data is None or self.data.eval is None:
             raise RuntimeError("this node has no held-out data to evaluate on")
-        score = self.scorer(request)
-        if score is None:
-            users, U, V = self.prediction()
-            if "items" in request:
-                V = torch.as_tensor(request["items"].value)
-            if V is None:
-                raise RuntimeError("evaluate: no final item table on this node and none in the request")
-            U_, V_ = U.float(), V.float()
-
-            def score(rows: torch.Tensor) -> torch.Tensor:
-                return U_[rows] @ V_.T
-
-            dot = True
-        else:
-            users, dot = self.clients, False
         ks = tuple(int(k) for k in request.fields["ks"])
-        out: dict[str, Any] = {}
-        for split, target in self.data.eval.targets.items():
-            exclude = [m[users] for m in self.data.eval.exclude[split]]
-            if dot:
-                res = evaluate_embeddings(U_, V_, target[users], exclude, ks=ks, per_user=True)
-            else:
-                n_items = int(target.shape[1])
-                res = evaluate_scores(
-                    score, len(users), n_items, target[users], exclude, ks=ks, per_user=True
-                )
-            n = res.n_users_evaluated
-            for name, values in (res.per_user or {}).items():
-                out[f"{split}/{name}"] = float(np.asarray(values, dtype=np.float64).sum())
-            out[f"{split}/users"] = int(n)
-        return Message(fields=out)
+        targets, exclude = self.data.eval.targets, self.data.eval.exclude
+        score = self.scorer(request)
+        if score is not None:
+            return Message(fields=split_sums(targets, exclude, self.clients, ks, score=score))
+        users, U, V = self.prediction()
+        if "items" in request:
+            V = torch.as_tensor(request["items"].value)
+        if V is None:
+            raise RuntimeError("evaluate: no final item table on this node and none in the request")
+        return Message(fields=split_sums(targets, exclude, users, ks, embeddings=(U.float(), V.float())))
 
 
 class ServerProgram(ABC):

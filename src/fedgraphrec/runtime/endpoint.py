@@ -26,6 +26,7 @@ from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.runtime.batching import open_batch, seal_batch
 from fedgraphrec.runtime.blocks import block_bounds, gather_blocks
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor, tensor_header
+from fedgraphrec.runtime.expect import Expectation, FlowState, StageFlow, check_content, check_parts
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.network import CryptoMode
 from fedgraphrec.runtime.part import Part
@@ -43,6 +44,14 @@ class Node(Protocol):
 
     def group_key(self) -> SharedKey | None:
         """The clients' shared key, once agreed (``None`` before, or in ``accounted`` mode)."""
+        ...
+
+    def stage_flow(self) -> StageFlow | None:
+        """The order of the program's stages (:class:`~fedgraphrec.runtime.expect.StageFlow`)."""
+        ...
+
+    def begin_stage(self, stage: str, occurrence: int) -> Expectation | None:
+        """What the program expects to receive in ``stage``, run ``occurrence`` times before in a row."""
         ...
 
 
@@ -71,7 +80,8 @@ class NodeEndpoint:
         """Plaintext bytes this endpoint sealed and opened (the AEAD's work, for cost floors)."""
         self.charge = charge
         self._channel: tuple[bytes, GroupChannel] | None = None
-        self.last_step = -(1 << 62)
+        self.flow = FlowState()
+        """Where the node is in its program's stage order (the whole run's; restored on Flower)."""
 
     def _channel_for(self, node: Node, phase: str) -> GroupChannel:
         key = node.group_key()
@@ -83,21 +93,44 @@ class NodeEndpoint:
         return self._channel[1]
 
     def handle(self, node: Node, stage: str, step: int, request: Message) -> Message:
-        """Open the request's sealed parts, run the node's program, seal its reply's sealed parts.
+        """Check the request against the node's own expectation, open it, run the program, seal the reply.
+
+        The stage must be the legal next one of the program's :class:`StageFlow` (in order, once
+        per step or as often in a row as declared, never from an earlier step), every part must be
+        one the program expects in this stage with the phase, protection and roles it expects, and
+        sealed parts are opened with the *expected* phase bound in their associated data: labels
+        from the wire are never trusted.
 
         Raises:
-            IntegrityError: a sealed message is missing, tampered, replayed or re-routed, or the
-                server asked the node to go back to an earlier step.
+            IntegrityError: a stage out of order or repeated, a step that went back, a part that is
+                not the one expected (relabelled, downgraded, missing, extra), or a sealed message
+                that is missing, tampered, replayed or re-routed.
         """
-        if step < self.last_step:
+        rules = node.stage_flow()
+        if rules is None:  # TODO(#30): every program declares its flow; then this branch goes
+            if self.flow.step is not None and step < self.flow.step:
+                raise IntegrityError(
+                    f"{self.protocol} {stage}: the server asked for step {step} after step "
+                    f"{self.flow.step}; a node never returns to an earlier step"
+                )
+            self.flow.step = step
+            occurrence = 0
+        else:
+            occurrence = self.flow.advance(self.protocol, rules, stage, step)
+        expected = node.begin_stage(stage, occurrence)
+        if expected is None and rules is not None:
             raise IntegrityError(
-                f"{self.protocol} {stage}: the server asked for step {step} after step {self.last_step}; "
-                "a node never returns to an earlier step"
+                f"{self.protocol} stage {stage!r}: the node's program declares no expectation"
             )
-        self.last_step = step
-        inbox = Message(
-            {name: self._open(node, part, step) for name, part in request.parts.items()}, request.fields
-        )
+        if expected is not None:
+            check_parts(self.protocol, stage, expected, request.parts)
+        inbox = Message({}, request.fields)
+        for name, part in request.parts.items():
+            exp = None if expected is None else expected[name]
+            opened = self._open(node, part, step, part.phase if exp is None else exp.phase)
+            if exp is not None:
+                check_content(self.protocol, stage, name, exp, opened)
+            inbox.parts[name] = opened
         reply = node.handle(stage, step, inbox)
         if self.real:
             reply = Message(
@@ -133,13 +166,14 @@ class NodeEndpoint:
         sizes = part.sizes()
         return replace(part, value=None, sealed=list(blobs), _sizes=sizes)
 
-    def _open(self, node: Node, part: Part, step: int) -> Part:
+    def _open(self, node: Node, part: Part, step: int, phase: str) -> Part:
+        """``part`` opened with ``phase`` (the node's expectation, not the label) bound in its AD."""
         if part.protection != "sealed" or part.presealed or not self.real:
             return part
         if part.sealed is None:
-            raise IntegrityError(f"{part.phase}: a sealed part arrived without its ciphertexts")
-        channel = self._channel_for(node, part.phase)
-        binding = Binding(self.protocol, part.phase, step)
+            raise IntegrityError(f"{phase}: a sealed part arrived without its ciphertexts")
+        channel = self._channel_for(node, phase)
+        binding = Binding(self.protocol, phase, step)
         if part.batched:
             t0 = time.perf_counter()
             delivered = open_batch(channel, binding, part, f"{part.receiver_role} on this node")

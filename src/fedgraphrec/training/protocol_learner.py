@@ -34,6 +34,7 @@ from fedgraphrec.protocols.base import (
     shard_of,
 )
 from fedgraphrec.runtime import Ledger, Network
+from fedgraphrec.runtime.expect import FlowState
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.network import Adversary
@@ -269,6 +270,8 @@ class ProtocolLearner:
             "ledger": self.net.ledger.state_dict(),
             "step": self.net.step,
         }
+        if isinstance(self.transport, LocalTransport):  # where each node is in its stage order
+            state["flows"] = {k: e.flow.to_record() for k, e in self.transport.endpoints.items()}
         if self.oracle is not None:
             state["oracle"] = self.oracle.state_dict()
         return state
@@ -281,7 +284,7 @@ class ProtocolLearner:
         self.net.ledger.load_state_dict(state["ledger"])
         self.net.begin_step(int(state["step"]))
         if isinstance(self.transport, LocalTransport):
-            for endpoint in self.transport.endpoints.values():
-                endpoint.last_step = int(state["step"])
+            for k, endpoint in self.transport.endpoints.items():
+                endpoint.flow = FlowState.from_record(state.get("flows", {}).get(k, {}))
         if self.oracle is not None and "oracle" in state:
             self.oracle.load_state_dict(state["oracle"])

@@ -11,7 +11,10 @@ reply holds the program's reply and nothing else.
 
 The first message a node gets carries its *hello*: the run configuration (a
 :class:`~fedgraphrec.training.TrainConfig` as JSON) and the ids of the clients it hosts; the node
-keeps both, so every later message runs under the same settings.
+keeps both, so every later message runs under the same settings. The hello fixes the session once
+per run: a second one is refused, and so is one whose protective settings (crypto mode,
+secure-aggregation threshold, semi-honest opt-in: :data:`PROTECTIVE`) are weaker than the node's own
+``--node-config`` or, where the operator set none, the library's defaults.
 
 Simulation shortcuts that remain, stated plainly:
 
@@ -42,15 +45,17 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, RecordDict
 from flwr.app import Message as FlowerMessage
 from flwr.clientapp import ClientApp
 
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.base import ClientProgram, NodeData
 from fedgraphrec.runtime.endpoint import NodeEndpoint
+from fedgraphrec.runtime.expect import FlowState
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import SPECS, node_data, protocol_spec
 
-__all__ = ["EXPORT_STAGE", "handle_party", "make_client_app", "party_query"]
+__all__ = ["EXPORT_STAGE", "PROTECTIVE", "check_hello", "handle_party", "make_client_app", "party_query"]
 
 EXPORT_STAGE = "~export"
 """Tests only: the node returns its clients' final representations in the clear (module docstring)."""
@@ -79,25 +84,82 @@ def _state_class(program: ClientProgram[Any]) -> type:
     raise TypeError(f"{type(program).__name__}: cannot tell its state dataclass")
 
 
+PROTECTIVE: dict[str, str] = {
+    "crypto": "equal",
+    "secagg_threshold": "at least",
+    "secagg_semi_honest": "at most",
+}
+"""Run settings that protect this node's clients, and how the hello's value must compare with the
+node's own (``node_config``, else the library's default): a hello that asks for less is refused."""
+
+
+def _own_setting(node_config: Mapping[str, Any], name: str) -> Any:
+    """The node operator's value of a protective setting (``--node-config``), else ``None``."""
+    for key in (name, name.replace("_", "-")):
+        if key in node_config:
+            return node_config[key]
+    return None
+
+
+def check_hello(cfg: TrainConfig, node_config: Mapping[str, Any]) -> None:
+    """Refuse a hello whose protective settings are weaker than the node's own configuration.
+
+    ``crypto`` must equal the node's ``crypto`` when the node operator set one (otherwise the first
+    hello fixes it for the run); the secure-aggregation threshold may not be lower, and the
+    semi-honest opt-in may not be on unless the node's own configuration allows it (defaults: the
+    library's, so a node nobody configured still refuses a lowered threshold).
+
+    Raises:
+        IntegrityError: naming the setting, what the server asked and what the node requires.
+    """
+    defaults = TrainConfig()
+    for name, rule in PROTECTIVE.items():
+        own = _own_setting(node_config, name)
+        if own is None:
+            if name == "crypto":
+                continue
+            own = getattr(defaults, name)
+        asked = getattr(cfg, name)
+        own = type(asked)(own) if not isinstance(asked, bool) else str(own).lower() in ("1", "true", "yes")
+        weaker = asked != own if rule == "equal" else asked < own if rule == "at least" else asked > own
+        if weaker:
+            raise IntegrityError(
+                f"hello: the server asks for {name} = {asked!r}; this node's configuration requires "
+                f"{'' if rule == 'equal' else rule + ' '}{own!r}"
+            )
+
+
 def handle_party(
     content: RecordDict,
     state: RecordDict,
     specs: Mapping[str, str] | None = None,
     allow_export: bool = False,
+    node_config: Mapping[str, Any] | None = None,
 ) -> RecordDict:
     """Answer one request (``content``) with the node's stored ``state``; returns the reply's content.
+
+    The session is fixed by the first hello, once per run: a second hello (which would reset the
+    node's stage order and crypto mode) is refused, and so is a hello whose protective settings are
+    weaker than the node's own configuration (``node_config``; :func:`check_hello`).
 
     Raises:
         RuntimeError: a request reached the node before its hello, or names another protocol.
         PermissionError: an export request to a node that does not allow it.
-        IntegrityError: a sealed message was tampered with, replayed or re-routed.
+        IntegrityError: a second hello, a hello asking for weaker protection, a stage out of
+            order, or a sealed message that was tampered with, replayed or re-routed.
     """
     header, request = decode_message(content)
     run = dict(state.config_records[_RUN]) if _RUN in state.config_records else None
     if "hello" in content.config_records:
+        if run is not None:
+            raise IntegrityError(
+                f"{header.get('stage')!r}: a second hello; this node's session (protocol, crypto mode, "
+                "clients, stage order) is fixed once per run"
+            )
         hello = content.config_records["hello"]
+        check_hello(TrainConfig(**json.loads(str(hello["config"]))), node_config or {})
         clients: Any = hello["clients"]
-        run = {"config": str(hello["config"]), "clients": list(clients), "last_step": -(1 << 62)}
+        run = {"config": str(hello["config"]), "clients": list(clients)}
     if run is None:
         raise RuntimeError(f"{header.get('stage')!r}: this node never got the run's hello")
     cfg_json = str(run["config"])
@@ -121,9 +183,9 @@ def handle_party(
         reply = _export(program)
     else:
         endpoint = NodeEndpoint(spec.name, "real" if cfg.crypto == "real" else "accounted")
-        endpoint.last_step = int(run["last_step"])  # type: ignore[arg-type]
+        endpoint.flow = FlowState.from_record(run)
         reply = endpoint.handle(program, stage, step, request)
-        run["last_step"] = endpoint.last_step
+        run.update(endpoint.flow.to_record())
     if hasattr(program, "state"):
         stored = state_to_arrays(program.state)
         state[_STATE] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in stored.items()})
@@ -158,7 +220,8 @@ def party_query(
         header = msg.content.config_records["header"]
         if crash == f"{header.get('stage')!s}|{header.get('step')!s}":
             os.killpg(os.getpgrp(), signal.SIGKILL)
-    return FlowerMessage(handle_party(msg.content, context.state, specs, allow_export), reply_to=msg)
+    content = handle_party(msg.content, context.state, specs, allow_export, dict(context.node_config))
+    return FlowerMessage(content, reply_to=msg)
 
 
 def make_client_app(specs: Mapping[str, str] | None = None, allow_export: bool = False) -> ClientApp:

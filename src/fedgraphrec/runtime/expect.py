@@ -1,0 +1,252 @@
+"""What a node accepts: per-stage expectations of incoming parts, and the order of stages.
+
+The server relays and labels every message, and an active server may lie about all of it: a part's
+phase, its protection, its sender role, the stage it asks for, the step. A node therefore never takes
+a label from the wire as truth (DESIGN.md, "Threat model"). Each client program declares
+
+* per stage, what it expects to receive (:class:`Expect` per part name: phase, protection, sender
+  role, kind, shape, dtype, width, whether it is optional), computed from the program's *own* state
+  (e.g. which layer comes next), never from the request; and
+* the order of its stages (:class:`StageFlow`): which stage may open the run, which may follow which,
+  which may open a new step, and how many times in a row a stage may run in one step (one layer each).
+
+:class:`NodeEndpoint <fedgraphrec.runtime.endpoint.NodeEndpoint>` runs :class:`FlowState` (the stage
+state machine, kept per node for the whole run) and :func:`check_parts` on every request before the
+program sees it, and opens sealed parts with the associated data of the *expected* phase, so a
+ciphertext delivered at another phase, a sealed part relabelled ``plain``, a stage run twice, out of
+order or from an earlier step are all :class:`~fedgraphrec.crypto.errors.IntegrityError` naming the
+stage and the parties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.runtime.network import Protection
+from fedgraphrec.runtime.part import Part, Shape
+from fedgraphrec.runtime.sealing import SERVER
+
+__all__ = ["Expect", "Expectation", "FlowState", "StageFlow", "check_content", "check_parts", "flow"]
+
+
+@dataclass(frozen=True)
+class Expect:
+    """One part a node expects in a stage's request (fields left ``None`` are not constrained).
+
+    Attributes:
+        phase: the phase the part must carry; sealed parts are opened with this phase bound in
+            their associated data, whatever the wire says.
+        protection: the protection the part must have (a sealed part relabelled ``plain`` is refused).
+        sender_role: the role that sends this hop (``"server"`` for what the server sends or relays).
+        kind: the payload kind (``"user_embedding"``, ...).
+        shape: ``"rows"``, ``"broadcast"`` or ``"blobs"``.
+        dtype: the tensor dtype of rows or a broadcast once opened (never cast).
+        width: the number of columns of rows or a broadcast once opened.
+        from_role: for a relayed part, the role of the parties that first sent it.
+        presealed: a sub-protocol's own ciphertexts (secure aggregation's shares).
+        optional: the part may be absent (e.g. nothing to relay to this node this step).
+    """
+
+    phase: str
+    protection: Protection = "plain"
+    sender_role: str = SERVER
+    kind: str | None = None
+    shape: Shape | None = None
+    dtype: torch.dtype | None = None
+    width: int | None = None
+    from_role: str | None = None
+    presealed: bool = False
+    optional: bool = False
+
+
+Expectation = Mapping[str, Expect]
+"""A stage's expected parts, by part name."""
+
+
+@dataclass(frozen=True)
+class StageFlow:
+    """The order of a protocol's stages on a node: a state machine checked before every request.
+
+    Attributes:
+        first: the stages that may open the run (the first request a node ever answers).
+        after: for each stage, the stages that may follow it (within a step or across steps).
+        new_step: the stages that may open a new step (a request whose step is larger than the last).
+        repeats: the most times a stage may run in a row within one step (default 1); the node
+            counts the runs itself (:attr:`FlowState.count`), e.g. one per layer.
+    """
+
+    first: frozenset[str]
+    after: Mapping[str, frozenset[str]]
+    new_step: frozenset[str]
+    repeats: Mapping[str, int] = field(default_factory=dict)
+
+    def stages(self) -> frozenset[str]:
+        """Every stage the flow names."""
+        named: set[str] = set(self.first) | set(self.new_step) | set(self.after)
+        for nxt in self.after.values():
+            named |= nxt
+        return frozenset(named)
+
+
+def flow(
+    first: Iterable[str],
+    after: Mapping[str, Iterable[str]],
+    new_step: Iterable[str],
+    repeats: Mapping[str, int] | None = None,
+) -> StageFlow:
+    """A :class:`StageFlow` from plain iterables (the way protocols declare it in ``roles.py``)."""
+    return StageFlow(
+        frozenset(first),
+        {k: frozenset(v) for k, v in after.items()},
+        frozenset(new_step),
+        dict(repeats or {}),
+    )
+
+
+@dataclass
+class FlowState:
+    """Where a node is in its :class:`StageFlow` (kept for the whole run; on Flower in the node's state).
+
+    Attributes:
+        step: the step of the last request (``None`` before the first).
+        stage: the last stage answered (``""`` before the first).
+        count: how many times in a row :attr:`stage` ran in :attr:`step`.
+        done: the stages answered in :attr:`step`.
+    """
+
+    step: int | None = None
+    stage: str = ""
+    count: int = 0
+    done: list[str] = field(default_factory=list)
+
+    def advance(self, protocol: str, rules: StageFlow, stage: str, step: int) -> int:
+        """Accept ``stage`` at ``step`` or raise; returns how many times it ran before in a row (0, 1, ...).
+
+        Raises:
+            IntegrityError: the stage is unknown, out of order, repeated in a step, or the step went
+                back; the message names the protocol, the stage and the step.
+        """
+        where = f"{protocol} stage {stage!r} at step {step}"
+        if stage not in rules.stages():
+            raise IntegrityError(f"{where}: this node's protocol has no such stage")
+        if self.step is None:
+            if stage not in rules.first:
+                raise IntegrityError(f"{where}: a run must begin with {sorted(rules.first)}")
+            self._enter(stage, step)
+            return 0
+        if step < self.step:
+            raise IntegrityError(
+                f"{where}: the server asked for step {step} after step {self.step}; "
+                "a node never returns to an earlier step"
+            )
+        if stage not in rules.after.get(self.stage, frozenset()):
+            raise IntegrityError(f"{where}: stage {stage!r} may not follow {self.stage!r} on this node")
+        if step > self.step:
+            if stage not in rules.new_step:
+                raise IntegrityError(f"{where}: stage {stage!r} cannot open a new step")
+            self._enter(stage, step)
+            return 0
+        if stage == self.stage:
+            limit = rules.repeats.get(stage, 1)
+            if self.count >= limit:
+                raise IntegrityError(
+                    f"{where}: stage {stage!r} already ran {self.count} time(s) in this step"
+                )
+            self.count += 1
+            return self.count - 1
+        if stage in self.done:
+            raise IntegrityError(f"{where}: stage {stage!r} already ran in this step")
+        self.stage, self.count = stage, 1
+        self.done.append(stage)
+        return 0
+
+    def _enter(self, stage: str, step: int) -> None:
+        self.step, self.stage, self.count, self.done = step, stage, 1, [stage]
+
+    def to_record(self) -> dict[str, Any]:
+        """Plain values for a node's stored state (Flower ``context.state``)."""
+        return {
+            "flow.step": -(1 << 62) if self.step is None else int(self.step),
+            "flow.stage": self.stage,
+            "flow.count": int(self.count),
+            "flow.done": list(self.done),
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> FlowState:
+        """The state :meth:`to_record` stored (a fresh state when nothing was stored)."""
+        if "flow.step" not in record:
+            return cls()
+        step = int(record["flow.step"])
+        return cls(
+            None if step == -(1 << 62) else step,
+            str(record["flow.stage"]),
+            int(record["flow.count"]),
+            [str(s) for s in record["flow.done"]],
+        )
+
+
+def check_parts(protocol: str, stage: str, expected: Expectation, parts: Mapping[str, Part]) -> None:
+    """Check a request's parts against what the node expects (before opening anything).
+
+    Every part must be expected, every expected part (not optional) present, and each must carry
+    the expected phase, protection, sender role and, where declared, kind, shape and origin role.
+
+    Raises:
+        IntegrityError: naming the stage, the part and what differs.
+    """
+    where = f"{protocol} stage {stage!r}"
+    for name in parts:
+        if name not in expected:
+            raise IntegrityError(f"{where}: unexpected part {name!r} (expected {sorted(expected)})")
+    for name, exp in expected.items():
+        part = parts.get(name)
+        if part is None:
+            if exp.optional:
+                continue
+            raise IntegrityError(f"{where}: part {name!r} ({exp.phase}) is missing")
+        checks: list[tuple[str, Any, Any]] = [
+            ("phase", part.phase, exp.phase),
+            ("protection", part.protection, exp.protection),
+            ("sender role", part.sender_role, exp.sender_role),
+            ("presealed", part.presealed, exp.presealed),
+        ]
+        if exp.kind is not None:
+            checks.append(("kind", part.kind, exp.kind))
+        if exp.shape is not None:
+            checks.append(("shape", part.shape, exp.shape))
+        if exp.from_role is not None:
+            checks.append(("origin role", part.origin_role, exp.from_role))
+        for what, got, want in checks:
+            if got != want:
+                raise IntegrityError(
+                    f"{where}: part {name!r} arrived with {what} {got!r}; this node expects {want!r} "
+                    f"(phase {exp.phase}, from {exp.sender_role})"
+                )
+
+
+def check_content(protocol: str, stage: str, name: str, exp: Expect, part: Part) -> None:
+    """Check an opened part's content against the expected dtype and width (never cast).
+
+    Raises:
+        IntegrityError: naming the stage, the part and what differs.
+    """
+    if part.shape == "blobs" or part.value is None or (exp.dtype is None and exp.width is None):
+        return
+    value = part.value
+    if isinstance(value, torch.Tensor):
+        dtype = value.dtype
+    else:
+        dtype = torch.from_numpy(np.zeros(0, np.asarray(value).dtype)).dtype
+    shape = tuple(value.shape)
+    where = f"{protocol} stage {stage!r}: part {name!r} ({exp.phase})"
+    if exp.dtype is not None and dtype != exp.dtype:
+        raise IntegrityError(f"{where} holds {dtype}; this node expects {exp.dtype}")
+    if exp.width is not None and (len(shape) < 2 or shape[-1] != exp.width):
+        raise IntegrityError(f"{where} has shape {shape}; this node expects rows of width {exp.width}")
