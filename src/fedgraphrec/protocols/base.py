@@ -131,7 +131,7 @@ class ClientProgram(ABC, Generic[S]):
 
     state: S
     occurrence: int = 0
-    """How many times the current stage ran before in a row in this step (set by the node: a layer)."""
+    """How many times the current stage ran before in this step (set by the node, e.g. a layer)."""
 
     def __init__(self, settings: Any, clients: np.ndarray, data: NodeData | None) -> None:
         self.settings = settings

@@ -51,7 +51,7 @@ class Node(Protocol):
         ...
 
     def begin_stage(self, stage: str, occurrence: int) -> Expectation | None:
-        """What the program expects to receive in ``stage``, run ``occurrence`` times before in a row."""
+        """What the program expects to receive in ``stage``, run ``occurrence`` times before this step."""
         ...
 
 
@@ -96,7 +96,7 @@ class NodeEndpoint:
         """Check the request against the node's own expectation, open it, run the program, seal the reply.
 
         The stage must be the legal next one of the program's :class:`StageFlow` (in order, once
-        per step or as often in a row as declared, never from an earlier step), every part must be
+        per step or as often as declared, never from an earlier step), every part must be
         one the program expects in this stage with the phase, protection and roles it expects, and
         sealed parts are opened with the *expected* phase bound in their associated data: labels
         from the wire are never trusted.

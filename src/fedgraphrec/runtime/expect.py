@@ -8,7 +8,7 @@ a label from the wire as truth (DESIGN.md, "Threat model"). Each client program 
   role, kind, shape, dtype, width, whether it is optional), computed from the program's *own* state
   (e.g. which layer comes next), never from the request; and
 * the order of its stages (:class:`StageFlow`): which stage may open the run, which may follow which,
-  which may open a new step, and how many times in a row a stage may run in one step (one layer each).
+  which may open a new step, and how many times a stage may run in one step (e.g. one per layer).
 
 :class:`NodeEndpoint <fedgraphrec.runtime.endpoint.NodeEndpoint>` runs :class:`FlowState` (the stage
 state machine, kept per node for the whole run) and :func:`check_parts` on every request before the
@@ -20,6 +20,7 @@ stage and the parties.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,8 +78,10 @@ class StageFlow:
         first: the stages that may open the run (the first request a node ever answers).
         after: for each stage, the stages that may follow it (within a step or across steps).
         new_step: the stages that may open a new step (a request whose step is larger than the last).
-        repeats: the most times a stage may run in a row within one step (default 1); the node
-            counts the runs itself (:attr:`FlowState.count`), e.g. one per layer.
+        repeats: the most times a stage may run in one step (default 1); the node counts the
+            runs itself (:attr:`FlowState.counts`) and tells the program how many came before
+            (e.g. the layer), so a stage repeats only where the protocol says (a layer per run, a
+            secure sum per layer) and never once more than it says.
     """
 
     first: frozenset[str]
@@ -116,21 +119,23 @@ class FlowState:
     Attributes:
         step: the step of the last request (``None`` before the first).
         stage: the last stage answered (``""`` before the first).
-        count: how many times in a row :attr:`stage` ran in :attr:`step`.
-        done: the stages answered in :attr:`step`.
+        counts: how many times each stage ran in :attr:`step`.
     """
 
     step: int | None = None
     stage: str = ""
-    count: int = 0
-    done: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
 
     def advance(self, protocol: str, rules: StageFlow, stage: str, step: int) -> int:
-        """Accept ``stage`` at ``step`` or raise; returns how many times it ran before in a row (0, 1, ...).
+        """Accept ``stage`` at ``step`` or raise; returns how many times it ran before in this step.
+
+        A stage may follow the last one only if :attr:`StageFlow.after` allows it, may open a new
+        step only if it is in :attr:`StageFlow.new_step`, and may run at most
+        :attr:`StageFlow.repeats` times in one step (once by default).
 
         Raises:
-            IntegrityError: the stage is unknown, out of order, repeated in a step, or the step went
-                back; the message names the protocol, the stage and the step.
+            IntegrityError: the stage is unknown, out of order, run too often in a step, or the
+                step went back; the message names the protocol, the stage and the step.
         """
         where = f"{protocol} stage {stage!r} at step {step}"
         if stage not in rules.stages():
@@ -138,44 +143,30 @@ class FlowState:
         if self.step is None:
             if stage not in rules.first:
                 raise IntegrityError(f"{where}: a run must begin with {sorted(rules.first)}")
-            self._enter(stage, step)
-            return 0
-        if step < self.step:
+        elif step < self.step:
             raise IntegrityError(
                 f"{where}: the server asked for step {step} after step {self.step}; "
                 "a node never returns to an earlier step"
             )
-        if stage not in rules.after.get(self.stage, frozenset()):
+        elif stage not in rules.after.get(self.stage, frozenset()):
             raise IntegrityError(f"{where}: stage {stage!r} may not follow {self.stage!r} on this node")
-        if step > self.step:
-            if stage not in rules.new_step:
-                raise IntegrityError(f"{where}: stage {stage!r} cannot open a new step")
-            self._enter(stage, step)
-            return 0
-        if stage == self.stage:
-            limit = rules.repeats.get(stage, 1)
-            if self.count >= limit:
-                raise IntegrityError(
-                    f"{where}: stage {stage!r} already ran {self.count} time(s) in this step"
-                )
-            self.count += 1
-            return self.count - 1
-        if stage in self.done:
-            raise IntegrityError(f"{where}: stage {stage!r} already ran in this step")
-        self.stage, self.count = stage, 1
-        self.done.append(stage)
-        return 0
-
-    def _enter(self, stage: str, step: int) -> None:
-        self.step, self.stage, self.count, self.done = step, stage, 1, [stage]
+        elif step > self.step and stage not in rules.new_step:
+            raise IntegrityError(f"{where}: stage {stage!r} cannot open a new step")
+        if self.step is None or step > self.step:
+            self.step, self.counts = step, {}
+        before = self.counts.get(stage, 0)
+        if before >= rules.repeats.get(stage, 1):
+            raise IntegrityError(f"{where}: stage {stage!r} already ran {before} time(s) this step")
+        self.stage = stage
+        self.counts[stage] = before + 1
+        return before
 
     def to_record(self) -> dict[str, Any]:
         """Plain values for a node's stored state (Flower ``context.state``)."""
         return {
             "flow.step": -(1 << 62) if self.step is None else int(self.step),
             "flow.stage": self.stage,
-            "flow.count": int(self.count),
-            "flow.done": list(self.done),
+            "flow.counts": json.dumps(self.counts, sort_keys=True),
         }
 
     @classmethod
@@ -184,12 +175,8 @@ class FlowState:
         if "flow.step" not in record:
             return cls()
         step = int(record["flow.step"])
-        return cls(
-            None if step == -(1 << 62) else step,
-            str(record["flow.stage"]),
-            int(record["flow.count"]),
-            [str(s) for s in record["flow.done"]],
-        )
+        counts = {str(k): int(v) for k, v in json.loads(str(record["flow.counts"])).items()}
+        return cls(None if step == -(1 << 62) else step, str(record["flow.stage"]), counts)
 
 
 def check_parts(protocol: str, stage: str, expected: Expectation, parts: Mapping[str, Part]) -> None:
