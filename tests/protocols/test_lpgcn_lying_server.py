@@ -43,6 +43,7 @@ from fedgraphrec.protocols.lpgcn.roles import (
 )
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.sealing import party
 from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train
 from tests.protocols.lpgcn_world import World, oracle, world
@@ -314,11 +315,25 @@ def test_a_forged_key_client_or_roster_is_refused(monkeypatch: pytest.MonkeyPatc
         liar.deliver(node, SETUP_WRAP, _with(request, {name: forged}))
 
 
-def test_forged_relay_sender_names_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rows_swapped_under_forged_sender_names_on_a_checked_route_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast path (a route checked before, same read-only arrays) is no way around the checks.
+
+    The server swaps two senders' ciphertexts and names each one's true sender in ``bound_senders``
+    (so every opening authenticates) while keeping the very ``senders`` array the node checked at
+    the previous layer: without a check, one neighbour's row would stand in for another's.
+    """
     s = _build(monkeypatch)
     s.stop(FORWARD, 1)
     node, request = s.liar.holder(FORWARD, 1, "users")
     part = request["users"]
-    names = [f"client:{int(u)}" for u in np.asarray(part.senders)]
+    senders = np.asarray(part.senders)
+    a, b = 0, int(np.flatnonzero(senders != senders[0])[0])
+    sealed, names = list(part.sealed), [party("client", int(u)) for u in senders]
+    sealed[a], sealed[b] = sealed[b], sealed[a]
+    names[a], names[b] = names[b], names[a]
+    forged = replace(part, sealed=sealed, bound_senders=names)
+    assert forged.senders is part.senders  # the route the node already checked, by identity
     with pytest.raises(IntegrityError, match="name senders other than their ids"):
-        s.liar.deliver(node, FORWARD, _with(request, users=replace(part, bound_senders=names)))
+        s.liar.deliver(node, FORWARD, _with(request, users=forged))
