@@ -8,6 +8,9 @@ pairs (it cannot read them), synchronises every plaintext item row to the holder
 message per client), answers negative-item requests by token with the rows of every layer
 (Algorithm 9 line 1) and, at the end, runs Adam on what it owns — the rows of items nobody holds
 and, for LightGCN+, :math:`W`.
+
+Every cycle — a minibatch or a prediction pass — runs in a protocol step of its own (the step after
+the last one used), so each node can hold every stage to its count per step (:mod:`.expect`).
 """
 
 from __future__ import annotations
