@@ -279,7 +279,7 @@ def test_a_new_cycle_before_the_last_one_finished_is_refused(monkeypatch: pytest
     node = min(s.liar.log[(BACKWARD, 1)])
     step = s.liar.transport.net.step + 1
     with pytest.raises(
-        IntegrityError, match=r"'train/layer0'.*belongs to a finished cycle; this node is in a train"
+        IntegrityError, match=r"'train/layer0'.*opens a cycle; this node is still in a train cycle"
     ):
         s.liar.deliver(node, LAYER0, Message(fields={"predict": True}), step=step)
 

@@ -134,9 +134,11 @@ class ExpectedParts(ClientBase):
     def _in_cycle(self, stage: str, cycle: str, layers: int | None = None, back: int | None = None) -> None:
         """Refuse ``stage`` unless in a ``cycle`` with ``layers`` forward, ``back`` backward layers done."""
         ss = self.state.step
+        if ss.cycle != cycle and not cycle:
+            raise self.refuse(stage, f"opens a cycle; this node is still in a {ss.cycle} cycle")
         if ss.cycle != cycle:
             now = f"a {ss.cycle} cycle" if ss.cycle else "no cycle"
-            raise self.refuse(stage, f"belongs to a {cycle or 'finished'} cycle; this node is in {now}")
+            raise self.refuse(stage, f"belongs to a {cycle} cycle; this node is in {now}")
         if layers is not None and ss.layer != layers:
             raise self.refuse(stage, f"asked for after {ss.layer} of {layers} forward layer(s)")
         if back is not None and ss.back != back:
