@@ -337,3 +337,19 @@ def test_rows_swapped_under_forged_sender_names_on_a_checked_route_are_refused(
     assert forged.senders is part.senders  # the route the node already checked, by identity
     with pytest.raises(IntegrityError, match="name senders other than their ids"):
         s.liar.deliver(node, FORWARD, _with(request, users=forged))
+
+
+@pytest.mark.parametrize(
+    ("stage", "run", "name"),
+    [(FORWARD, 1, "items"), (FORWARD, 1, "users"), (LOSS, 0, "negatives"), (BACKWARD, 0, "users")],
+)
+def test_a_part_the_nodes_routing_needs_is_missing_and_refused(
+    monkeypatch: pytest.MonkeyPatch, stage: str, run: int, name: str
+) -> None:
+    """Parts are expected exactly when the node's own routing says so: dropping one is refused."""
+    s = _build(monkeypatch)
+    s.stop(stage, run)
+    node, request = s.liar.holder(stage, run, name)
+    dropped = Message({k: v for k, v in request.parts.items() if k != name}, dict(request.fields))
+    with pytest.raises(IntegrityError, match=rf"part '{name}' .* is missing"):
+        s.liar.deliver(node, stage, dropped)
