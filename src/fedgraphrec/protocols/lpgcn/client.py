@@ -13,12 +13,16 @@ from fedgraphrec.crypto import ClientKeyPair, SharedKey
 from fedgraphrec.protocols.lpgcn.client_loss import LossStages
 from fedgraphrec.protocols.lpgcn.client_setup import SetupStages
 from fedgraphrec.protocols.lpgcn.client_train import TrainingStages
+from fedgraphrec.protocols.lpgcn.expect import ExpectedParts
 
 __all__ = ["LPGCNClient", "key_material"]
 
 
-class LPGCNClient(SetupStages, TrainingStages, LossStages):
-    """The LP-GCN client role for a shard of clients (stage methods ``stage_setup_*``, ``stage_train_*``)."""
+class LPGCNClient(SetupStages, TrainingStages, LossStages, ExpectedParts):
+    """The LP-GCN client role for a shard of clients (stage methods ``stage_setup_*``, ``stage_train_*``).
+
+    What the node accepts in each stage, and in what order: :class:`~.expect.ExpectedParts`.
+    """
 
 
 def key_material(

@@ -20,7 +20,7 @@ from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.common import local_bpr
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
 from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES
-from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER, item_phase, user_phase
+from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, LOSS, SERVER, item_phase, user_phase
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["LossStages"]
@@ -38,7 +38,12 @@ class LossStages(StageParts):
         self._accumulate_items(last, L)
         ss.cur_u = ss.cur_conv = torch.zeros(0)
         # negatives this node holds no row of: every layer from the server (Algorithm 9 line 1)
-        extra = torch.as_tensor(request["negatives"].value).reshape(L + 1, -1, d) if len(ss.extra) else None
+        got = torch.as_tensor(request["negatives"].value)
+        if int(got.shape[0]) != (L + 1) * len(ss.extra):
+            raise self.refuse(
+                LOSS, f"{int(got.shape[0])} negative rows for {len(ss.extra)} items x {L + 1} layers"
+            )
+        extra = got.reshape(L + 1, -1, d) if len(ss.extra) else None
         items = ss.items
         known = np.flatnonzero(ss.item_local >= 0)
         V = torch.empty((len(items), d), dtype=self.dtype)

@@ -14,7 +14,7 @@ import torch
 
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.lpgcn.client_setup import grouped
-from fedgraphrec.protocols.lpgcn.client_state import ClientBase
+from fedgraphrec.protocols.lpgcn.expect import ExpectedParts
 from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER
 from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.message import Message, Part
@@ -27,7 +27,7 @@ def entry_keys(rows: np.ndarray, items: np.ndarray) -> np.ndarray:
     return rows.astype(np.int64) * (1 << 40) + items
 
 
-class StageParts(ClientBase):
+class StageParts(ExpectedParts):
     """Helpers of the training stages (module docstring)."""
 
     """Training and prediction stages of the LP-GCN client shard (module docstring)."""
@@ -98,6 +98,8 @@ class StageParts(ClientBase):
             if len(st.nb_user):
                 raise IntegrityError("the relayed neighbour rows are missing")
             return self.product(name, own_rows, nonzero)
+        if relay.bound_senders is not None:  # LP-GCN binds user rows to their senders' ids only
+            raise IntegrityError(f"{relay.phase}: relayed user rows name senders other than their ids")
         checked = self._cache.get("route")
         if not _same_readonly(checked, (relay.senders, relay.receivers)):
             require_senders(relay, st.nb_user, "neighbours of this node's convolution-items")

@@ -40,7 +40,7 @@ from fedgraphrec.crypto import (
     wrap_key,
 )
 from fedgraphrec.crypto.errors import DecryptionError
-from fedgraphrec.protocols.lpgcn.client_state import ClientBase
+from fedgraphrec.protocols.lpgcn.expect import ExpectedParts
 from fedgraphrec.protocols.lpgcn.holdings import (
     TOKEN_BYTES,
     TokenIndex,
@@ -49,7 +49,15 @@ from fedgraphrec.protocols.lpgcn.holdings import (
     verification_aad,
     virtual_items,
 )
-from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, KEY_HOLDER, SERVER
+from fedgraphrec.protocols.lpgcn.roles import (
+    CLIENT,
+    CONV_CLIENT,
+    KEY_HOLDER,
+    SERVER,
+    SETUP_INIT,
+    SETUP_UNHELD,
+    SETUP_WRAP,
+)
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["SetupStages", "grouped"]
@@ -63,7 +71,7 @@ def grouped(owners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ids.astype(np.int64), counts.astype(np.int64)
 
 
-class SetupStages(ClientBase):
+class SetupStages(ExpectedParts):
     """Set-up stages of the LP-GCN client shard (module docstring)."""
 
     def stage_setup_keys(self, step: int, request: Message) -> Message:
@@ -99,10 +107,8 @@ class SetupStages(ClientBase):
 
     def stage_setup_wrap(self, step: int, request: Message) -> Message:
         """Algorithm 2 line 6 (key-client only): draw :math:`S`, wrap it for every public key."""
-        key_client = int(request.fields["key_client"])
-        n = int(request.fields["n_clients"])
-        if key_client not in set(self.clients.tolist()):
-            raise ValueError(f"key_client {key_client} is not hosted on this node")
+        self.check_roster(SETUP_WRAP, request.fields)  # the key-client is here (expect.py)
+        key_client, n = self.key_client(), int(request.fields["n_clients"])
         blobs = None
         sizes = np.full(n, sealed_size(32))
         if self.settings.real:
@@ -166,8 +172,8 @@ class SetupStages(ClientBase):
 
     def stage_setup_unheld(self, step: int, request: Message) -> Message:
         """The key-client names the items nobody holds: token and id of each (ids ascending)."""
-        key_client = int(request.fields["key_client"])
-        n_items = int(request.fields["n_items"])
+        self.check_roster(SETUP_UNHELD, request.fields)
+        key_client, n_items = self.key_client(), int(request.fields["n_items"])
         blob = request["held-tokens"].value[0]
         held = np.frombuffer(blob, dtype=np.uint8).reshape(-1, TOKEN_BYTES)
         all_tokens = self.tokens_of(np.arange(n_items))
@@ -262,7 +268,10 @@ class SetupStages(ClientBase):
         assert self.data is not None, "set-up needs the node's data"
         st = self.state
         st.held_col = np.asarray(request.fields["held_col"], dtype=np.int64)
-        st.n_columns = int(request.fields["n_columns"])
+        assert self.data is not None
+        st.n_columns = self.known_field(
+            SETUP_INIT, request.fields, "n_columns", int(self.data.train.shape[1])
+        )
         c = len(st.conv_items)
         own_deg = np.diff(st.real_ptr)
         conv_col = st.held_col[self._conv_entries()]

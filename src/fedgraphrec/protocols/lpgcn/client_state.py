@@ -51,6 +51,9 @@ class StepState:
     """The minibatch (or prediction pass) in flight on this node; reset at every layer-0 stage.
 
     Attributes:
+        cycle: ``""`` between cycles, ``"train"`` or ``"predict"`` from layer 0 until the cycle's
+            last stage (the node's own position in a cycle: :mod:`.expect`).
+        layer: forward layers done in this cycle; back: backward layers done.
         predict: a prediction pass (no triples; every user's final row is accumulated).
         batch_size: triples in the whole minibatch (all nodes).
         b_user: position in the shard of each of this node's triples' user.
@@ -72,6 +75,9 @@ class StepState:
         g_u: the current layer's user gradients.
     """
 
+    cycle: str = ""
+    layer: int = 0
+    back: int = 0
     predict: bool = False
     batch_size: int = 0
     b_user: np.ndarray = field(default_factory=_i64)

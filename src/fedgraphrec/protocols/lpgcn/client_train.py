@@ -37,7 +37,16 @@ from fedgraphrec.protocols.common import adam_step
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
 from fedgraphrec.protocols.lpgcn.client_state import StepState
 from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES, token_order
-from fedgraphrec.protocols.lpgcn.roles import CLIENT, SERVER, item_phase, user_phase
+from fedgraphrec.protocols.lpgcn.roles import (
+    BACKWARD,
+    CLIENT,
+    FINAL,
+    FORWARD,
+    LAYER0,
+    SERVER,
+    item_phase,
+    user_phase,
+)
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.seeding import torch_generator
 
@@ -52,7 +61,12 @@ class TrainingStages(StageParts):
         """Layer-0 rows up: convolution-items', users' sealed (Alg. 1 l. 3-6; Eq. 6 for LightGCN+)."""
         s, st = self.settings, self.state
         f = request.fields
-        ss = st.step = StepState(predict=bool(f.get("predict", False)))
+        predict = self._cycle_fields(f)
+        ss = st.step = StepState(cycle="predict" if predict else "train", predict=predict)
+        if s.plus and int(request["W"].value.shape[0]) != st.n_columns:
+            raise self.refuse(
+                LAYER0, f"sync/W has {int(request['W'].value.shape[0])} rows for {st.n_columns} columns"
+            )
         U0 = self.operator("F") @ torch.as_tensor(request["W"].value) if s.plus else st.user_emb
         ss.cur_u, ss.cur_conv = U0, st.item_emb
         if ss.predict:
@@ -73,6 +87,17 @@ class TrainingStages(StageParts):
         elif not ss.predict:
             out.parts.update(self._negative_requests())
         return out
+
+    def _cycle_fields(self, f: dict[str, object]) -> bool:
+        """Whether layer 0 opens a prediction cycle; a training cycle's fields are the triples, no more."""
+        predict = f.get("predict")
+        if not isinstance(predict, bool | np.bool_):
+            raise self.refuse(LAYER0, f"field 'predict' = {predict!r}; this node expects True or False")
+        names = {"predict"} if predict else {"predict", "users", "pos", "neg", "batch_size"}
+        if set(f) != names:
+            cycle = "prediction" if predict else "training"
+            raise self.refuse(LAYER0, f"fields {sorted(f)}; a {cycle} cycle has {sorted(names)}")
+        return bool(predict)
 
     def _take_batch(self, f: dict[str, object]) -> None:
         """This node's triples (global user ids, item ids), the distinct rows they need, the requests."""
@@ -113,7 +138,7 @@ class TrainingStages(StageParts):
     def stage_train_forward(self, step: int, request: Message) -> Message:
         """Algorithm 4, layer k: Eq. 7 for every user, Eq. 8 for every convolution-item."""
         st, ss, L = self.state, self.state.step, self.settings.n_layers
-        k = int(request.fields["k"])
+        k = ss.layer = self.known_field(FORWARD, request.fields, "k", self.occurrence + 1)
         prev = self._local_table(ss.cur_conv, request)
         self._accumulate_items(prev, k - 1)
         conv_next = self._eq8(ss.cur_u, request, "A")  # Eq. 8, verified real holders
@@ -141,7 +166,8 @@ class TrainingStages(StageParts):
     def stage_train_backward(self, step: int, request: Message) -> Message:
         """Algorithm 6, layer k: user and convolution-item gradients; Adam at layer 0."""
         ss = self.state.step
-        k = int(request.fields["k"])
+        k = self.known_field(BACKWARD, request.fields, "k", self.settings.n_layers - 1 - self.occurrence)
+        ss.back += 1
         g_items = self._local_table(ss.cur_conv, request)
         first = k == self.settings.n_layers - 1  # G^(L) = D^(L): non-zero on the minibatch's rows only
         nonzero = self._nonzero_items(g_items) if first else None
@@ -210,6 +236,8 @@ class TrainingStages(StageParts):
         st = self.state
         table = torch.as_tensor(request["final"].value)
         n_items = int(table.shape[0])
+        if n_items != st.n_columns:
+            raise self.refuse(FINAL, f"predict/item-embeddings has {n_items} rows for {st.n_columns} items")
         st.final_v = torch.empty_like(table)
         st.final_v[torch.from_numpy(token_order(self.tokens_of(np.arange(n_items))))] = table
         st.final_u = st.step.acc_u

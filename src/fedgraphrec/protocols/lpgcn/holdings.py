@@ -25,12 +25,13 @@ from fedgraphrec.crypto import ItemTokenizer, SharedKey
 from fedgraphrec.protocols.common import CLIENT
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT
 from fedgraphrec.runtime.sealing import Binding, party
-from fedgraphrec.seeding import child_seed
+from fedgraphrec.seeding import child_seed, numpy_rng
 
 __all__ = [
     "TOKEN_BYTES",
     "TokenIndex",
     "item_tokens",
+    "key_client_of",
     "keyed",
     "token_order",
     "upload_order",
@@ -178,3 +179,12 @@ def verification_aad(answerer: int, asker: int, question: bytes) -> bytes:
     """
     b = Binding("lpgcn", "setup/verification-answer", -1)
     return b.aad(party(CLIENT, answerer), party(CONV_CLIENT, asker)) + b"|" + question
+
+
+def key_client_of(seed: int, n_clients: int) -> int:
+    """The key-client (Algorithm 2 line 5): drawn from the public stream ``("lpgcn", "setup")``.
+
+    Public by design (it hides nothing): every node derives it too, so a server cannot send the
+    key-client's set-up stages to another node or name another key-client.
+    """
+    return int(numpy_rng(seed, "lpgcn", "setup").integers(0, n_clients))

@@ -3,7 +3,8 @@
 One module, as Flower keeps SecAgg+'s ``Stage`` and ``Key``: the server program asks for a stage
 by name, the client program answers in ``stage_<name>`` (:func:`~fedgraphrec.protocols.base.stage_method`),
 and every part travels under a phase name that is the same in code, ledger and transcripts
-(spec ``lpgcn.md`` §4.10 lists the messages).
+(spec ``lpgcn.md`` §4.10 lists the messages). The order in which a node accepts the stages, and
+what it expects in each, is declared in :mod:`~fedgraphrec.protocols.lpgcn.expect`.
 """
 
 from __future__ import annotations

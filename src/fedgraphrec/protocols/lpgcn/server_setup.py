@@ -21,7 +21,7 @@ import torch
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.base import ServerProgram
 from fedgraphrec.protocols.lpgcn.cover import plan_convolution
-from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES, TokenIndex
+from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES, TokenIndex, key_client_of
 from fedgraphrec.protocols.lpgcn.roles import (
     CLIENT,
     CONV_CLIENT,
@@ -37,7 +37,6 @@ from fedgraphrec.protocols.lpgcn.roles import (
 )
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["NodePlan", "SetupRounds"]
 
@@ -105,7 +104,7 @@ class SetupRounds(ServerProgram):
                 for u, pk in zip(part.senders.tolist(), part.value, strict=True):
                     roster[u] = pk
         self.roster = roster
-        self.key_client = int(numpy_rng(s.seed, "lpgcn", "setup").integers(0, n))
+        self.key_client = key_client_of(s.seed, n)
         kc_node = self.node_ids[int(self.node_index[self.key_client])]
         keys = Part(
             "setup/public-keys", "public_key", SERVER, KEY_HOLDER, [b"".join(roster)] if s.real else None,

@@ -8,6 +8,9 @@ pairs (it cannot read them), synchronises every plaintext item row to the holder
 message per client), answers negative-item requests by token with the rows of every layer
 (Algorithm 9 line 1) and, at the end, runs Adam on what it owns — the rows of items nobody holds
 and, for LightGCN+, :math:`W`.
+
+Every cycle — a minibatch or a prediction pass — runs in a protocol step of its own (the step after
+the last one used), so each node can hold every stage to its count per step (:mod:`.expect`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,17 @@ class TrainingRounds(SetupRounds):
     """Training and prediction rounds of the LP-GCN server (module docstring)."""
 
     steps: int = 0
+
+    def _begin_cycle(self) -> None:
+        """Every cycle (a minibatch, a prediction pass) runs in a protocol step of its own.
+
+        A node runs each stage at most as often per step as the protocol says (a cycle's), so a
+        prediction pass between two minibatches, or two in a row, needs its own step: the number
+        after the last one the transport used (set-up runs at ``-1``; a resumed run continues from
+        the restored step). Adam's counter is :attr:`steps`, so the trained numbers do not depend
+        on how many prediction passes ran; only the step bound into sealed messages does.
+        """
+        self.transport.begin_step(max(self.transport.net.step + 1, 0))
 
     # ------------------------------------------------------------------ routing helpers
     def _sync(self, phase: str, kind: str, layer_rows: list[torch.Tensor | None]) -> dict[int, Part]:
@@ -155,7 +169,7 @@ class TrainingRounds(SetupRounds):
         """One minibatch of Algorithm 1 (Algorithm 7 for LightGCN+)."""
         s, L = self.settings, self.settings.n_layers
         w = 1.0 / (L + 1)
-        self.transport.begin_step(self.steps)
+        self._begin_cycle()
         u, p, q = (np.asarray(x, dtype=np.int64) for x in (users, pos, neg))
         triples: dict[int, dict[str, object]] = {}
         for j, node in enumerate(self.node_ids):
@@ -257,7 +271,7 @@ class TrainingRounds(SetupRounds):
     # ------------------------------------------------------------------ §4.6 prediction
     def predict(self) -> None:
         """A forward pass without a batch; every final item embedding to every client (token order)."""
-        self.transport.begin_step(self.steps)
+        self._begin_cycle()
         _, layers = self._forward("predict/", None)
         L = self.settings.n_layers
         syncs = self._sync(item_phase("predict/", "embedding", L), "item_embedding", layers[L])
