@@ -106,3 +106,11 @@ def test_the_flow_counts_repeats_and_survives_a_record_round_trip() -> None:
         FlowState().advance("p", rules, "b", 0)
     with pytest.raises(IntegrityError, match="no such stage"):
         state.advance("p", rules, "zzz", 1)
+
+
+def test_a_part_naming_its_senders_where_the_node_expects_none_is_refused() -> None:
+    endpoint, program, request, step = _relayed("real")
+    part = request["rows"]
+    named = replace(part, bound_senders=[f"client:{int(u)}" for u in part.senders])  # type: ignore[union-attr]
+    with pytest.raises(IntegrityError, match="sender names"):
+        endpoint.handle(program, "receive", step, Message({"rows": named}))  # type: ignore[arg-type]

@@ -51,6 +51,11 @@ class Expect:
         width: the number of columns of rows or a broadcast once opened.
         from_role: for a relayed part, the role of the parties that first sent it.
         presealed: a sub-protocol's own ciphertexts (secure aggregation's shares).
+        named_senders: the part's sealed messages are bound to sender *names* the server lists
+            (:attr:`Part.bound_senders`, e.g. an item's holder known by the item); the program must
+            then check those names itself. Otherwise a part listing names is refused: the server
+            could swap two senders' ciphertexts and name each one's true sender, so every opening
+            and every check of :attr:`Part.senders` would pass.
         optional: the part may be absent (e.g. nothing to relay to this node this step).
     """
 
@@ -63,6 +68,7 @@ class Expect:
     width: int | None = None
     from_role: str | None = None
     presealed: bool = False
+    named_senders: bool = False
     optional: bool = False
 
 
@@ -210,6 +216,8 @@ def check_parts(protocol: str, stage: str, expected: Expectation, parts: Mapping
             checks.append(("shape", part.shape, exp.shape))
         if exp.from_role is not None:
             checks.append(("origin role", part.origin_role, exp.from_role))
+        if not exp.named_senders:
+            checks.append(("sender names", part.bound_senders, None))
         for what, got, want in checks:
             if got != want:
                 raise IntegrityError(
