@@ -335,7 +335,7 @@ def test_rows_swapped_under_forged_sender_names_on_a_checked_route_are_refused(
     names[a], names[b] = names[b], names[a]
     forged = replace(part, sealed=sealed, bound_senders=names)
     assert forged.senders is part.senders  # the route the node already checked, by identity
-    with pytest.raises(IntegrityError, match="sender names|name senders other than their ids"):
+    with pytest.raises(IntegrityError, match=r"sender names|name senders other than their ids"):
         s.liar.deliver(node, FORWARD, _with(request, users=forged))
 
 
