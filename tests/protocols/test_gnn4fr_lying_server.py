@@ -84,7 +84,9 @@ def _run(monkeypatch: pytest.MonkeyPatch, liar: Liar | None, paper_literal: bool
 def test_the_honest_server_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     for paper_literal in (False, True):
         fed = _run(monkeypatch, None, paper_literal)
-        assert all(e.flow.stage == Stage.PREDICT_DELIVER for e in fed.server.transport.endpoints.values())
+        transport = fed.server.transport
+        assert isinstance(transport, LocalTransport)
+        assert all(e.flow.stage == Stage.PREDICT_DELIVER for e in transport.endpoints.values())
 
 
 # ---------------------------------------------------------------------- (a) protection downgrade

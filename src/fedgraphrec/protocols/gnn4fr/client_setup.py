@@ -225,6 +225,8 @@ class SetupClient(ClientProgram[GNN4FRState]):
         key_client = self.key_client
         check_field(Stage.WRAP_KEY, request.fields, "key_client", key_client)
         check_field(Stage.WRAP_KEY, request.fields, "real", self.real)
+        if not (self.clients == key_client).any():  # the stage order already refuses it: said twice
+            raise IntegrityError(f"gnn4fr stage {Stage.WRAP_KEY!r}: the key-client is not on this node")
         got = request["keys"]
         n = self.n_users
         if len(got.value) != 1 or len(got.value[0]) != 32 * n:
