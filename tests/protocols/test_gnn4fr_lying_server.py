@@ -284,3 +284,60 @@ def test_triples_and_holders_that_are_not_the_nodes_own_are_refused(
     match = "holder that does not hold" if what == "holder" else "not on this node or does not hold"
     with pytest.raises(IntegrityError, match=match):
         _run(monkeypatch, liar)
+
+
+# ---------------------------------------------------------------------- (f) what the server itself writes
+def _content(stage: str, name: str, make: Callable[[Any], Any]) -> Any:
+    """Replace the value of the plain part ``name`` (which the server writes) with ``make(part)``."""
+
+    def lie(transport: Any, send: Round, requests: Requests) -> dict[int, Message]:
+        for node, msg in requests.items():
+            if name in msg.parts:
+                part = replace(msg[name], value=make(msg[name]))  # booked at the honest size
+                requests[node] = Message({**msg.parts, name: part}, msg.fields)
+        return send(stage, requests)
+
+    return lie
+
+
+@pytest.mark.parametrize(
+    ("paper_literal", "stage", "name", "make", "match"),
+    [
+        (
+            True,
+            Stage.UPDATE,
+            "sum",
+            lambda p: np.asarray(p.value, dtype=np.float64),
+            "expects .* uint64 words",
+        ),
+        (True, Stage.UPDATE, "sum", lambda p: np.asarray(p.value)[:-1], "expects .* uint64 words"),
+        (False, Stage.WRAP_KEY, "keys", lambda p: [p.value[0][:-32]], "bundle of 12 public keys"),
+        (
+            False,
+            Stage.ROUTING,
+            "routing",
+            lambda p: [b[:-3] for b in p.value],
+            "routing of client:.* malformed",
+        ),
+        (False, Stage.ROUTING, "routing", lambda p: [_self_neighbour(b) for b in p.value], "inconsistent"),
+    ],
+)
+def test_malformed_content_the_server_writes_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+    paper_literal: bool,
+    stage: str,
+    name: str,
+    make: Callable[[Any], Any],
+    match: str,
+) -> None:
+    with pytest.raises(IntegrityError, match=match):
+        _run(monkeypatch, Liar(stage, _content(stage, name, make)), paper_literal)
+
+
+def _self_neighbour(blob: bytes) -> bytes:
+    """A routing message whose neighbours are all replaced by one repeated id (not sorted and distinct)."""
+    k = int(np.frombuffer(blob[:8], dtype=np.int64)[0])
+    table = np.frombuffer(blob[8 : 8 + 16 * k], dtype=np.int64).reshape(k, 2).copy()
+    table[:, 0] = 0 if k < 2 else table[0, 0]
+    table[:, 1] = 0 if k < 2 else table[:, 1]
+    return blob[:8] + table.tobytes() + blob[8 + 16 * k :]

@@ -316,5 +316,35 @@ class SetupClient(ClientProgram[GNN4FRState]):
             raise IntegrityError(f"{got.phase}: routing for other clients was delivered here")
         ptr, seq = self.state.own_ptr, self.state.own_seq
         own = [seq[ptr[k] : ptr[k + 1]] for k in range(len(self.clients))]
-        self.state.graph = build_local_graph(self.clients, own, [decode_routing(b) for b in got.value])
+        routing = [
+            self._routing(b, int(u), len(o)) for b, u, o in zip(got.value, self.clients, own, strict=True)
+        ]
+        self.state.graph = build_local_graph(self.clients, own, routing)
         return Message()
+
+    def _routing(
+        self, blob: bytes, u: int, n_own: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Client ``u``'s routing message, decoded strictly.
+
+        Neighbours are other clients of the run, sorted and distinct, of positive degree; the
+        connectivity indexes within the neighbour table and ``u``'s own items.
+
+        Raises:
+            IntegrityError: naming the stage and the client, for a malformed message.
+        """
+        k = int(np.frombuffer(blob[:8], dtype=np.int64)[0]) if len(blob) >= 8 else -1
+        if k < 0 or len(blob) < 8 + 16 * k or (len(blob) - 8 - 16 * k) % 8:
+            raise IntegrityError(f"gnn4fr stage {Stage.ROUTING!r}: the routing of client:{u} is malformed")
+        nbs, degs, nb_idx, it_idx = decode_routing(blob)
+        if (
+            (len(nbs) and (nbs.min() < 0 or nbs.max() >= self.n_users or (np.diff(nbs) <= 0).any()))
+            or (nbs == u).any()
+            or (degs <= 0).any()
+            or (
+                len(nb_idx)
+                and (nb_idx.min() < 0 or nb_idx.max() >= k or it_idx.min() < 0 or it_idx.max() >= n_own)
+            )
+        ):
+            raise IntegrityError(f"gnn4fr stage {Stage.ROUTING!r}: the routing of client:{u} is inconsistent")
+        return nbs, degs, nb_idx, it_idx
