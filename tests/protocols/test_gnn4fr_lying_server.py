@@ -312,6 +312,7 @@ def _content(stage: str, name: str, make: Callable[[Any], Any]) -> Any:
         ),
         (True, Stage.UPDATE, "sum", lambda p: np.asarray(p.value)[:-1], "expects .* uint64 words"),
         (False, Stage.WRAP_KEY, "keys", lambda p: [p.value[0][:-32]], "bundle of 12 public keys"),
+        (False, Stage.WRAP_KEY, "keys", lambda p: [bytes(32 * N_USERS)], "another public key for client"),
         (
             False,
             Stage.ROUTING,

@@ -235,6 +235,7 @@ class SetupClient(ClientProgram[GNN4FRState]):
             )
         blob = got.value[0]
         if self.real:
+            self._check_own_keys(blob)
             shared = SharedKey.generate().to_bytes()
             wrapped = [wrap_key(shared, PublicKey.from_bytes(blob[32 * k : 32 * k + 32])) for k in range(n)]
         else:
@@ -244,6 +245,19 @@ class SetupClient(ClientProgram[GNN4FRState]):
             presealed=True, senders=np.full(n, key_client), seal_to_role=CLIENT, seal_to=np.arange(n),
         )  # fmt: skip
         return Message({"wrapped": part})
+
+    def _check_own_keys(self, bundle: bytes) -> None:
+        """The bundle holds this node's own clients' public keys where they belong.
+
+        Only a partial check: the server could still swap the keys of clients on other nodes (the
+        public keys are not authenticated; SECURITY.md), but not those of the key-client's node.
+        """
+        for k, u in enumerate(self.clients.tolist()):
+            own = ClientKeyPair.from_private_bytes(self.state.private_keys[32 * k : 32 * k + 32])
+            if bundle[32 * u : 32 * u + 32] != own.public.to_bytes():
+                raise IntegrityError(
+                    f"gnn4fr stage {Stage.WRAP_KEY!r}: the bundle holds another public key for client:{u}"
+                )
 
     def stage_setup_unwrap_key(self, step: int, request: Message) -> Message:
         """Every client unwraps S, then uploads its items' tokens (sorted: the order reveals nothing)."""
