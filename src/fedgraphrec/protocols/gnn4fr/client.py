@@ -51,7 +51,8 @@ from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.common import layer_mean, local_bpr
 from fedgraphrec.protocols.gnn4fr import paper
 from fedgraphrec.protocols.gnn4fr.client_setup import SetupClient
-from fedgraphrec.protocols.gnn4fr.roles import CLIENT, HOLDER_OF_ITEM, SERVER, Phase
+from fedgraphrec.protocols.gnn4fr.expect import check_field, check_rows
+from fedgraphrec.protocols.gnn4fr.roles import CLIENT, HOLDER_OF_ITEM, SERVER, Phase, Stage
 from fedgraphrec.protocols.gnn4fr.state import StepState
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.sealing import party_names
@@ -69,37 +70,71 @@ class GNN4FRClient(SetupClient):
 
     # ------------------------------------------------------------------ forward (Algorithm 4)
     def stage_step_begin(self, step: int, request: Message) -> Message:
-        """A minibatch (or a prediction) starts from the layer-0 rows."""
+        """A minibatch (or a prediction) starts from the layer-0 rows.
+
+        The triples must be the node's own: its clients, positives they hold, items of the catalogue.
+        """
         f = request.fields
+        prefix = f.get("prefix", "forward")
+        if prefix not in ("forward", "predict/forward"):
+            raise IntegrityError(f"gnn4fr stage {Stage.BEGIN!r}: field 'prefix' = {prefix!r} names no cycle")
+        users, pos, neg = (np.asarray(f.get(k, []), dtype=np.int64) for k in ("users", "pos", "neg"))
         st = StepState(
-            users=np.searchsorted(self.clients, np.asarray(f.get("users", []), dtype=np.int64)),
-            pos=np.asarray(f.get("pos", []), dtype=np.int64),
-            neg=np.asarray(f.get("neg", []), dtype=np.int64),
+            users=self._triples(users, pos, neg, int(f.get("batch", 0)), predict=prefix != "forward"),
+            pos=pos,
+            neg=neg,
             batch=int(f.get("batch", 0)),
+            predict=prefix != "forward",
+            complete=False,
             u_layers=self.state.users.param.detach().unsqueeze(0).clone(),
             v_layers=self.state.items.param.detach().unsqueeze(0).clone(),
         )
         self.state.step = st
-        return self._after_layer(0, str(f.get("prefix", "forward")))
+        return self._after_layer(0)
+
+    def _triples(
+        self, users: np.ndarray, pos: np.ndarray, neg: np.ndarray, batch: int, predict: bool
+    ) -> np.ndarray:
+        """Positions of the triples' users, once the triples are checked against the node's own data."""
+        where = f"gnn4fr stage {Stage.BEGIN!r}"
+        if predict:
+            if len(users) or len(pos) or len(neg) or batch:
+                raise IntegrityError(f"{where}: a prediction carries no triples")
+            return users
+        if not (len(users) == len(pos) == len(neg)) or batch < max(len(users), 1):
+            raise IntegrityError(
+                f"{where}: {len(users)} users, {len(pos)} positives, {len(neg)} negatives "
+                f"in a batch of {batch}"
+            )
+        if len(neg) and (neg.min() < 0 or neg.max() >= self.n_items):
+            raise IntegrityError(f"{where}: a negative is not a catalogue item")
+        if not self.holds(users, pos).all():
+            raise IntegrityError(
+                f"{where}: a triple's user is not on this node or does not hold its positive"
+            )
+        return np.searchsorted(self.clients, users)
 
     def stage_step_forward(self, step: int, request: Message) -> Message:
         """Layer ``k`` of the neighbours arrived: every node item and client at layer ``k + 1``."""
-        k, prefix = int(request.fields["layer"]), str(request.fields["prefix"])
+        st, k = self.state.step, self.occurrence  # the layer: how many forwards ran this step
+        check_field(Stage.FORWARD, request.fields, "layer", k)
+        check_field(Stage.FORWARD, request.fields, "prefix", "predict/forward" if st.predict else "forward")
         part = request["rows"]
         self.check_relay(part)
-        g, st = self._graph(), self.state.step
+        g = self._graph()
         known = g.gather_known(st.u_layers[k], part)
         v_next = g.rt(self.dtype) @ known
         u_next = g.r_own(self.dtype) @ st.v_layers[k]
         st.u_layers = torch.cat([st.u_layers, u_next.unsqueeze(0)])
         st.v_layers = torch.cat([st.v_layers, v_next.unsqueeze(0)])
-        return self._after_layer(k + 1, prefix)
+        return self._after_layer(k + 1)
 
-    def _after_layer(self, k: int, prefix: str) -> Message:
+    def _after_layer(self, k: int) -> Message:
         st = self.state.step
         if k < self.L:
+            prefix = "predict/forward" if st.predict else "forward"
             return self.rows_part(Phase.forward(k, prefix), "user_embedding", st.u_layers[k])
-        if prefix != "forward":  # a prediction: keep the final rows
+        if st.predict:  # a prediction: keep the final rows
             self.state.final_users = layer_mean(list(st.u_layers))
             st.g_item = layer_mean(list(st.v_layers))
             return Message()
@@ -118,7 +153,14 @@ class GNN4FRClient(SetupClient):
         holders = np.asarray(f["holders"], dtype=np.int64)
         requesters = np.asarray(f["requesters"], dtype=np.int64)
         handles = np.asarray(f["tokens"], dtype=np.int64)
+        if not (len(holders) == len(requesters) == len(handles)):
+            raise IntegrityError(
+                f"gnn4fr stage {Stage.NEGATIVES!r}: holders, requesters and tokens differ in count"
+            )
+        if len(requesters) and (requesters.min() < 0 or requesters.max() >= self.n_users):
+            raise IntegrityError(f"gnn4fr stage {Stage.NEGATIVES!r}: a requester is not a client of the run")
         items = self.items_of(handles, "negative requests")
+        self.check_holders(Stage.NEGATIVES, holders, items)
         v = self.state.step.v_layers
         rows = self.item_rows(items, v, "negative requests").reshape(len(items), v.shape[0] * v.shape[2])
         part = Part(
@@ -205,7 +247,12 @@ class GNN4FRClient(SetupClient):
             return paper.gradients(self, request)
         st, g, ids, L = self.state.step, self._graph(), self.state.item_ids, self.L
         part = request["grads"]
-        handles = np.asarray(request.fields["tokens"], dtype=np.int64)
+        check_rows(Stage.GRADIENTS, part, self.dtype, int(st.d_user.shape[1]))
+        handles = np.asarray(request.fields.get("tokens", []), dtype=np.int64)
+        if len(handles) != (0 if part.receivers is None else len(part.receivers)):
+            raise IntegrityError(
+                f"gnn4fr stage {Stage.GRADIENTS!r}: {part.phase} and its tokens differ in count"
+            )
         if (
             part.bound_senders is not None
             and part.senders is not None
@@ -235,6 +282,7 @@ class GNN4FRClient(SetupClient):
         st.g_item = w * st.d_item + (st.r_item if L == 0 else 0)
         if L == 0:
             self.update(st.g_user, st.g_item)
+            st.complete = True
             return Message()
         return self.rows_part(Phase.user_gradients(L), "user_gradient", st.g_user)
 
@@ -258,10 +306,13 @@ class GNN4FRClient(SetupClient):
 
     def stage_step_backward(self, step: int, request: Message) -> Message:
         """Layer ``l + 1`` user gradients of the neighbours arrived: layer ``l`` of items and clients."""
+        st = self.state.step
+        check_field(Stage.BACKWARD, request.fields, "layer", self.L - self.occurrence)
+        layer = self.L - self.occurrence - 1  # the layer computed here: from the node's own count
+        st.backward += 1
         if self.settings.paper_literal:
-            return paper.backward(self, request)
-        st, g, w = self.state.step, self._graph(), 1.0 / (self.L + 1)
-        layer = int(request.fields["layer"]) - 1
+            return paper.backward(self, request, layer)
+        g, w = self._graph(), 1.0 / (self.L + 1)
         part = request["rows"]
         self.check_relay(part)
         known = g.gather_known(st.g_user, part)
@@ -269,6 +320,7 @@ class GNN4FRClient(SetupClient):
         g_user = w * st.d_user + g.r_own(self.dtype) @ st.g_item
         if layer == 0:
             self.update(g_user + st.r_user, g_item + st.r_item)
+            st.complete = True
             return Message()
         st.g_user, st.g_item = g_user, g_item
         return self.rows_part(Phase.user_gradients(layer), "user_gradient", g_user)
@@ -287,6 +339,9 @@ class GNN4FRClient(SetupClient):
         f = request.fields
         holders = np.asarray(f["holders"], dtype=np.int64)
         handles = np.asarray(f["tokens"], dtype=np.int64)
+        if len(holders) != len(handles):
+            raise IntegrityError(f"gnn4fr stage {Stage.PREDICT_ITEMS!r}: holders and tokens differ in count")
+        self.check_holders(Stage.PREDICT_ITEMS, holders, self.items_of(handles, "predict"))
         final = self.state.step.g_item.unsqueeze(0)  # one "layer": the final rows (custody: w V^(0))
         rows = self.item_rows(self.items_of(handles, "predict"), final, "predict").reshape(
             len(handles), final.shape[2]
@@ -303,7 +358,12 @@ class GNN4FRClient(SetupClient):
         """Each client gets the final embeddings of every item it lacks and assembles the item table."""
         part = request["items"]
         items = self.items_of(self._handles_of(part), "predict")
-        recv = np.searchsorted(self.clients, part.receivers if part.receivers is not None else [])
+        got_to = np.asarray(part.receivers if part.receivers is not None else [], dtype=np.int64)
+        recv = np.minimum(np.searchsorted(self.clients, got_to), len(self.clients) - 1)
+        if not np.array_equal(self.clients[recv], got_to):
+            raise IntegrityError(
+                f"{part.phase}: final item rows for clients of another node were delivered here"
+            )
         m, ptr = self.n_items, self.state.own_ptr
         lacking = m - np.diff(ptr)
         key = recv * m + items
@@ -320,4 +380,5 @@ class GNN4FRClient(SetupClient):
         table[torch.from_numpy(got)] = torch.as_tensor(part.message_rows(first)).to(self.dtype)
         table[torch.from_numpy(self.state.item_ids)] = self.state.step.g_item
         self.state.final_items = table
+        self.state.step.complete = True
         return Message()

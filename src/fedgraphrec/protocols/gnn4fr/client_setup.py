@@ -21,6 +21,7 @@ from fedgraphrec.crypto import (
     wrap_key,
 )
 from fedgraphrec.protocols.base import ClientProgram
+from fedgraphrec.protocols.gnn4fr.expect import check_field, expectation, gnn4fr_flow
 from fedgraphrec.protocols.gnn4fr.graph import LocalGraph, build_local_graph, decode_routing
 from fedgraphrec.protocols.gnn4fr.roles import (
     CLIENT,
@@ -28,12 +29,15 @@ from fedgraphrec.protocols.gnn4fr.roles import (
     SERVER,
     TOKEN_BYTES,
     Phase,
+    Stage,
     item_tokens,
+    key_client_of,
     token_ints,
 )
 from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 from fedgraphrec.protocols.gnn4fr.state import Adam, GNN4FRState
 from fedgraphrec.runtime.endpoint import require_senders
+from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["SetupClient"]
@@ -62,6 +66,21 @@ class SetupClient(ClientProgram[GNN4FRState]):
             items=Adam.of(items[torch.from_numpy(item_ids)]),
             item_ids=item_ids,
         )
+
+    # ------------------------------------------------------------------ what the node accepts
+    @property
+    def key_client(self) -> int:
+        """u_c of Algorithm 2 (public: the run seed's ``setup`` stream, as the server draws it)."""
+        return key_client_of(self.n_users, self.settings.seed)
+
+    def stage_flow(self) -> StageFlow:
+        """The node's stage order (:func:`.expect.gnn4fr_flow`): its layers, mode, key-client or not."""
+        key_node = bool((self.clients == self.key_client).any())
+        return gnn4fr_flow(self.L, self.settings.paper_literal, key_node)
+
+    def expect(self, stage: str) -> Expectation:
+        """The parts this node expects in ``stage`` (:func:`.expect.expectation`)."""
+        return expectation(self, stage)
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -129,6 +148,29 @@ class SetupClient(ClientProgram[GNN4FRState]):
             raise IntegrityError(f"gnn4fr {what}: a message names an item token no catalogue item has")
         return items
 
+    def holds(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """Whether each (client id, item id) is an interaction of a client of this node."""
+        at = np.minimum(np.searchsorted(self.clients, users), max(len(self.clients) - 1, 0))
+        if not len(self.clients):
+            return np.zeros(len(users), dtype=bool)
+        m, ptr = self.n_items, self.state.own_ptr
+        edges = np.repeat(np.arange(len(self.clients)), np.diff(ptr)) * m + self.state.own_seq
+        ok = (self.clients[at] == users) & (items >= 0) & (items < m)
+        return ok & np.isin(at * m + items, edges)
+
+    def check_holders(self, stage: str, holders: np.ndarray, items: np.ndarray) -> None:
+        """Each named holder is a client of this node holding the item (or the key-client, its custody).
+
+        Raises:
+            IntegrityError: naming the stage, when the server names another holder.
+        """
+        ok = self.holds(holders, items)
+        cust = np.isin(items, self.state.custody_ids) & (holders == self.key_client)
+        if len(holders) and not (ok | (cust & np.isin(holders, self.clients))).all():
+            raise IntegrityError(
+                f"gnn4fr stage {stage!r}: the server names a holder that does not hold the item"
+            )
+
     def rows_part(self, phase: str, kind: str, rows: torch.Tensor) -> Message:
         """The clients' rows multicast to their neighbours, sealed under S."""
         part = Part(
@@ -165,7 +207,8 @@ class SetupClient(ClientProgram[GNN4FRState]):
     # ------------------------------------------------------------------ set-up (Algorithms 2-3)
     def stage_setup_public_keys(self, step: int, request: Message) -> Message:
         """Every client makes an X25519 key pair and sends the public half."""
-        self.state.real = bool(request.fields["real"])
+        self.state.real = self.settings.crypto == "real"  # the node's own configuration, not the wire's
+        check_field(Stage.PUBLIC_KEYS, request.fields, "real", self.state.real)
         if self.state.real:
             pairs = [ClientKeyPair.generate() for _ in self.clients]
             self.state.private_keys = b"".join(p.private_bytes() for p in pairs)
@@ -179,10 +222,20 @@ class SetupClient(ClientProgram[GNN4FRState]):
 
     def stage_setup_wrap_key(self, step: int, request: Message) -> Message:
         """The key-client draws S and wraps it for every public key (the server never sees S)."""
-        key_client = int(request.fields["key_client"])
-        blob = request["keys"].value[0]
-        n = len(blob) // 32
+        key_client = self.key_client
+        check_field(Stage.WRAP_KEY, request.fields, "key_client", key_client)
+        check_field(Stage.WRAP_KEY, request.fields, "real", self.real)
+        if not (self.clients == key_client).any():  # the stage order already refuses it: said twice
+            raise IntegrityError(f"gnn4fr stage {Stage.WRAP_KEY!r}: the key-client is not on this node")
+        got = request["keys"]
+        n = self.n_users
+        if len(got.value) != 1 or len(got.value[0]) != 32 * n:
+            raise IntegrityError(
+                f"gnn4fr stage {Stage.WRAP_KEY!r}: {got.phase} must be one bundle of {n} public keys"
+            )
+        blob = got.value[0]
         if self.real:
+            self._check_own_keys(blob)
             shared = SharedKey.generate().to_bytes()
             wrapped = [wrap_key(shared, PublicKey.from_bytes(blob[32 * k : 32 * k + 32])) for k in range(n)]
         else:
@@ -193,11 +246,26 @@ class SetupClient(ClientProgram[GNN4FRState]):
         )  # fmt: skip
         return Message({"wrapped": part})
 
+    def _check_own_keys(self, bundle: bytes) -> None:
+        """The bundle holds this node's own clients' public keys where they belong.
+
+        Only a partial check: the server could still swap the keys of clients on other nodes (the
+        public keys are not authenticated; SECURITY.md), but not those of the key-client's node.
+        """
+        for k, u in enumerate(self.clients.tolist()):
+            own = ClientKeyPair.from_private_bytes(self.state.private_keys[32 * k : 32 * k + 32])
+            if bundle[32 * u : 32 * u + 32] != own.public.to_bytes():
+                raise IntegrityError(
+                    f"gnn4fr stage {Stage.WRAP_KEY!r}: the bundle holds another public key for client:{u}"
+                )
+
     def stage_setup_unwrap_key(self, step: int, request: Message) -> Message:
         """Every client unwraps S, then uploads its items' tokens (sorted: the order reveals nothing)."""
+        check_field(Stage.UNWRAP_KEY, request.fields, "real", self.real)
         got = request["wrapped"]
         if got.receivers is None or not np.array_equal(got.receivers, self.clients):
             raise IntegrityError(f"{got.phase}: wrapped keys for other clients were delivered here")
+        require_senders(got, np.full(len(self.clients), self.key_client), "the key-client")
         if self.real:
             keys = set()
             for k, blob in enumerate(got.value):
@@ -232,14 +300,18 @@ class SetupClient(ClientProgram[GNN4FRState]):
         Nobody's interactions involve them, but negatives do: their rows must live somewhere their
         gradients can reach sealed. The server learns only their tokens, never their ids or rows.
         """
-        blob = request["held"].value[0]
+        check_field(Stage.CATALOGUE, request.fields, "key_client", self.key_client)
+        got = request["held"]
+        if len(got.value) != 1 or len(got.value[0]) % TOKEN_BYTES:
+            raise IntegrityError(f"gnn4fr stage {Stage.CATALOGUE!r}: {got.phase} must be one list of tokens")
+        blob = got.value[0]
         held = token_ints([blob[k : k + TOKEN_BYTES] for k in range(0, len(blob), TOKEN_BYTES)])
         mine = self.catalogue_handles()
         unheld = np.flatnonzero(~np.isin(mine, held)).astype(np.int64)
         assert self.data is not None
         self.state.custody_ids = unheld
         self.state.custody = Adam.of(self.data.tables["item_emb"][torch.from_numpy(unheld)])
-        key_client = int(request.fields["key_client"])
+        key_client = self.key_client
         body = b"".join(self.tokens_of(unheld))
         part = Part(
             Phase.CATALOGUE, "item_token", KEY_HOLDER, SERVER, [body], shape="blobs",
@@ -258,5 +330,35 @@ class SetupClient(ClientProgram[GNN4FRState]):
             raise IntegrityError(f"{got.phase}: routing for other clients was delivered here")
         ptr, seq = self.state.own_ptr, self.state.own_seq
         own = [seq[ptr[k] : ptr[k + 1]] for k in range(len(self.clients))]
-        self.state.graph = build_local_graph(self.clients, own, [decode_routing(b) for b in got.value])
+        routing = [
+            self._routing(b, int(u), len(o)) for b, u, o in zip(got.value, self.clients, own, strict=True)
+        ]
+        self.state.graph = build_local_graph(self.clients, own, routing)
         return Message()
+
+    def _routing(
+        self, blob: bytes, u: int, n_own: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Client ``u``'s routing message, decoded strictly.
+
+        Neighbours are other clients of the run, sorted and distinct, of positive degree; the
+        connectivity indexes within the neighbour table and ``u``'s own items.
+
+        Raises:
+            IntegrityError: naming the stage and the client, for a malformed message.
+        """
+        k = int(np.frombuffer(blob[:8], dtype=np.int64)[0]) if len(blob) >= 8 else -1
+        if k < 0 or len(blob) < 8 + 16 * k or (len(blob) - 8 - 16 * k) % 8:
+            raise IntegrityError(f"gnn4fr stage {Stage.ROUTING!r}: the routing of client:{u} is malformed")
+        nbs, degs, nb_idx, it_idx = decode_routing(blob)
+        if (
+            (len(nbs) and (nbs.min() < 0 or nbs.max() >= self.n_users or (np.diff(nbs) <= 0).any()))
+            or (nbs == u).any()
+            or (degs <= 0).any()
+            or (
+                len(nb_idx)
+                and (nb_idx.min() < 0 or nb_idx.max() >= k or it_idx.min() < 0 or it_idx.max() >= n_own)
+            )
+        ):
+            raise IntegrityError(f"gnn4fr stage {Stage.ROUTING!r}: the routing of client:{u} is inconsistent")
+        return nbs, degs, nb_idx, it_idx

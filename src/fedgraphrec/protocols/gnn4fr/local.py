@@ -6,7 +6,7 @@ audits, tests and benchmarks that start from a bare train matrix build the same 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -74,6 +74,7 @@ def local_gnn4fr(
     net = Network(n, crypto=crypto, transcripts=transcripts, protocol="gnn4fr")
     net.adversary = adversary
     data = NodeData(train, {"user_emb": user0, "item_emb": item0})
+    settings = replace(settings, crypto=crypto)  # each node's own configuration says the mode
     programs = {k: GNN4FRClient(settings, ids, data) for k, ids in shard_of(n, list(range(nodes))).items()}
     server = GNN4FRServer(settings, LocalTransport(net, programs), n, m)
     server.setup()

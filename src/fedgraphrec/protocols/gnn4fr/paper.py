@@ -27,7 +27,7 @@ import torch
 
 from fedgraphrec.crypto import FixedPoint, IntegrityError, ciphertext_size, pair_clients, split
 from fedgraphrec.models.propagation import torch_csr
-from fedgraphrec.protocols.gnn4fr.roles import CLIENT, SERVER, TOKEN_BYTES, Phase, token_ints
+from fedgraphrec.protocols.gnn4fr.roles import CLIENT, SERVER, TOKEN_BYTES, Phase, Stage, token_ints
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
 from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.message import Message, Part
@@ -139,7 +139,7 @@ def gradients(prog: GNN4FRClient, request: Message) -> Message:
     part = request["grads"]
     blobs = list(part.value or [])
     if blobs:
-        rows = torch.stack([decode_tensor(b[:-TOKEN_BYTES]) for b in blobs]).to(prog.dtype)
+        rows = torch.stack([_gradient_rows(prog, part, b[:-TOKEN_BYTES]) for b in blobs])
         items = prog.items_of(token_ints([b[-TOKEN_BYTES:] for b in blobs]), "negative gradients")
         held = np.isin(items, prog.state.item_ids)
         recv = np.searchsorted(prog.clients, np.asarray(part.receivers)[held])
@@ -183,10 +183,27 @@ def _pair_rows(prog: GNN4FRClient, layer: int) -> Message:
     return Message({"rows": part})
 
 
-def backward(prog: GNN4FRClient, request: Message) -> Message:
-    """Neighbours' pair rows of layer ``l + 1`` arrived: the clients' and edges' layer-``l`` gradients."""
+def _gradient_rows(prog: GNN4FRClient, part: Part, blob: bytes) -> torch.Tensor:
+    """A negative's direct and regulariser gradient rows ``(2, d)``, in the node's dtype (never cast)."""
+    try:
+        rows = decode_tensor(blob)
+    except ValueError as exc:
+        raise IntegrityError(f"gnn4fr stage {Stage.GRADIENTS!r}: {part.phase}: {exc}") from exc
+    d = int(prog.state.users.param.shape[1])
+    if rows.dtype != prog.dtype or tuple(rows.shape) != (2, d):
+        raise IntegrityError(
+            f"gnn4fr stage {Stage.GRADIENTS!r}: {part.phase} holds {rows.dtype} rows of shape "
+            f"{tuple(rows.shape)}; this node expects {prog.dtype} rows of shape (2, {d})"
+        )
+    return rows
+
+
+def backward(prog: GNN4FRClient, request: Message, layer: int) -> Message:
+    """Neighbours' pair rows of layer ``layer + 1`` arrived: clients' and edges' layer-``layer`` gradients.
+
+    ``layer`` is the node's own count (the caller checked the request's field against it).
+    """
     st, p, w = prog.state.step, _pairs(prog), 1.0 / (prog.L + 1)
-    layer = int(request.fields["layer"]) - 1
     part = request["rows"]
     prog.check_relay(part)
     recv = torch.from_numpy(np.searchsorted(prog.clients, np.asarray(part.receivers)))
@@ -240,12 +257,16 @@ def upload(prog: GNN4FRClient, request: Message) -> Message:
     pred = np.empty_like(succ)
     pred[succ] = np.arange(len(succ))
     require_senders(part, pred[prog.clients], "ring predecessors")
+    d = int(st.g_edge.shape[1])
     if prog.real:
+        if any(len(b) != m * d * 8 for b in part.value):
+            raise IntegrityError(
+                f"gnn4fr stage {Stage.UPLOAD!r}: {part.phase}: a share is not {m} x {d} words"
+            )
         got = np.stack([np.frombuffer(b, dtype=np.uint64) for b in part.value])
         value = st.kept + got
     else:
         value = st.kept
-    d = int(st.g_edge.shape[1])
     sizes = np.full(len(prog.clients), m * d * 8)
     up = Part(
         Phase.UPLOADS, "gradient_share", CLIENT, SERVER, value, protection="masked", senders=prog.clients
@@ -256,7 +277,16 @@ def upload(prog: GNN4FRClient, request: Message) -> Message:
 def update(prog: GNN4FRClient, request: Message) -> Message:
     """The dense sum arrived: every holder applies the same Adam step to its copies."""
     st, m = prog.state.step, prog.n_items
-    total = np.asarray(request["sum"].value, dtype=np.uint64).reshape(m, -1)
+    part = request["sum"]
+    total = part.value
+    d = int(st.g_edge.shape[1])
+    if not isinstance(total, np.ndarray) or total.dtype != np.uint64 or total.size != m * d:
+        got = f"{getattr(total, 'dtype', type(total).__name__)} of size {getattr(total, 'size', '?')}"
+        raise IntegrityError(
+            f"gnn4fr stage {Stage.UPDATE!r}: {part.phase} holds {got}; this node expects {m * d} uint64 words"
+        )
+    total = total.reshape(m, d)
     item_grad = torch.from_numpy(FixedPoint(prog.settings.fixed_point_bits).decode(total)).to(prog.dtype)
     prog.update(st.g_user, item_grad[torch.from_numpy(prog.state.item_ids)])
+    st.complete = True
     return Message()

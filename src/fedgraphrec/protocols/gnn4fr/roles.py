@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedgraphrec.crypto import ItemTokenizer, SharedKey
+from fedgraphrec.seeding import numpy_rng
 
 __all__ = [
     "CLIENT",
@@ -21,6 +22,7 @@ __all__ = [
     "Phase",
     "Stage",
     "item_tokens",
+    "key_client_of",
     "token_ints",
 ]
 
@@ -51,6 +53,7 @@ class Stage:
     UPDATE = "step/update"
     PREDICT_ITEMS = "predict/items"
     PREDICT_DELIVER = "predict/deliver"
+    EVALUATE = "evaluate"
 
 
 class Phase:
@@ -86,6 +89,15 @@ class Phase:
     def user_gradients(layer: int) -> str:
         """Transposed backward: a user's layer-``layer`` gradient to its neighbours."""
         return f"backward/l={layer}/user-gradients"
+
+
+def key_client_of(n_users: int, seed: int) -> int:
+    """u_c of Algorithm 2, drawn from the public ``setup`` stream of the run seed.
+
+    Which client draws S hides nothing (it is a role, announced to the key-client); both roles
+    compute it, so a node refuses a server that asks another client, or a second one, to wrap S.
+    """
+    return int(numpy_rng(seed, "gnn4fr", "setup").integers(0, n_users))
 
 
 def item_tokens(key: SharedKey | None, items: np.ndarray) -> list[bytes]:

@@ -168,7 +168,11 @@ class GNN4FRServer(SetupServer):
 
     # ------------------------------------------------------------------ prediction (Algorithm 6)
     def predict(self) -> None:
-        """A forward pass; one random holder per item uploads it; every client gets what it lacks."""
+        """A forward pass; one random holder per item uploads it; every client gets what it lacks.
+
+        A prediction is a cycle of its own, at a step of its own (nodes refuse a stage run twice in
+        a step): the next minibatch runs at the next step.
+        """
         self.transport.begin_step(self.step)
         self._forward(self._all(Stage.BEGIN, {"prefix": "predict/forward"}), "predict/forward")
         rng = numpy_rng(self.settings.seed, "gnn4fr", "predict", self.step)
@@ -201,6 +205,7 @@ class GNN4FRServer(SetupServer):
             pick = pos[np.concatenate(lack)] if lack else np.zeros(0, np.int64)
             parts[n] = {"items": items.forward(pick, recv, CLIENT)}
         self._all(Stage.PREDICT_DELIVER, parts=parts)
+        self.step += 1
 
     def state_dict(self) -> dict[str, Any]:
         """The step counter (the server holds no parameter)."""

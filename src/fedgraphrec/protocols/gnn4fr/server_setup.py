@@ -24,11 +24,11 @@ from fedgraphrec.protocols.gnn4fr.roles import (
     TOKEN_BYTES,
     Phase,
     Stage,
+    key_client_of,
     token_ints,
 )
 from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["SetupServer"]
 
@@ -91,7 +91,7 @@ class SetupServer(ServerProgram):
         """Algorithms 2-3: keys, tokens, the items nobody holds, each client's routing."""
         n, real = self.n_clients, self.transport.net.real
         self.transport.begin_step(0)
-        key_client = int(numpy_rng(self.settings.seed, "gnn4fr", "setup").integers(0, n))
+        key_client = key_client_of(n, self.settings.seed)
         keys = self._concat(self._all(Stage.PUBLIC_KEYS, {"real": real}), "keys")
         assert keys is not None
         kc = int(self.node_of[key_client])

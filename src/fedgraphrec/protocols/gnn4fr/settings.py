@@ -27,6 +27,9 @@ class GNN4FRSettings:
             (52 keeps float64 accuracy for gradients below :math:`2^{10}`; default: 52).
         model: the backbone; GNN4FR runs LightGCN only (default: ``"lightgcn"``).
         alpha: virtual items; GNN4FR has none (default: 0).
+        crypto: the run's crypto mode (``real`` or ``accounted``), from the node's own
+            configuration: a node refuses a server that tells it another mode (in ``accounted``
+            mode item tokens are the ids themselves; default: ``"accounted"``).
     """
 
     n_layers: int = 3
@@ -37,12 +40,15 @@ class GNN4FRSettings:
     fixed_point_bits: int = 52
     model: str = "lightgcn"
     alpha: int = 0
+    crypto: str = "accounted"
 
     def __post_init__(self) -> None:
         if self.model != "lightgcn":
             raise ValueError(f"gnn4fr runs the lightgcn backbone; got model={self.model!r}")
         if self.alpha:
             raise ValueError("gnn4fr has no virtual items; alpha applies to lpgcn only (set alpha=0)")
+        if self.crypto not in ("real", "accounted"):
+            raise ValueError(f"crypto must be 'real' or 'accounted'; got {self.crypto!r}")
         if self.n_layers < 0:
             raise ValueError(f"n_layers must be >= 0, got {self.n_layers}")
 

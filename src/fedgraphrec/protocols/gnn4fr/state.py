@@ -58,6 +58,9 @@ class StepState:
     pos: np.ndarray = field(default_factory=_empty)  # global ids
     neg: np.ndarray = field(default_factory=_empty)
     batch: int = 0
+    predict: bool = False  # a prediction cycle (Algorithm 6), not a minibatch
+    backward: int = 0  # backward layers done
+    complete: bool = True  # the cycle ran to its last stage (a new one may begin)
     u_layers: torch.Tensor = field(default_factory=_none)  # (L + 1, clients, d)
     v_layers: torch.Tensor = field(default_factory=_none)  # (L + 1, node items, d)
     req_user: np.ndarray = field(default_factory=_empty)  # negative requests: client position, item
