@@ -98,11 +98,15 @@ def check_rows(stage: str, part: Part, dtype: torch.dtype, width: int) -> None:
         )
 
 
-def _rows(phase: str, kind: str, count: int, dtype: torch.dtype, width: int) -> Expect:
-    """Sealed rows relayed from clients; their dtype and width are checked when any is due."""
+def _rows(phase: str, kind: str, count: int, dtype: torch.dtype, width: int, named: bool = False) -> Expect:
+    """Sealed rows relayed from clients; their dtype and width are checked when any is due.
+
+    ``named``: the rows are bound to sender names the program checks itself (an item's holder
+    known by the item, a gradient by its triple: ``client.py``).
+    """
     return Expect(
         phase, "sealed", kind=kind, shape="rows", from_role=CLIENT,
-        dtype=dtype if count else None, width=width if count else None,
+        dtype=dtype if count else None, width=width if count else None, named_senders=named,
     )  # fmt: skip
 
 
@@ -159,7 +163,9 @@ def expectation(prog: SetupClient, stage: str) -> Expectation:
         return {}
     if stage == S.LOSS:
         return {
-            "embeddings": _rows(P.NEGATIVE_EMBEDDINGS, "item_embedding", len(st.req_user), dt, (L + 1) * d)
+            "embeddings": _rows(
+                P.NEGATIVE_EMBEDDINGS, "item_embedding", len(st.req_user), dt, (L + 1) * d, named=True
+            )
         }
     if stage == S.GRADIENTS:
         if prog.settings.paper_literal:
@@ -168,7 +174,7 @@ def expectation(prog: SetupClient, stage: str) -> Expectation:
                     P.NEGATIVE_GRADIENTS, "sealed", kind="item_gradient", shape="blobs", from_role=CLIENT
                 )
             }
-        return {"grads": _rows(P.ITEM_GRADIENTS, "item_gradient", 0, dt, d)}  # count: the senders'
+        return {"grads": _rows(P.ITEM_GRADIENTS, "item_gradient", 0, dt, d, named=True)}  # count: senders'
     if stage == S.BACKWARD:
         phase = P.neighbour_gradients(L - k) if prog.settings.paper_literal else P.user_gradients(L - k)
         return {"rows": _rows(phase, "user_gradient", n_nb, dt, d)}
@@ -180,5 +186,5 @@ def expectation(prog: SetupClient, stage: str) -> Expectation:
         return {"sum": Expect(P.SUM, kind="item_gradient", shape="broadcast")}
     if stage == S.PREDICT_DELIVER:
         lacking = len(prog.clients) * prog.n_items - len(prog.state.own_seq)
-        return {"items": _rows(P.PREDICT_ITEMS, "item_embedding", lacking, dt, d)}
+        return {"items": _rows(P.PREDICT_ITEMS, "item_embedding", lacking, dt, d, named=True)}
     raise _fail(stage, "this node's protocol has no such stage")
