@@ -51,7 +51,6 @@ class ToyClient(CheckedSecureSumClient, ClientProgram[ToyState]):
     def __init__(self, settings: Any, clients: np.ndarray, data: NodeData | None) -> None:
         super().__init__(settings, clients, data)
         self.state = ToyState()
-        self.step = -1
 
     def stage_flow(self) -> StageFlow:
         secure = self.settings.get("secure", True)
@@ -63,11 +62,10 @@ class ToyClient(CheckedSecureSumClient, ClientProgram[ToyState]):
             return self.secagg_expect(stage)
         return {}
 
-    def secagg_site(self, stage: str) -> SumSite:
-        return SumSite("toy/up", f"toy/{self.step}", L, self.clients, FRAC)
+    def secagg_site(self, stage: str, step: int | None = None) -> SumSite:
+        return SumSite("toy/up", None if step is None else f"toy/{step}", L, self.clients, FRAC)
 
     def stage_start(self, step: int, request: Message) -> Message:
-        self.step = step
         return Message()
 
     def stage_finish(self, step: int, request: Message) -> Message:

@@ -61,7 +61,8 @@ class SumSite:
 
     Attributes:
         prefix: the phase prefix of the sum's messages (``"train/upload"``).
-        session: the session label (bound into every key and mask).
+        session: the session label (bound into every key and mask; ``None``: not checked, only
+            when the site is asked for its prefix).
         length: ring elements per input (``None``: not checked).
         participants: this node's clients that take part (``None``: not checked); the first stage
             (``advertise`` or ``plain``) must name exactly these, later stages a subset.
@@ -69,7 +70,7 @@ class SumSite:
     """
 
     prefix: str
-    session: str
+    session: str | None = None
     length: int | None = None
     participants: np.ndarray | None = None
     frac_bits: int | None = None
@@ -139,8 +140,12 @@ class CheckedSecureSumClient(SecureSumClient):
 
     occurrence: int
 
-    def secagg_site(self, stage: str) -> SumSite:
+    def secagg_site(self, stage: str, step: int | None = None) -> SumSite:
         """The sum this node expects in ``stage`` now, from its own state and ``self.occurrence``.
+
+        ``step`` is the request's step when the fields are checked (a protocol whose session label
+        names the step uses it; the node's flow has already checked it), ``None`` when only the
+        expected parts are asked for.
 
         Raises:
             IntegrityError: no secure sum may run here (the protocol names the stage and why).
@@ -151,17 +156,18 @@ class CheckedSecureSumClient(SecureSumClient):
         """The expected parts of ``stage`` (:func:`sum_expectation` under :meth:`secagg_site`'s prefix)."""
         return sum_expectation(stage, self.secagg_site(stage).prefix)
 
-    def secagg_check(self, stage: str, request: Message) -> None:
+    def secagg_check(self, stage: str, step: int, request: Message) -> None:
         """Check the request's fields against :meth:`secagg_site` (the node's own values).
 
         Raises:
             IntegrityError: naming the stage and the field that differs.
         """
-        site = self.secagg_site(stage)
+        site = self.secagg_site(stage, step)
         f = request.fields
         where = f"secure aggregation stage {stage!r} ({site.prefix})"
         checks: list[tuple[str, Any, Any]] = [("phase", f.get("phase"), site.prefix)]
-        checks.append(("session", f.get("session"), site.session))
+        if site.session is not None:
+            checks.append(("session", f.get("session"), site.session))
         if site.length is not None and stage != PLAIN:
             checks.append(("length", f.get("length"), site.length))
         if site.frac_bits is not None and stage != PLAIN:
@@ -185,25 +191,25 @@ class CheckedSecureSumClient(SecureSumClient):
 
     def stage_secagg_advertise(self, step: int, request: Message) -> Message:
         """Check the fields, then stage 0 (:meth:`SecureSumClient.stage_secagg_advertise`)."""
-        self.secagg_check(ADVERTISE, request)
+        self.secagg_check(ADVERTISE, step, request)
         return super().stage_secagg_advertise(step, request)
 
     def stage_secagg_share(self, step: int, request: Message) -> Message:
         """Check the fields, then stage 1."""
-        self.secagg_check(SHARE, request)
+        self.secagg_check(SHARE, step, request)
         return super().stage_secagg_share(step, request)
 
     def stage_secagg_mask(self, step: int, request: Message) -> Message:
         """Check the fields, then stage 2."""
-        self.secagg_check(MASK, request)
+        self.secagg_check(MASK, step, request)
         return super().stage_secagg_mask(step, request)
 
     def stage_secagg_unmask(self, step: int, request: Message) -> Message:
         """Check the fields, then stage 3."""
-        self.secagg_check(UNMASK, request)
+        self.secagg_check(UNMASK, step, request)
         return super().stage_secagg_unmask(step, request)
 
     def stage_secagg_plain(self, step: int, request: Message) -> Message:
         """Check the fields, then the unprotected baseline."""
-        self.secagg_check(PLAIN, request)
+        self.secagg_check(PLAIN, step, request)
         return super().stage_secagg_plain(step, request)
