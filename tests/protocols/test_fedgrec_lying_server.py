@@ -96,11 +96,22 @@ def _own_bytes(r: Message) -> Message:
     )
 
 
-def test_the_honest_server_passes() -> None:
-    server, _ = _world(dropout_before=0.2, dropout_after=0.2)
+VARIANTS = [dict(), dict(K=0), dict(K=0, loss="mse"), dict(aggregation="concat", item_agg="mean_touched")]
+"""FedGRec, FedeRank (K = 0), FCF (K = 0, squared error), and other settings that change the shapes."""
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_honest_server_passes(variant: dict[str, Any]) -> None:
+    server, _ = _world(dropout_before=0.2, dropout_after=0.2, **variant)
     for r in range(2):
         server.train_round(r)
     server.predict()
+
+
+def test_a_warmup_download_is_refused_when_there_are_no_latents() -> None:
+    _, transport = _world(K=0)
+    with pytest.raises(IntegrityError, match=r"'warmup/download' may not follow 'warmup/degrees'"):
+        transport.round("warmup/download", {0: Message()})
 
 
 @pytest.mark.parametrize("phase", ["warmup/degrees", "warmup/propagate", "train/upload"])
