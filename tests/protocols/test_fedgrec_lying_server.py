@@ -215,6 +215,12 @@ def test_a_forged_field_the_node_knows_is_refused(
         server.train_round(0)
 
 
+def test_a_real_node_refuses_a_secure_sum_run_accounted() -> None:
+    """``real = False`` would make the node upload its shard's sum of encodings unmasked."""
+    with pytest.raises(IntegrityError, match="field 'real' is False; this node expects True"):
+        _world(_when("secagg/advertise", _field("real", False)), crypto="real")
+
+
 def test_tables_of_the_wrong_shape_or_dtype_are_refused() -> None:
     wrong = _part("degrees", value=np.zeros(14, dtype=np.int32))
     with pytest.raises(IntegrityError, match=r"part 'degrees' has shape \(14,\)"):
