@@ -144,9 +144,12 @@ class _Msg:
 class _Grid:
     """Each node is a ``RecordDict`` state and the real node handler; ``dead`` nodes never answer."""
 
-    def __init__(self, nodes: list[int], allow_export: bool = True) -> None:
+    def __init__(
+        self, nodes: list[int], allow_export: bool = True, node_config: dict[str, Any] | None = None
+    ) -> None:
         self.states = {n: RecordDict() for n in nodes}
         self.allow_export = allow_export
+        self.node_config = dict(node_config or {})  # every node's own --node-config
         self.dead: set[int] = set()
 
     def get_node_ids(self) -> list[int]:
@@ -159,7 +162,9 @@ class _Grid:
             if node in self.dead:
                 continue
             try:
-                reply = handle_party(m.content, self.states[node], {NAME: REF}, self.allow_export)
+                reply = handle_party(
+                    m.content, self.states[node], {NAME: REF}, self.allow_export, self.node_config
+                )
             except Exception as exc:  # Flower answers with the exception's type and text
                 out.append(_Msg(None, _Meta(0, node), _Error(f"{type(exc)}:<'{exc}'>")))
                 continue

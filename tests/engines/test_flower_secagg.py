@@ -43,6 +43,8 @@ NODES = [11, 2**63 + 3, 2**64 - 2]
 LOSS = ["dropout_before=0", "dropout_after=0", "secagg_threshold=0.4", "secagg_semi_honest=true"]
 """Losing one of three nodes loses about a third of every later round: below the malicious-server
 threshold, so these runs accept an honest-but-curious server's threshold."""
+LOSS_NODE = "secagg-threshold=0.4 secagg-semi-honest=true"
+"""Each node's own ``--node-config`` opting into that threshold (a node refuses a lower one by default)."""
 
 
 def _cfg(protocol: str, crypto: str = "real", epochs: int = 2, extra: list[str] | None = None) -> TrainConfig:
@@ -181,7 +183,7 @@ def test_fedgrec_recovers_when_a_supernode_dies_mid_aggregation(
     root = Path(__file__).resolve().parents[2]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")]))
     cfg = _cfg("fedgrec", crypto="real", epochs=1, extra=[*LOSS, "n_layers=1"])
-    crash = ["", 'crash-at="secagg/mask|0"', ""]
+    crash = [LOSS_NODE, f'crash-at="secagg/mask|0" {LOSS_NODE}', LOSS_NODE]
     with local_federation(tmp_path / "fed", 3, crash) as fed:
         summary = deploy(cfg, tmp_path / "flower", 3, fed.connection, env=fed.env, timeout=60, limit_s=2400)
     assert summary["flower"]["nodes"] == 3 and len(summary["flower"]["lost_nodes"]) == 1
@@ -231,7 +233,7 @@ def test_a_supernode_reported_unavailable_is_a_lost_node(stand_in: None) -> None
     from fedgraphrec.training.trainer import prepare_interactions
 
     data = prepare_interactions(cfg)
-    grid = _HeartbeatGrid(NODES)
+    grid = _HeartbeatGrid(NODES, node_config={"secagg-threshold": 0.4, "secagg-semi-honest": True})
     learner = FlowerLearner(cfg, data, grid, NODES, timeout=5.0)  # type: ignore[arg-type]
     grid.dead.add(NODES[1])
     stats = learner.train_round(0)  # the dead node's sampled users drop out; the round completes
