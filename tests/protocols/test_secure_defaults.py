@@ -21,6 +21,7 @@ import torch
 
 from fedgraphrec.protocols.baselines.fedncf import fedncf_settings
 from fedgraphrec.protocols.baselines.fedpergnn import fedpergnn_settings
+from fedgraphrec.protocols.baselines.fedpergnn.local import LocalResult, protected_rows
 from fedgraphrec.protocols.lpgcn import lpgcn_settings
 from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.config import ConfigError, TrainConfig
@@ -143,17 +144,22 @@ def test_lpgcn_virtual_items_and_tables_differ_between_runs_unless_reproducible(
 
 
 def test_lightgcn_plus_literal_virtual_w_gradients_differ_unless_reproducible() -> None:
-    def grads(*sets: str) -> list[np.ndarray]:
-        cfg = _cfg(
-            "lpgcn", "secure_init=false", *sets, model="lightgcn+", paper_literal=True, n_layers=1,
-            alpha=3, batch_size=64,
-        )  # fmt: skip
-        learner, _ = _lpgcn(cfg)  # the gradient columns only (tokens are HMACs under a fresh S)
-        return [g[:, : cfg.dim] for g in _server_view(learner, "update/w-gradients")]
+    """Alg. 7's random W-gradients of virtual items are cover: asked twice for the same step's
+    upload, a client draws them afresh from the CSPRNG, or — seeded — exactly again from the seed."""
 
-    # same seeded tables, so only the cover (virtual items and their random W-gradients) can differ
-    assert not _same(grads("secure_virtual_items=true"), grads("secure_virtual_items=true"))
-    assert _same(grads("reproducible=true"), grads("reproducible=true"))
+    def twice(*sets: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        cfg = _cfg("lpgcn", *sets, model="lightgcn+", paper_literal=True, n_layers=1, alpha=3, batch_size=64)
+        learner, _ = _lpgcn(cfg)
+        (program,) = learner.programs.values()
+        g_u = torch.ones(len(program.clients), cfg.dim, dtype=torch.float32).cumsum(1)
+        a, b = (np.asarray(program._literal_w_gradients(g_u).value)[:, : cfg.dim] for _ in range(2))
+        return a, b, program.state.held_virtual
+
+    a, b, virtual = twice()
+    assert virtual.any() and np.array_equal(a[~virtual], b[~virtual])  # real rows: no randomness
+    assert not np.isclose(a[virtual], b[virtual]).any()
+    a, b, virtual = twice("reproducible=true")
+    assert virtual.any() and np.array_equal(a, b)
 
 
 # ---------------------------------------------------------------------- round-based baselines
@@ -172,6 +178,23 @@ def test_fedncf_negatives_differ_between_runs_unless_reproducible() -> None:
     assert _same(a, b)
 
 
+def test_fedpergnn_pseudo_items_differ_between_draws_unless_seeded() -> None:
+    """The same local result, protected twice: fresh pseudo items each time from the CSPRNG."""
+    clients, d = np.array([3, 8]), 4
+    items = np.array([0, 1, 2, 5, 6, 7])
+    res = LocalResult(
+        torch.zeros(2, d), np.repeat([0, 1], 3), items, torch.ones(6, d, dtype=torch.float64), 0.0
+    )
+    opts = {"seed": 1, "n_pseudo": 5, "ldp_clip": 0.0, "ldp_scale": 0.0, "secure_noise": False}
+
+    def pseudo(secure: bool) -> np.ndarray:
+        _, got, _ = protected_rows(res, clients, 60, 0, **opts, secure_cover=secure)  # type: ignore[arg-type]
+        return np.setdiff1d(got, items)
+
+    assert np.array_equal(pseudo(False), pseudo(False))
+    assert not np.array_equal(pseudo(True), pseudo(True))
+
+
 def test_fedpergnn_pseudo_items_and_noise_differ_between_runs_unless_reproducible() -> None:
     sets = ("clients_per_round=6", "n_negatives=4", "local_steps=1", "n_pseudo=3", "local_graph=false")
     phase = "train/upload/plain-upload"
@@ -180,6 +203,10 @@ def test_fedpergnn_pseudo_items_and_noise_differ_between_runs_unless_reproducibl
     # the pseudo items alone (noise off, seeded init) still differ: they are cover, not noise
     quiet = (*sets, "ldp_scale=0", "secure_init=false")
     a, b = (_round(_cfg("fedpergnn", *quiet, model="mf"), phase) for _ in range(2))
+    assert not _same(a, b)
+    # the noise alone (everything else seeded) differs too
+    noisy = (*sets, "reproducible=true", "secure_noise=true")
+    a, b = (_round(_cfg("fedpergnn", *noisy, model="mf"), phase) for _ in range(2))
     assert not _same(a, b)
     a, b = (_round(_cfg("fedpergnn", *sets, "reproducible=true", model="mf"), phase) for _ in range(2))
     assert _same(a, b)
