@@ -150,7 +150,7 @@ def test_lightgcn_plus_literal_virtual_w_gradients_differ_unless_reproducible() 
     def twice(*sets: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         cfg = _cfg("lpgcn", *sets, model="lightgcn+", paper_literal=True, n_layers=1, alpha=3, batch_size=64)
         learner, _ = _lpgcn(cfg)
-        (program,) = learner.programs.values()
+        program: Any = next(iter(learner.programs.values()))  # the LP-GCN client shard
         g_u = torch.ones(len(program.clients), cfg.dim, dtype=torch.float32).cumsum(1)
         a, b = (np.asarray(program._literal_w_gradients(g_u).value)[:, : cfg.dim] for _ in range(2))
         return a, b, program.state.held_virtual
