@@ -356,7 +356,7 @@ def test_train_pgcn_and_fedpergnn(tmp_path, protocol, model):
     assert 0 < cost["total"]["p50"] <= cost["total"]["p99"] <= cost["total"]["max"]
     assert "per client per epoch (mean / p50 / p99 / max): sent" in res.output
     if protocol == "fedpergnn":
-        assert summary["noise_source"].startswith("seeded")
+        assert summary["randomness"]["noise"] == "seed"  # accounted crypto: reproducible by default
 
 
 def test_secure_noise_is_reported_and_refused_where_there_is_no_noise(tmp_path):
@@ -373,7 +373,7 @@ def test_secure_noise_is_reported_and_refused_where_there_is_no_noise(tmp_path):
     ]
     res = runner.invoke(app, [*args, "--out", str(tmp_path / "a")])
     assert res.exit_code == 0, res.output
-    assert json.loads((tmp_path / "a" / "summary.json").read_text())["noise_source"].startswith("csprng")
+    assert json.loads((tmp_path / "a" / "summary.json").read_text())["randomness"]["noise"] == "csprng"
     res = runner.invoke(
         app, ["train", "lpgcn", *TINY, "--set", "secure_noise=true", "--out", str(tmp_path / "b")]
     )

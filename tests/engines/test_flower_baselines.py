@@ -21,7 +21,7 @@ from fedgraphrec.training.protocol_learner import ProtocolLearner
 SETTINGS = [
     "dataset_options.n_users=12", "dataset_options.n_items=15", "dataset_options.mean_degree=4.0",
     "dim=4", "dtype='float64'", "ks=[5]", "metric='recall@5'", "transcripts=true", "checkpoint_every=0",
-    "clients_per_round=6", "local_steps=2", "n_negatives=4", "lr=0.05",
+    "clients_per_round=6", "local_steps=2", "n_negatives=4", "lr=0.05", "reproducible=true",
 ]  # fmt: skip
 
 

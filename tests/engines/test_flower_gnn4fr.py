@@ -18,7 +18,7 @@ from tests.engines.deploy_check import assert_deploy_equals_in_process
 SETTINGS = [
     "dataset_options.n_users=12", "dataset_options.n_items=14", "dataset_options.mean_degree=4.0",
     "dim=4", "n_layers=2", "dtype='float64'", "batch_size=16", "ks=[5]", "metric='recall@5'",
-    "transcripts=true", "checkpoint_every=0", "lr=0.05",
+    "transcripts=true", "checkpoint_every=0", "lr=0.05", "reproducible=true",
 ]  # fmt: skip
 PRIVATE = {"user_embedding", "user_gradient", "item_gradient", "item_embedding"}
 

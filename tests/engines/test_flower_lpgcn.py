@@ -31,7 +31,7 @@ from tests.engines.test_flower_party import NODES, _Grid, _Meta, _Msg
 SETTINGS = [
     "dataset_options.n_users=12", "dataset_options.n_items=15", "dataset_options.mean_degree=4.0",
     "dim=4", "n_layers=2", "alpha=2", "dtype='float64'", "batch_size=16", "ks=[5]", "metric='recall@5'",
-    "transcripts=true", "checkpoint_every=0", "lr=0.01",
+    "transcripts=true", "checkpoint_every=0", "lr=0.01", "reproducible=true",
 ]  # fmt: skip
 PROTECTED = {"user_embedding", "user_gradient", "user_degree", "virtual_flag", "wrapped_key"}
 

@@ -44,6 +44,7 @@ from tests.ring_protocol import NAME, REF
 SETTINGS = [
     "dataset_options.n_users=10", "dataset_options.n_items=12", "dataset_options.mean_degree=4.0",
     "dim=4", "dtype='float64'", "batch_size=64", "ks=[5]", "metric='recall@5'", "transcripts=true", "checkpoint_every=0",
+    "reproducible=true",
 ]  # fmt: skip
 
 

@@ -34,7 +34,7 @@ from tests.engines.test_flower_party import _Grid, _Meta, _Msg
 BASE = [
     "dataset_options.n_users=18", "dataset_options.n_items=22", "dataset_options.mean_degree=4.0",
     "dim=4", "dtype='float64'", "ks=[5]", "metric='recall@5'", "transcripts=true", "checkpoint_every=0",
-    "frac_bits=40",
+    "frac_bits=40", "reproducible=true",
 ]  # fmt: skip
 FEDGREC = ["n_layers=2", "clients_per_round=8", "n_negatives=6", "local_steps=2", "dropout_before=0.15",
            "dropout_after=0.15", "lr=0.05"]  # fmt: skip

@@ -66,7 +66,7 @@ def test_packed_ckks_backend_matches_plain() -> None:
     for backend in ("plain", "ckks-packed"):
         args = RatingSettings(
             dim=8, layers=2, lr=1e-2, batch=16, epochs=1, patience=2, beta=1.0, social_lr=1.0,
-            social_reg=1e-2, clip=0.1, eps=5.0, backend=backend,
+            social_reg=1e-2, clip=0.1, eps=5.0, backend=backend, reproducible=True,
         )  # fmt: skip
         res[backend] = p4gcn_table.run_method("p4gcn", _ratings(), 0, args)
     assert res["ckks-packed"]["backend"] == "ckks-packed"

@@ -233,4 +233,4 @@ def test_secure_init_tables_are_not_the_seeds_and_verify_still_holds(tmp_path):
         dataclasses.replace(secret, epochs=1, batch_size=256, verify=True), tmp_path / "run", progress=False
     ).fit()
     assert result.summary["verify_max_deviation"] < 1e-10
-    assert result.summary["init_source"].startswith("CSPRNG")
+    assert result.summary["randomness"]["init"] == "csprng"

@@ -96,12 +96,22 @@ class SeededNoise:
 
 
 class SecureNoise:
-    """Noise from a ChaCha20 keystream keyed by :func:`os.urandom`: unpredictable, not reproducible."""
+    """Noise from a ChaCha20 keystream keyed by :func:`os.urandom`: unpredictable, not reproducible.
+
+    Args:
+        key: a 32-byte secret to key the stream with instead (nonce zero), so that parties holding the
+            same secret draw the same values — e.g. the initial tables a Flower run's nodes and
+            ServerApp derive from one per-run key (``training.learner_base.build_model``). Never pass a
+            value derivable from the run seed; each key must key one purpose only.
+    """
 
     name = "csprng"
 
-    def __init__(self) -> None:
-        cipher = Cipher(algorithms.ChaCha20(os.urandom(32), os.urandom(16)), mode=None)
+    def __init__(self, key: bytes | None = None) -> None:
+        if key is not None and len(key) != 32:
+            raise ValueError(f"SecureNoise: a key is 32 bytes, got {len(key)}")
+        nonce = bytes(16) if key is not None else os.urandom(16)
+        cipher = Cipher(algorithms.ChaCha20(key if key is not None else os.urandom(32), nonce), mode=None)
         self._stream = cipher.encryptor()
 
     def _unit(self, n: int) -> np.ndarray:

@@ -14,6 +14,7 @@ from typing import Any
 
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from fedgraphrec.protocols.secure_aggregation import check_threshold
+from fedgraphrec.seeding import secure_draws
 
 __all__ = ["ALIASES", "ConfigError", "TrainConfig"]
 
@@ -82,14 +83,19 @@ class TrainConfig:
         checkpoint_every: epochs between checkpoints (0: none).
         threads: torch intra-op threads (0: leave torch's default).
         alpha: LP-GCN virtual items per client.
-        secure_virtual_items: LP-GCN: draw virtual items and the token upload order from the OS
-            CSPRNG (secret from anyone who knows the seed; same numbers, run-dependent byte counts)
-            instead of the run seed (reproducible ledgers, for research runs).
-        secure_init: draw the initial tables from the OS CSPRNG instead of the run seed's public
-            ``init`` stream (LP-GCN's server sees plaintext item rows: with seeded tables it can
-            regenerate them and match rows to learn the item id behind every token). Metrics then
-            differ from run to run; ``--verify`` still holds (the oracle starts from the same tables).
-            In-process only (Flower nodes regenerate the tables from the seed).
+        reproducible: draw every *hiding* value (initial tables, virtual items and their cover
+            gradients, negatives, pseudo items, DP/LDP noise) from the run seed, so the run repeats bit
+            for bit — and anyone with ``config.toml`` can regenerate them. Unset (the default): true
+            under ``crypto = "accounted"``, false under ``crypto = "real"`` (every hiding draw from the
+            OS CSPRNG; metrics then vary from run to run, ``--verify`` still holds).
+            ``summary.json``'s ``randomness`` says which source each kind of draw used.
+        secure_virtual_items: LP-GCN override of ``reproducible`` for the virtual items, the token
+            upload order and LightGCN+'s literal virtual W-gradients (unset: follow it). ``false``
+            under ``crypto = "real"`` is a seeded override, reported in ``summary.json``.
+        secure_init: override of ``reproducible`` for the initial embedding tables (unset: follow
+            it). Secure tables come from an ``os.urandom``-keyed ChaCha20 stream (LP-GCN's server
+            sees plaintext item rows: with seeded tables it could regenerate them and match rows to
+            learn the item id behind every token); the oracle starts from the same tables.
         crypto: ``real`` (every protected payload encrypted) or ``accounted`` (bytes counted as if).
         verify: run the centralized oracle in lockstep and log the largest parameter deviation.
         transcripts: keep what each party received (for audits; memory-hungry on large data).
@@ -124,9 +130,8 @@ class TrainConfig:
         n_pseudo: FedPerGNN pseudo-interacted items per user and round.
         ldp_clip: FedPerGNN per-coordinate clipping ``δ`` of uploads (0: none).
         ldp_scale: FedPerGNN Laplace noise scale ``λ`` (0: none).
-        secure_noise: draw DP/LDP noise (FedPerGNN's Laplace) from the OS CSPRNG instead of the run
-            seed: the stated ε then holds against whoever has ``config.toml``; metrics are no longer
-            reproducible bit for bit. ``summary.json`` records ``noise_source``.
+        secure_noise: override of ``reproducible`` for DP/LDP noise (FedPerGNN's Laplace; unset:
+            follow it): from the OS CSPRNG the stated ε holds against whoever has ``config.toml``.
         local_graph: FedPerGNN expands users' local graphs (``false``: ``h_u = e_u``, federated MF
             with the same uploads; DGREC's FedRec baseline).
         ncf_hidden: NCF's MLP widths (empty: ``[2d, d]`` centralized as LP-GCN's NCF, ``[32, 16, 8]``
@@ -159,8 +164,9 @@ class TrainConfig:
     checkpoint_every: int = 1
     threads: int = 0
     alpha: int = 0
-    secure_virtual_items: bool = False
-    secure_init: bool = False
+    reproducible: bool | None = None
+    secure_virtual_items: bool | None = None
+    secure_init: bool | None = None
     crypto: str = "accounted"
     verify: bool = False
     transcripts: bool = False
@@ -192,7 +198,7 @@ class TrainConfig:
     ldp_clip: float = 0.01
     ldp_scale: float = 0.001
     local_graph: bool = True
-    secure_noise: bool = False
+    secure_noise: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.model:  # the protocol's own backbone (so `train fedmf` needs no --model mf)
@@ -260,7 +266,7 @@ class TrainConfig:
             (self.ldp_clip >= 0, f"ldp_clip must be >= 0; got {self.ldp_clip}"),
             (self.ldp_scale >= 0, f"ldp_scale must be >= 0; got {self.ldp_scale}"),
             (
-                not self.secure_noise or self.protocol == "fedpergnn",
+                self.secure_noise is not True or self.protocol == "fedpergnn",
                 f"secure_noise applies to protocols that add DP noise (fedpergnn here; p4gcn and dgrec "
                 f"take --secure-noise); got protocol={self.protocol!r}",
             ),
@@ -317,6 +323,27 @@ class TrainConfig:
             return FedGRecSettings(**{**shared, "loss": "mse", "aggregation": "mean"}, K=0)
         return FedGRecSettings(K=self.n_layers, **shared)
 
+    def randomness(self) -> dict[str, Any]:
+        """Where this run's hiding draws come from (``summary.json``'s ``randomness``).
+
+        ``init``, ``cover`` (virtual items, cover gradients, negatives, pseudo items) and ``noise``
+        (DP/LDP) are each ``"csprng"`` or ``"seed"`` (:func:`~fedgraphrec.seeding.secure_draws`);
+        ``seeded_overrides`` names the per-feature flags that ask for seeded draws although the
+        run-level rule would hide them (``--crypto real``), so such a run says so.
+        """
+        reproducible = not secure_draws(self)
+        sources = {
+            "init": secure_draws(self, "secure_init"),
+            "cover": secure_draws(self, "secure_virtual_items" if self.protocol == "lpgcn" else None),
+            "noise": secure_draws(self, "secure_noise"),
+        }
+        flags = ("secure_init", "secure_virtual_items", "secure_noise")
+        return {
+            "reproducible": reproducible,
+            **{k: "csprng" if v else "seed" for k, v in sources.items()},
+            "seeded_overrides": [f for f in flags if getattr(self, f) is False and not reproducible],
+        }
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict (TOML/JSON serialisable)."""
-        return dataclasses.asdict(self)
+        """Plain dict (TOML/JSON serialisable; unset optional values left out, TOML has no null)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}

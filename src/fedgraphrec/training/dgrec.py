@@ -161,6 +161,11 @@ def run(
         "epochs": epochs,
         "settings": asdict(s),
         "noise_source": rec.noise.name,
+        "randomness": {
+            "reproducible": not (s.secure_noise or s.secure_sampling),
+            "noise": "csprng" if s.secure_noise else "seed",
+            "sampling": "csprng" if s.secure_sampling else "seed",
+        },
         "loss_curve": [c["loss"] for c in curve],
         "curve": curve,
         "metrics": metrics,
@@ -198,7 +203,11 @@ class DGRECRunSettings:
         d, n_interests, d_interest, hidden, l2: the local model's ``d``, ``n_i``, ``d_i``, MLP hidden
             sizes and L2 weight λ.
         loss_scale: ``eq2`` (sampled estimate of the paper's Eq.-2 sum) or ``mean``.
-        secure_noise: the LDP randomness from the OS CSPRNG instead of the run seed.
+        reproducible: draw the hiding values (the LDP randomness, the group sampling) from the run
+            seed, so the run repeats bit for bit. DGREC is simulated in one process and has no crypto
+            mode, so this is on by default (as under ``--crypto accounted``); ``false`` draws them from
+            the OS CSPRNG.
+        secure_noise: override of ``reproducible`` for the LDP randomness alone (unset: follow it).
     """
 
     variant: str = "dgrec"
@@ -220,7 +229,8 @@ class DGRECRunSettings:
     hidden: list[int] | None = None
     l2: float | None = None
     loss_scale: str | None = None
-    secure_noise: bool = False
+    reproducible: bool = True
+    secure_noise: bool | None = None
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -244,7 +254,8 @@ class DGRECRunSettings:
         over: dict[str, Any] = {
             "centres_per_epoch": self.centres_per_epoch,
             "public_ratio": self.public_ratio,
-            "secure_noise": self.secure_noise,
+            "secure_noise": not self.reproducible if self.secure_noise is None else self.secure_noise,
+            "secure_sampling": not self.reproducible,
         }
         over.update({k: getattr(self, k) for k in _PROTOCOL_KEYS if getattr(self, k) is not None})
         model = {k: getattr(self, k) for k in _MODEL_KEYS if getattr(self, k) is not None}
@@ -272,6 +283,7 @@ def train_dgrec(dataset: str, seed: int, s: DGRECRunSettings, run_dir: str | Pat
         "test": res["metrics"],
         "noise_source": res["noise_source"],
         "noise_note": NOISE_NOTE[res["noise_source"]],
+        "randomness": res["randomness"],
         "settings": res["settings"],
         "data": res["data"],
         "ledger_bytes": res["ledger_bytes"],

@@ -8,6 +8,7 @@ and protocol.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
@@ -18,7 +19,7 @@ from fedgraphrec.data import Interactions
 from fedgraphrec.models import BPRMF, NCF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
 from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.runtime import CryptoMode, Ledger
-from fedgraphrec.seeding import seeded_generator, torch_generator
+from fedgraphrec.seeding import secure_draws, seeded_generator, torch_generator
 from fedgraphrec.training.config import TrainConfig
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "build_model",
     "init_generator",
     "network_options",
+    "secure_init",
 ]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -85,28 +87,45 @@ def network_options(cfg: TrainConfig) -> NetworkOptions:
     return {"crypto": "real" if cfg.crypto == "real" else "accounted", "transcripts": cfg.transcripts}
 
 
-def init_generator(cfg: TrainConfig) -> torch.Generator:
+def secure_init(cfg: TrainConfig) -> bool:
+    """Whether the run draws its initial tables from the CSPRNG (``secure_init``, else ``reproducible``).
+
+    A centralized run hides nothing from anyone: it keeps the seeded tables unless ``secure_init`` asks.
+    """
+    if cfg.protocol == "central" and cfg.secure_init is None:
+        return False
+    return secure_draws(cfg, "secure_init")
+
+
+def init_generator(cfg: TrainConfig, init_key: bytes | None = None) -> torch.Generator:
     """The generator that draws the initial tables: the run seed's public ``init`` stream.
 
-    With ``secure_init`` it is keyed by 63 bits from :mod:`secrets` instead, and :func:`build_model`
-    then redraws every embedding table from a ChaCha20 keystream (Mersenne Twister is not a CSPRNG:
-    its outputs would betray its state), so only the dense weights (NCF's MLP) come from it.
+    Under secure init (:func:`secure_init`) it is keyed by 63 bits from ``init_key`` (or from
+    :mod:`secrets` without one) instead, and :func:`build_model` then redraws every embedding table
+    from a ChaCha20 keystream (Mersenne Twister is not a CSPRNG: its outputs would betray its state),
+    so only the dense weights (NCF's MLP, the server's own) come from it.
     """
-    if cfg.secure_init:
-        return seeded_generator(secrets.randbits(63))
+    if secure_init(cfg):
+        if init_key is None:
+            return seeded_generator(secrets.randbits(63))
+        digest = hashlib.sha256(b"fedgraphrec/init-dense|" + init_key).digest()
+        return seeded_generator(int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF)
     return torch_generator(cfg.seed, "init")
 
 
-def _redraw_tables_securely(model: GraphRecommender, cfg: TrainConfig, data: Interactions) -> None:
-    """Redraw every embedding table from an ``os.urandom``-keyed ChaCha20 keystream.
+def _redraw_tables_securely(
+    model: GraphRecommender, cfg: TrainConfig, data: Interactions, init_key: bytes | None
+) -> None:
+    """Redraw every embedding table from an ``os.urandom``-keyed (or ``init_key``-keyed) ChaCha20 stream.
 
     An embedding table is a ``rows × dim`` parameter with one row per user or item; its new values are
-    N(0, init_std²) draws from :class:`~fedgraphrec.privacy.noise_source.SecureNoise`.
+    N(0, init_std²) draws from :class:`~fedgraphrec.privacy.noise_source.SecureNoise`, in parameter
+    order, so parties holding the same ``init_key`` draw the same tables.
 
     Why: LP-GCN's server sees plaintext item rows (``sync/l=0``); with tables from the run seed it could
     regenerate the initial table and match rows to learn the item id behind every token.
     """
-    noise = SecureNoise()
+    noise = SecureNoise(init_key)
     n_users, n_items = data.train.shape
     with torch.no_grad():
         for param in model.parameters():
@@ -115,14 +134,16 @@ def _redraw_tables_securely(model: GraphRecommender, cfg: TrainConfig, data: Int
                 param.copy_(draw.to(param.dtype))
 
 
-def build_model(cfg: TrainConfig, data: Interactions) -> GraphRecommender:
+def build_model(cfg: TrainConfig, data: Interactions, init_key: bytes | None = None) -> GraphRecommender:
     """The centralized model named by ``cfg.model``, initialised by :func:`init_generator`.
 
-    Under ``secure_init`` its embedding tables are then redrawn by :func:`_redraw_tables_securely`.
+    Under secure init its embedding tables are then redrawn by :func:`_redraw_tables_securely`, from
+    ``init_key`` when given (32 secret bytes: every holder of the key draws the same tables) or from
+    fresh :func:`os.urandom` bytes.
     """
     dtype = DTYPES[cfg.dtype]
     graph = NormalizedBipartite.from_train(data.train, dtype=dtype)
-    gen = init_generator(cfg)
+    gen = init_generator(cfg, init_key)
     model: GraphRecommender
     if cfg.model == "lightgcn":
         model = LightGCN(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
@@ -135,8 +156,8 @@ def build_model(cfg: TrainConfig, data: Interactions) -> GraphRecommender:
         model = NGCF(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
     else:
         model = BPRMF(graph, cfg.dim, cfg.init_std, gen, dtype)
-    if cfg.secure_init:
-        _redraw_tables_securely(model, cfg, data)
+    if secure_init(cfg):
+        _redraw_tables_securely(model, cfg, data, init_key)
     return model
 
 

@@ -29,6 +29,8 @@ def _type_ok(value: Any, annotation: Any) -> tuple[bool, Any]:
     origin = typing.get_origin(annotation)
     if annotation is bool:
         return isinstance(value, bool), value
+    if annotation is type(None):  # the unset arm of an optional field (``bool | None``)
+        return value is None, value
     if annotation is int:
         return isinstance(value, int) and not isinstance(value, bool), value
     if annotation is float:

@@ -41,9 +41,17 @@ from fedgraphrec.runtime.network import Adversary
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
 from fedgraphrec.runtime.transport import Transport
 from fedgraphrec.training.config import TrainConfig
-from fedgraphrec.training.learner_base import BatchStats, build_model
+from fedgraphrec.training.learner_base import BatchStats, build_model, secure_init
 
-__all__ = ["SPECS", "ProtocolLearner", "eval_splits", "initial_tables", "node_data", "protocol_spec"]
+__all__ = [
+    "SPECS",
+    "ProtocolLearner",
+    "eval_splits",
+    "init_key",
+    "initial_tables",
+    "node_data",
+    "protocol_spec",
+]
 
 SPECS: dict[str, str] = {
     "fcf": "fedgraphrec.protocols.fedgrec:FCF",
@@ -93,16 +101,31 @@ def eval_splits(data: Interactions) -> EvalSplits:
     return EvalSplits(targets, exclude)
 
 
-def initial_tables(cfg: TrainConfig, data: Interactions) -> dict[str, torch.Tensor]:
-    """The run's initial tables by the oracle's names (drawn from the public ``init`` stream)."""
-    return {k: v.detach().clone() for k, v in build_model(cfg, data).named_parameters()}
+def initial_tables(
+    cfg: TrainConfig, data: Interactions, init_key: bytes | None = None
+) -> dict[str, torch.Tensor]:
+    """The run's initial tables by the oracle's names.
+
+    Seeded runs draw them from the public ``init`` stream; under secure init
+    (:func:`~fedgraphrec.training.learner_base.secure_init`) the embedding tables come from a ChaCha20
+    stream keyed by ``init_key`` (the same 32 secret bytes give the same tables on every node).
+    """
+    return {k: v.detach().clone() for k, v in build_model(cfg, data, init_key).named_parameters()}
+
+
+def init_key(cfg: TrainConfig) -> bytes | None:
+    """A fresh 32-byte key for the run's initial tables from :func:`os.urandom`, or ``None`` (seeded)."""
+    return os.urandom(32) if secure_init(cfg) else None
 
 
 def node_data(
-    cfg: TrainConfig, data: Interactions, tables: Mapping[str, torch.Tensor] | None = None
+    cfg: TrainConfig,
+    data: Interactions,
+    tables: Mapping[str, torch.Tensor] | None = None,
+    init_key: bytes | None = None,
 ) -> NodeData:
     """What a node knows from outside the protocol: the data, the initial tables, the held-out splits."""
-    tables = initial_tables(cfg, data) if tables is None else tables
+    tables = initial_tables(cfg, data, init_key) if tables is None else tables
     return NodeData(sp.csr_matrix(data.train), tables, eval_splits(data))
 
 
@@ -120,7 +143,8 @@ class ProtocolLearner:
         self, cfg: TrainConfig, data: Interactions, nodes: int = 1, adversary: Adversary | None = None
     ) -> None:
         self.spec = protocol_spec(cfg.protocol)
-        tables = initial_tables(cfg, data)
+        self.init_key = init_key(cfg)  # secure init: every party's tables from one secret key
+        tables = initial_tables(cfg, data, self.init_key)
         self.oracle: Any = None
         if cfg.verify:
             if not self.spec.lossless:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ from fedgraphrec.evaluation.rating import mae, rmse
 from fedgraphrec.models.propagation import NormalizedBipartite
 from fedgraphrec.models.rating import Backbone, FeSoGItem, NeuMF, decode
 from fedgraphrec.protocols.p4gcn import P4GCN, P4GCNConfig
-from fedgraphrec.seeding import seeded_generator
+from fedgraphrec.seeding import secure_draws, seeded_generator
 
 __all__ = [
     "EPS",
@@ -74,7 +75,11 @@ class RatingSettings:
         backend: HE backend of the P4GCN methods (``plain`` simulates Paillier-2048 byte counts).
         social: ``real``, or ``shuffled`` (a control: user ids of the social graph permuted).
         sensitivity: ``global`` (a DP guarantee) or ``paper-local`` (the paper's; not a guarantee).
-        secure_noise: P4GCN's DP noise from the OS CSPRNG instead of the run seed.
+        reproducible: draw P4GCN's hiding values (the social party's ``W1``, the DP noise) from the
+            run seed, so the run repeats bit for bit and anyone with the seed regenerates them. Unset:
+            true with the ``plain`` backend (simulated HE: P4GCN's accounted mode), false with a real HE
+            backend (its real mode), whose runs draw them from the OS CSPRNG.
+        secure_noise: override of ``reproducible`` for the DP noise (unset: follow it).
     """
 
     method: str = "p4gcn"
@@ -93,7 +98,8 @@ class RatingSettings:
     backend: str = "plain"
     social: str = "real"
     sensitivity: str = "global"
-    secure_noise: bool = False
+    reproducible: bool | None = None
+    secure_noise: bool | None = None
 
     def __post_init__(self) -> None:
         checks = [
@@ -117,6 +123,15 @@ class RatingSettings:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+
+    def hides(self, override: str | None = None) -> bool:
+        """Whether a P4GCN hiding draw comes from the CSPRNG (``override``: ``secure_noise``).
+
+        :func:`~fedgraphrec.seeding.secure_draws` with a real HE backend as P4GCN's ``crypto = "real"``.
+        """
+        mode = "accounted" if self.backend == "plain" else "real"
+        view = SimpleNamespace(reproducible=self.reproducible, crypto=mode, secure_noise=self.secure_noise)
+        return secure_draws(view, override)
 
 
 def rating_splits(data: Ratings, seed: int) -> tuple[Arrays, Arrays, Arrays]:
@@ -243,7 +258,8 @@ def _p4(
         dim=s.dim, backbone=backbone, n_layers=s.layers, beta=s.beta, lr=s.lr,
         social_lr=s.social_lr, clip=s.clip, eps=s.eps or EPS.get(data.name, 10.0),
         noise=not method.endswith("*"), batch_size=s.batch, epochs=s.epochs,
-        fusion=s.fusion, sensitivity=s.sensitivity, secure_noise=s.secure_noise,
+        fusion=s.fusion, sensitivity=s.sensitivity, secure_noise=s.hides("secure_noise"),
+        secure_weights=s.hides(),
     )  # fmt: skip
     adj = data.social.adjacency(symmetric=True)
     t0 = time.perf_counter()
@@ -263,6 +279,11 @@ def _p4(
     out["setup_seconds"] = setup_s
     out["epoch_seconds"] = epoch_s
     out["privacy"] = proto.privacy()
+    out["randomness"] = {
+        "reproducible": not s.hides(),
+        "weights": "csprng" if cfg.secure_weights else "seed",
+        "noise": "csprng" if cfg.secure_noise else "seed",
+    }
     out["releases_K"] = proto.releases
     out["epsilon_spent"] = out["privacy"]["epsilon_spent"] or 0.0
     out["eps_target"] = cfg.eps

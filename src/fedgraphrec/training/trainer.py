@@ -313,24 +313,8 @@ class Trainer:
             "train_seconds": st.train_seconds,
             "mean_epoch_seconds": st.train_seconds / max(st.epoch, 1),
         }
-        if cfg.protocol == "lpgcn" and cfg.alpha:  # where the secret of the cover came from
-            summary["virtual_items_source"] = (
-                "CSPRNG (os.urandom): secret from anyone who knows the run seed"
-                if cfg.secure_virtual_items
-                else "run seed (reproducible; anyone who knows the seed and S can tell virtual items apart)"
-            )
-        if cfg.protocol != "central":  # where the initial tables came from
-            summary["init_source"] = (
-                "CSPRNG (secure_init): secret from anyone who knows the run seed"
-                if cfg.secure_init
-                else "run seed's public init stream (reproducible; the seed regenerates them)"
-            )
-        if cfg.protocol == "fedpergnn" and cfg.ldp_scale:  # where the LDP noise came from
-            summary["noise_source"] = (
-                "csprng (os.urandom-keyed ChaCha20): the stated ε holds against whoever knows the seed"
-                if cfg.secure_noise
-                else "seeded (reproducible; anyone with config.toml can regenerate the noise)"
-            )
+        if cfg.protocol != "central":  # where the hiding draws came from (SECURITY.md)
+            summary["randomness"] = cfg.randomness()
         if (ledger := self.learner.ledger) is not None:
             per_client = ledger.client_sent + ledger.client_received
             summary["communication"] = {

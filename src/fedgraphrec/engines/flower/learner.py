@@ -64,11 +64,6 @@ class FlowerLearner(ProtocolLearner):
             raise ValueError(
                 "--verify compares every table with the oracle in one process; run it in-process"
             )
-        if cfg.secure_init:
-            raise ValueError(
-                "secure_init draws the initial tables in this process; Flower's SuperNodes regenerate them "
-                "from the run seed, so it runs in-process only"
-            )
         self.grid = grid
         self.node_ids = sorted(int(n) for n in nodes)
         self.timeout = timeout
@@ -78,10 +73,21 @@ class FlowerLearner(ProtocolLearner):
     def connect(
         self, cfg: TrainConfig, data: Interactions, tables: Mapping[str, torch.Tensor], nodes: int
     ) -> Transport:
-        """A :class:`FlowerTransport` to the SuperNodes; each one's hello names its clients."""
+        """A :class:`FlowerTransport` to the SuperNodes; each one's hello names its clients.
+
+        Under secure init the hello also carries the run's 32-byte table key (``init_key``, hex) drawn
+        from :func:`os.urandom` in this process: every node derives the same initial tables from it
+        (``node._node_data``) and nothing in the run folder regenerates them. Simulation-only shortcut,
+        stated in SECURITY.md: the ServerApp drew the key, so the *server* process knows the initial
+        tables (as it knows the dataset every node loads); a deployment would have the clients draw
+        the rows they own (or agree the key among themselves) and the server draw its own. It keeps
+        one table for every protocol, including those that replicate item rows on several nodes
+        (GNN4FR), so in-process and Flower runs stay the same protocol.
+        """
         shards = shard_of(data.train.shape[0], self.node_ids)
         config = json.dumps(cfg.to_dict(), sort_keys=True)
-        hello = {n: {"config": config, "clients": ids.tolist()} for n, ids in shards.items()}
+        secret = {"init_key": self.init_key.hex()} if self.init_key is not None else {}
+        hello = {n: {"config": config, "clients": ids.tolist(), **secret} for n, ids in shards.items()}
         return FlowerTransport(self.net, self.grid, self.node_ids, hello, self.timeout, self.traffic)
 
     def evaluate_federated(self, ks: list[int]) -> dict[str, dict[str, float]]:

@@ -20,8 +20,11 @@ Simulation shortcuts that remain, stated plainly:
 
 * every node loads the whole dataset named by the configuration (cached per process) and its
   programs keep only their clients' rows; a deployment would have each client bring its own;
-* the initial tables are regenerated on every node from the public ``init`` stream of the run seed
-  (both systems start from the same tables, as the in-process engine does);
+* the initial tables are regenerated on every node: from the public ``init`` stream of the run seed
+  in ``reproducible`` runs, else (secure init, the default under ``--crypto real``) from the 32-byte
+  key the ServerApp drew from :func:`os.urandom` and sent in the hello (``init_key``): nothing in
+  the run folder regenerates them, but the ServerApp process knows them (see
+  ``FlowerLearner.connect``);
 * the server replays the in-process sampler's triples for minibatch protocols, so it knows them.
 
 :data:`EXPORT_STAGE` (tests only, off unless the ClientApp is built with ``allow_export=True``)
@@ -53,6 +56,7 @@ from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.learner_base import secure_init
 from fedgraphrec.training.protocol_learner import SPECS, node_data, protocol_spec
 
 __all__ = ["EXPORT_STAGE", "PROTECTIVE", "check_hello", "handle_party", "make_client_app", "party_query"]
@@ -65,12 +69,18 @@ _STATE = "party.state"
 
 
 @lru_cache(maxsize=2)
-def _node_data(cfg_json: str) -> NodeData:
-    """The node's view of the run's data (loaded once per process: an actor serves many messages)."""
+def _node_data(cfg_json: str, init_key: str = "") -> NodeData:
+    """The node's view of the run's data (loaded once per process: an actor serves many messages).
+
+    ``init_key`` (hex, from the hello; empty in seeded runs) keys the secure initial tables, so
+    every process of every node derives the same tables whenever it rebuilds them.
+    """
     from fedgraphrec.training.trainer import prepare_interactions
 
     cfg = TrainConfig(**json.loads(cfg_json))
-    return node_data(cfg, prepare_interactions(cfg))
+    if secure_init(cfg) and not init_key:  # fresh tables per process would differ between messages
+        raise RuntimeError("hello: this run draws secure initial tables but the hello carries no init_key")
+    return node_data(cfg, prepare_interactions(cfg), init_key=bytes.fromhex(init_key) if init_key else None)
 
 
 def _state_class(program: ClientProgram[Any]) -> type:
@@ -160,6 +170,7 @@ def handle_party(
         check_hello(TrainConfig(**json.loads(str(hello["config"]))), node_config or {})
         clients: Any = hello["clients"]
         run = {"config": str(hello["config"]), "clients": list(clients)}
+        run["init_key"] = str(hello["init_key"]) if "init_key" in hello else ""
     if run is None:
         raise RuntimeError(f"{header.get('stage')!r}: this node never got the run's hello")
     cfg_json = str(run["config"])
@@ -172,7 +183,7 @@ def handle_party(
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     clients = np.asarray(run["clients"], dtype=np.int64)
-    program = spec.client(spec.settings(cfg), clients, _node_data(cfg_json))
+    program = spec.client(spec.settings(cfg), clients, _node_data(cfg_json, str(run.get("init_key", ""))))
     if _STATE in state.array_records:
         arrays = {k: a.numpy() for k, a in state.array_records[_STATE].items()}
         program.state = state_from_arrays(_state_class(program), arrays)

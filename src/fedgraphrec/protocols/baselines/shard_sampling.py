@@ -5,7 +5,9 @@ on who else was sampled and how many items they hold: a node could not reproduce
 without the others' data. Here every sampled user draws its negatives and its local pairs from its
 own stream ``(<protocol>, "sample", round, user)``, so a shard computes exactly its users' part, and
 one node and three nodes draw the same. The round's *users* still come from FedGRec's public stream
-(the server draws them), so budgets compare.
+(the server draws them), so budgets compare. Negatives hide which queried items are positives, so
+with ``secure`` (the default under ``--crypto real``) each user's stream is a fresh
+:func:`~fedgraphrec.seeding.secure_rng` instead: a server holding the seed cannot regenerate them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import torch
 from fedgraphrec.protocols.base import Schedule, ServerProgram
 from fedgraphrec.protocols.fedgrec.sampling import negatives_of
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.seeding import numpy_rng
+from fedgraphrec.seeding import hiding_rng, numpy_rng
 
 __all__ = ["RoundSampledServer", "ShardRound", "round_clients", "sample_shard"]
 
@@ -75,6 +77,7 @@ def sample_shard(
     seed: int,
     n_negatives: int,
     local_steps: int,
+    secure: bool = False,
 ) -> ShardRound:
     """The sampled clients' negatives and local pairs (one positive, one negative, each step).
 
@@ -87,6 +90,7 @@ def sample_shard(
         seed: the run seed.
         n_negatives: negatives each client draws (fewer if it lacks non-items).
         local_steps: local steps ``τ`` (one negative per positive and step).
+        secure: draw from the OS CSPRNG (:func:`~fedgraphrec.seeding.secure_rng`), not the seed.
 
     Raises:
         ValueError: a sampled client holds every item (BPR needs a negative).
@@ -94,7 +98,7 @@ def sample_shard(
     n_items = rows.shape[1]
     pos_lists, neg_lists, draws = [], [], []
     for row, u in zip(positions.tolist(), clients.tolist(), strict=True):
-        rng = numpy_rng(seed, protocol, "sample", round_index, u)
+        rng = hiding_rng(secure, seed, protocol, "sample", round_index, u)
         pos = rows.indices[rows.indptr[row] : rows.indptr[row + 1]].astype(np.int64)
         neg = negatives_of(pos, n_items, n_negatives, rng).astype(np.int64)
         if not len(neg):

@@ -38,7 +38,7 @@ from fedgraphrec.protocols.dgrec.hypergraph import UserHypergraphs, build_hyperg
 from fedgraphrec.protocols.dgrec.model import ModelConfig, UserModels
 from fedgraphrec.protocols.dgrec.sampling import sample_group, sampling_weights
 from fedgraphrec.runtime.network import Network
-from fedgraphrec.seeding import numpy_rng, torch_generator
+from fedgraphrec.seeding import hiding_rng, numpy_rng, torch_generator
 
 __all__ = ["DGREC", "DGRECSettings", "comm_bits_formula"]
 
@@ -56,7 +56,8 @@ class DGRECSettings:
     ``secure_noise`` draws the one-bit encodings' Bernoulli thresholds and the Laplace noise from the
     OS CSPRNG (:class:`~fedgraphrec.privacy.noise_source.SecureNoise`) instead of the run seed: the
     stated LDP ε then holds against whoever knows the seed, and runs are no longer bit-for-bit
-    reproducible.
+    reproducible. ``secure_sampling`` draws each group's members (and their BPR negatives) from a fresh
+    :func:`~fedgraphrec.seeding.secure_rng` per step instead of the stream ``("sample", step)``.
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -73,6 +74,7 @@ class DGRECSettings:
     sharing: str = "one_bit"
     centres_per_epoch: int | None = None
     secure_noise: bool = False
+    secure_sampling: bool = False
 
     def __post_init__(self) -> None:
         if self.sharing not in SHARING:
@@ -194,7 +196,7 @@ class DGREC:
     def step(self, centre: int) -> int:
         """One group iteration initiated by ``centre``; returns the group size."""
         s = self.s
-        rng = numpy_rng(self.seed, "sample", self.step_no)
+        rng = hiding_rng(s.secure_sampling, self.seed, "sample", self.step_no)
         self.step_no += 1
         links = sample_group(
             self.social, centre, s.hops, s.fanout, sampling_weights(self.loss, self.count), rng

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.protocols.common import adam_step
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
 from fedgraphrec.protocols.lpgcn.client_state import StepState
@@ -219,11 +220,16 @@ class TrainingStages(StageParts):
         grad = g_u[torch.from_numpy(rows)] * scale
         virtual = torch.from_numpy(np.flatnonzero(st.held_virtual))
         if len(virtual):
-            gen = torch_generator(
-                self.settings.seed, "lpgcn", "paper-literal-virtual-grad", st.steps, int(self.clients[0])
-            )
             spread = g_u[torch.from_numpy(rows[st.held_virtual])].std(dim=1, keepdim=True)
-            grad[virtual] = torch.randn((len(virtual), self.dim), generator=gen, dtype=self.dtype) * spread
+            shape = (len(virtual), self.dim)
+            if self.settings.secure_virtual_items:  # cover: the seed must not tell it from real rows
+                z = torch.from_numpy(SecureNoise().standard_normal(shape)).to(self.dtype)
+            else:
+                gen = torch_generator(
+                    self.settings.seed, "lpgcn", "paper-literal-virtual-grad", st.steps, int(self.clients[0])
+                )
+                z = torch.randn(shape, generator=gen, dtype=self.dtype)
+            grad[virtual] = z * spread
         body = torch.cat([grad, self._token_columns(st.held_idx)], dim=1)
         return Part(
             "update/w-gradients", "item_gradient", CLIENT, SERVER, body, counts=np.diff(st.held_ptr),

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedgraphrec.protocols.base import settings_from
+from fedgraphrec.seeding import secure_draws
 
 __all__ = ["LPGCNSettings", "lpgcn_settings"]
 
@@ -26,7 +27,9 @@ class LPGCNSettings:
         crypto: ``real`` (keys, tokens and answers computed for real) or ``accounted``.
         paper_literal: LightGCN+: random :math:`\nabla w` for virtual items, summed by the server
             (Alg. 7 line 11; inexact when :math:`\alpha > 0`) instead of the lossless aggregation.
-        secure_virtual_items: draw virtual items and upload orders from the OS CSPRNG.
+        secure_virtual_items: draw virtual items, upload orders and LightGCN+'s literal virtual
+            W-gradients from the OS CSPRNG (from a run configuration: the default under ``crypto =
+            "real"`` unless ``reproducible``; :func:`~fedgraphrec.seeding.secure_draws`).
 
     Raises:
         ValueError: naming the setting, when one is out of range.
@@ -69,4 +72,6 @@ class LPGCNSettings:
 
 def lpgcn_settings(config: Any) -> LPGCNSettings:
     """:class:`LPGCNSettings` from a run configuration's same-named attributes."""
-    return settings_from(LPGCNSettings, config)
+    return settings_from(
+        LPGCNSettings, config, secure_virtual_items=secure_draws(config, "secure_virtual_items")
+    )

@@ -46,7 +46,9 @@ class P4GCNConfig:
     ``sensitivity``: ``global`` (default) calibrates the noise to a data-independent bound so the
     stated ``(ε, δ)`` is an edge-level DP guarantee; ``paper-local`` is the paper's per-user,
     data-dependent calibration (not a guarantee; see :mod:`.social`). ``secure_noise`` draws the
-    noise from the OS CSPRNG instead of the run seed.
+    noise from the OS CSPRNG instead of the run seed; ``secure_weights`` draws the social party's
+    private ``W1`` from it (a recommender that regenerates ``W1`` from the seed could unmix the
+    sandwiches it decrypts).
     """
 
     dim: int = 64
@@ -62,6 +64,7 @@ class P4GCNConfig:
     noise: bool = True
     sensitivity: str = "global"
     secure_noise: bool = False
+    secure_weights: bool = False
     batch_size: int = 256
     epochs: int = 20
     weight_decay: float = 0.0
@@ -147,6 +150,7 @@ class P4GCN:
             social_adj, cfg.dim, cfg.clip, k, cfg.eps, cfg.delta, backend, np.random.default_rng(p2_ss),
             noise=cfg.noise, sensitivity=cfg.sensitivity,
             noise_source=SecureNoise() if cfg.secure_noise else None,
+            weight_source=SecureNoise() if cfg.secure_weights else None,
         )  # fmt: skip
         self.releases = k
         self.step_index = 0
@@ -207,6 +211,7 @@ class P4GCN:
             "releases_K": self.releases,
             "dp_guarantee": guarantee,
             "noise_source": self.p2.source.name if self.cfg.noise else None,
+            "weights_source": "csprng" if self.cfg.secure_weights else "seeded",
             "note": (
                 "edge-level (eps, delta)-DP of the social graph against the recommender"
                 if guarantee

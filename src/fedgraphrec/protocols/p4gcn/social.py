@@ -54,6 +54,8 @@ class SocialParty:
         noise_source: where the noise comes from (default: ``rng``, reproducible; pass
             :class:`~fedgraphrec.privacy.noise_source.SecureNoise` for a guarantee against whoever
             knows the seed).
+        weight_source: where ``W1`` comes from (default: ``rng``; a
+            :class:`~fedgraphrec.privacy.noise_source.SecureNoise` keeps it from whoever knows the seed).
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class SocialParty:
         sensitivity: str = "global",
         scale_by_n: bool = True,
         noise_source: NoiseSource | None = None,
+        weight_source: NoiseSource | None = None,
     ) -> None:
         if sensitivity not in SENSITIVITIES:
             raise ValueError(f"sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
@@ -78,7 +81,9 @@ class SocialParty:
         self.n, self.dim, self.backend, self.rng = n, dim, backend, rng
         self.scale = 1.0 / n if scale_by_n else 1.0
         self.lt = normalized_adjacency(adjacency, scale=self.scale)
-        self.w1 = clip_frobenius(rng.standard_normal((dim, dim)), clip)
+        shape = (dim, dim)
+        w1 = weight_source.standard_normal(shape) if weight_source is not None else rng.standard_normal(shape)
+        self.w1 = clip_frobenius(w1, clip)
         self.sensitivity = sensitivity
         s_l = np.full(n, EDGE_FLIP_BOUND) if sensitivity == "global" else user_sensitivity(adjacency)
         self.sens = clip * clip * s_l * self.scale  # per release (global: of the whole matrix)

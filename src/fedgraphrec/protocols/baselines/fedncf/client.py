@@ -69,6 +69,7 @@ class FedNCFClient(SecureSumClient, ClientProgram[FedNCFState]):
         sr = sample_shard(
             self.rows, self.positions(ids), ids, int(request.fields[R.F_ROUND]),
             protocol="fedncf", seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
+            secure=s.secure_cover,
         )  # fmt: skip
         self.state.round = sr
         seg, items = sr.queries()

@@ -8,6 +8,7 @@ from typing import Any
 
 from fedgraphrec.protocols.base import settings_from
 from fedgraphrec.protocols.settings import RoundSampling, SecureSumSettings
+from fedgraphrec.seeding import secure_draws
 
 __all__ = ["FedNCFSettings", "fedncf_settings"]
 
@@ -28,10 +29,14 @@ class FedNCFSettings(RoundSampling, SecureSumSettings):
         frac_bits: fixed-point fractional bits of secure aggregation (default: 32).
         secagg_threshold: fraction of a round's users secure aggregation needs (default: 0.6).
         secagg_semi_honest: accept a threshold <= 0.5 (default: off).
+        secure_cover: draw each user's negatives (and local pairs) from the OS CSPRNG, not its seed
+            stream: they hide which queried items are positives (from a run configuration: the
+            default under ``crypto = "real"`` unless ``reproducible``).
     """
 
     dim: int = 64
     ncf_hidden: tuple[int, ...] = ()
+    secure_cover: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -57,4 +62,4 @@ def fedncf_settings(config: Any) -> FedNCFSettings:
     """
     if getattr(config, "model", "ncf") != "ncf":
         raise ValueError(f"fedncf trains NeuMF; use --model ncf (got {config.model!r})")
-    return settings_from(FedNCFSettings, config)
+    return settings_from(FedNCFSettings, config, secure_cover=secure_draws(config))

@@ -154,6 +154,7 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
         sr = sample_shard(
             self.rows, self.positions(ids), ids, int(request.fields[R.F_ROUND]),
             protocol="fedpergnn", seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
+            secure=s.secure_cover,
         )  # fmt: skip
         if s.local_graph:
             part = request[R.P_NEIGHBOURS]
@@ -183,6 +184,7 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
         seg, items, rows = protected_rows(
             res, sr.clients, self.n_items, sr.round_index, seed=s.seed, n_pseudo=s.n_pseudo,
             ldp_clip=s.ldp_clip, ldp_scale=s.ldp_scale, secure_noise=s.secure_noise,
+            secure_cover=s.secure_cover,
         )  # fmt: skip
         with torch.no_grad():
             user[pos] = res.user.to(user.dtype)

@@ -16,7 +16,7 @@ import torch
 from fedgraphrec.privacy.noise_source import SecureNoise, SeededNoise
 from fedgraphrec.protocols.baselines.shard_sampling import ShardRound
 from fedgraphrec.protocols.fedgrec.sampling import negatives_of
-from fedgraphrec.seeding import numpy_rng
+from fedgraphrec.seeding import hiding_rng, numpy_rng
 
 __all__ = ["LocalResult", "local_train", "protected_rows"]
 
@@ -113,13 +113,17 @@ def protected_rows(
     ldp_clip: float,
     ldp_scale: float,
     secure_noise: bool,
+    secure_cover: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
     r"""Each client's upload: real rows plus pseudo items, clipped and noised, grouped by client.
 
     A client adds ``n_pseudo`` items it did not query, with rows drawn from a Gaussian of the same
     per-coordinate mean and std as its real rows; every coordinate is clipped to
     :math:`[-\delta, \delta]` and gets Laplace noise of scale :math:`\lambda` — from the client's
-    named stream, or from the OS CSPRNG with ``secure_noise``.
+    named stream, or from the OS CSPRNG with ``secure_noise``. The pseudo items and their rows come
+    from the client's stream ``("fedpergnn", "pseudo", round, user)``, or from a fresh
+    :func:`~fedgraphrec.seeding.secure_rng` with ``secure_cover`` (a server holding the seed could
+    otherwise tell pseudo items from real ones).
 
     Returns:
         ``(client position, item, row)`` of every uploaded row, each client's real rows then its
@@ -135,7 +139,7 @@ def protected_rows(
         bounds = np.searchsorted(seg, np.arange(S + 1))  # seg is sorted
         p_items, z = [], []
         for k, u in enumerate(clients.tolist()):
-            rng = numpy_rng(seed, "fedpergnn", "pseudo", round_index, u)
+            rng = hiding_rng(secure_cover, seed, "fedpergnn", "pseudo", round_index, u)
             p_items.append(negatives_of(items[bounds[k] : bounds[k + 1]], n_items, n_pseudo, rng))
             z.append(rng.standard_normal((len(p_items[-1]), d)))
         p_seg = np.repeat(np.arange(S), [len(p) for p in p_items])

@@ -7,6 +7,7 @@ from typing import Any
 
 from fedgraphrec.protocols.base import settings_from
 from fedgraphrec.protocols.settings import RoundSampling
+from fedgraphrec.seeding import secure_draws
 
 __all__ = ["FedPerGNNSettings", "fedpergnn_settings"]
 
@@ -27,7 +28,11 @@ class FedPerGNNSettings(RoundSampling):
         n_pseudo: pseudo-interacted items per user and round, 0: off (default: 20).
         ldp_clip: :math:`\delta`, per-coordinate clipping of uploads, 0: none (default: 0.01).
         ldp_scale: :math:`\lambda`, Laplace noise scale, 0: none (default: 0.001).
-        secure_noise: draw the Laplace noise from the OS CSPRNG instead of the seed (default: off).
+        secure_noise: draw the Laplace noise from the OS CSPRNG instead of the seed (default: off;
+            from a run configuration: on under ``crypto = "real"`` unless ``reproducible``).
+        secure_cover: draw negatives, local pairs and pseudo items (and their rows) from the OS
+            CSPRNG instead of each user's seed streams (default: off; from a run configuration as
+            ``secure_noise``): they hide which uploaded items are real.
         local_graph: expand local graphs through the third party; ``False``: :math:`h_u = e_u`,
             federated MF (default: on).
         crypto: ``real`` computes keys and item tokens for real; ``accounted`` counts their bytes.
@@ -38,6 +43,7 @@ class FedPerGNNSettings(RoundSampling):
     ldp_clip: float = 0.01
     ldp_scale: float = 0.001
     secure_noise: bool = False
+    secure_cover: bool = False
     local_graph: bool = True
     crypto: str = "accounted"
 
@@ -65,4 +71,9 @@ def fedpergnn_settings(config: Any) -> FedPerGNNSettings:
     model = getattr(config, "model", "lightgcn")
     if model not in ("lightgcn", "mf"):
         raise ValueError(f"fedpergnn trains user and item tables; use --model lightgcn (got {model!r})")
-    return settings_from(FedPerGNNSettings, config)
+    return settings_from(
+        FedPerGNNSettings,
+        config,
+        secure_noise=secure_draws(config, "secure_noise"),
+        secure_cover=secure_draws(config),
+    )
