@@ -46,6 +46,7 @@ from fedgraphrec.protocols.base import ClientProgram, NodeData
 from fedgraphrec.runtime.endpoint import NodeEndpoint
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.sealing import KeyUsage
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import SPECS, node_data, protocol_spec
@@ -120,10 +121,13 @@ def handle_party(
             raise PermissionError("this node does not export its clients' representations")
         reply = _export(program)
     else:
-        endpoint = NodeEndpoint(spec.name, "real" if cfg.crypto == "real" else "accounted")
+        # the per-key message count lives for the run, not for this message's endpoint (h4: key limit)
+        usage = KeyUsage(int(run.get("sealed_step", -(1 << 62))), int(run.get("sealed_count", 0)))  # type: ignore[arg-type]
+        endpoint = NodeEndpoint(spec.name, "real" if cfg.crypto == "real" else "accounted", usage=usage)
         endpoint.last_step = int(run["last_step"])  # type: ignore[arg-type]
         reply = endpoint.handle(program, stage, step, request)
         run["last_step"] = endpoint.last_step
+        run["sealed_step"], run["sealed_count"] = usage.step, usage.sealed
     if hasattr(program, "state"):
         stored = state_to_arrays(program.state)
         state[_STATE] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in stored.items()})
