@@ -227,3 +227,18 @@ def test_a_part_with_one_row_too_few_is_refused() -> None:
     content.array_records["a.0"]["value"] = Array(rows[:3].numpy())
     with pytest.raises(RecordError, match=r"phase 'train/sync'.*field 'rows'|field 'receivers'"):
         decode_message(content)
+
+
+def test_booleans_hold_only_zero_and_one() -> None:
+    """A boolean with another byte is not a boolean: refused in a record and in a sealed payload."""
+    from fedgraphrec.runtime.codec import CodecError, decode_tensor, encode_tensor
+
+    blob = bytearray(encode_tensor(torch.tensor([True, False])))
+    blob[-1] = 2
+    with pytest.raises(CodecError, match="boolean"):
+        decode_tensor(bytes(blob))
+    part = Part("p/b", "mask", "server", "client", np.array([True, False]), receivers=np.arange(2))
+    content = _copy(encode_message(Message({"b": part}), {"stage": "s", "step": 1}))
+    content.array_records["a.0"]["value"] = Array(np.array([1, 2], dtype=np.uint8).view(np.bool_))
+    with pytest.raises(RecordError, match="field 'value'"):
+        decode_message(content)

@@ -73,8 +73,20 @@ def state_from_arrays(cls: type[T], arrays: dict[str, np.ndarray]) -> T:
     """
     if _SCALARS not in arrays:
         raise StateError("stored state has no scalar entry; it was not written by state_to_arrays")
-    scalars = json.loads(bytes(np.asarray(arrays[_SCALARS], dtype=np.uint8)).decode())
+    try:
+        scalars = json.loads(_raw_bytes(arrays[_SCALARS], _SCALARS).decode())
+    except ValueError:
+        raise StateError(f"stored state: {_SCALARS!r} is not valid JSON") from None
+    if not isinstance(scalars, dict):
+        raise StateError(f"stored state: {_SCALARS!r} must be a JSON object")
     return typing.cast(T, _build(cls, "", arrays, scalars))
+
+
+def _raw_bytes(arr: np.ndarray, name: str) -> bytes:
+    """The bytes a field was stored as (a 1-d ``uint8`` array; nothing else is cast into bytes)."""
+    if not isinstance(arr, np.ndarray) or arr.dtype != np.uint8 or arr.ndim != 1:
+        raise StateError(f"stored state field {name!r}: bytes are stored as a 1-d uint8 array")
+    return arr.tobytes()
 
 
 def _build(cls: type, prefix: str, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> Any:
@@ -90,7 +102,9 @@ def _build(cls: type, prefix: str, arrays: dict[str, np.ndarray], scalars: dict[
         elif name + _TENSOR in arrays:
             kwargs[f.name] = torch.from_numpy(np.array(arrays[name + _TENSOR], copy=True))
         elif scalars.get(name) == "~bytes":
-            kwargs[f.name] = bytes(np.asarray(arrays[name], dtype=np.uint8))
+            if name not in arrays:
+                raise StateError(f"stored state has no bytes of field {name!r}")
+            kwargs[f.name] = _raw_bytes(arrays[name], name)
         elif name in arrays:
             kwargs[f.name] = np.array(arrays[name], copy=True)
         elif name in scalars:

@@ -10,7 +10,8 @@ header *and* the part's declared structure:
   ciphertext lengths) are one-dimensional ``int64`` with values in range;
 * concatenated blobs and ciphertexts add up exactly to their lengths;
 * every per-message array has one entry per message, a rows part's ``counts`` add up to its rows
-  (or one row per message without counts), a view's ``index`` points inside the value;
+  (or one row per message without counts; a ``summed`` part's value is the sum of its messages), a
+  view's ``index`` points inside the value;
 * the metadata has exactly the fields the encoder writes, each of its type, and the combinations the
   runtime allows (a sealed part in transit has ciphertexts and no value, a summed part is masked, ...).
 
@@ -180,6 +181,8 @@ def check_arrays(record: ArrayRecord, meta: dict[str, Any], where: str) -> dict[
             fail(where, "value", f"dtype {value.dtype} is not a numeric native array")
         if shape == "rows" and value.ndim < 1:
             fail(where, "value", "a rows part needs at least one dimension")
+        if value.dtype == np.bool_ and value.size and int(value.view(np.uint8).max()) > 1:
+            fail(where, "value", "a boolean array holds bytes other than 0 and 1")
     sealed = "sealed" in arrays
     if sealed and (meta["protection"] != "sealed" or meta["presealed"] or value_type != "none"):
         fail(where, "sealed", "ciphertexts travel only in a sealed part without a value")
@@ -201,7 +204,9 @@ def _check_counts(arrays: dict[str, np.ndarray], meta: dict[str, Any], where: st
     index = arrays.get("index")
     if index is not None and (shape != "rows" or value is None):
         fail(where, "index", "only a rows part with a value can be a view")
-    rows = None if value is None or shape != "rows" else (len(index) if index is not None else len(value))
+    # a summed part's value is the sum of its messages (accounted mode), not one block per message
+    per_row = value is not None and shape == "rows" and not meta["summed"]
+    rows = (len(index) if index is not None else len(value)) if per_row and value is not None else None
     if rows is not None and "counts" not in arrays:
         per_message["rows"] = rows
     if per_message:
