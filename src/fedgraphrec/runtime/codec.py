@@ -70,4 +70,6 @@ def decode_tensor(data: bytes) -> torch.Tensor:
     if len(data) != encoded_size(shape, dtype):
         raise CodecError(f"payload of {len(data)} bytes does not match shape {shape} and dtype {dtype}")
     arr = np.frombuffer(data, dtype=_NUMPY[dtype], offset=head).reshape(shape)
+    if dtype == torch.bool and arr.size and int(arr.view(np.uint8).max()) > 1:
+        raise CodecError("a boolean tensor holds bytes other than 0 and 1")
     return torch.from_numpy(arr.copy())

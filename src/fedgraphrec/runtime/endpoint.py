@@ -30,7 +30,7 @@ from fedgraphrec.runtime.expect import Expectation, FlowState, StageFlow, check_
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.network import CryptoMode
 from fedgraphrec.runtime.part import Part
-from fedgraphrec.runtime.sealing import Binding, GroupChannel, multicast, party, party_names
+from fedgraphrec.runtime.sealing import Binding, GroupChannel, KeyUsage, multicast, party, party_names
 
 __all__ = ["Node", "NodeEndpoint", "require_senders"]
 
@@ -64,6 +64,8 @@ class NodeEndpoint:
         charge: called with ``(client ids, seconds)`` for the sealing/opening time of each part.
         batch: seal each part as one message (only when this node is the only one:
             :mod:`fedgraphrec.runtime.batching`).
+        usage: the run's count of messages this node sealed per step key (a fresh one by default;
+            an engine that rebuilds the endpoint per message passes the one it persists).
     """
 
     def __init__(
@@ -72,7 +74,9 @@ class NodeEndpoint:
         crypto: CryptoMode,
         charge: Callable[[np.ndarray, float], None] | None = None,
         batch: bool = False,
+        usage: KeyUsage | None = None,
     ) -> None:
+        self.usage = KeyUsage() if usage is None else usage  # per-key message limit, for the run
         self.protocol = protocol
         self.real = crypto == "real"
         self.batch = batch
@@ -89,7 +93,7 @@ class NodeEndpoint:
             raise RuntimeError(f"{phase}: real crypto mode but this node has no group key yet")
         raw = key.to_bytes()
         if self._channel is None or self._channel[0] != raw:
-            self._channel = (raw, GroupChannel(key, self.protocol))
+            self._channel = (raw, GroupChannel(key, self.protocol, usage=self.usage))
         return self._channel[1]
 
     def handle(self, node: Node, stage: str, step: int, request: Message) -> Message:

@@ -27,6 +27,11 @@ below :math:`2^{32}` messages per key (NIST SP 800-38D §8.3); a fresh key per s
 far below that, and :data:`MAX_MESSAGES_PER_KEY` (:math:`2^{31}`) is enforced, with an error telling
 the caller to shorten the step, rather than silently wearing a key out. Rotation also makes a replay
 across steps fail twice over (wrong key and wrong associated data).
+
+The count is per key for the whole run, not per :class:`GroupChannel` object: a channel charges a
+:class:`KeyUsage`, which its owner keeps for as long as the node lives (the in-process endpoint keeps
+one; a Flower SuperNode, which rebuilds its endpoint for every message, persists it in its state).
+It counts what *this node* sealed; every node enforces the limit on its own messages.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ __all__ = [
     "SERVER",
     "Binding",
     "GroupChannel",
+    "KeyUsage",
     "multicast",
     "party",
     "party_names",
@@ -102,6 +108,38 @@ class Binding:
         return [p + s.encode() + _SEP + r.encode() for s, r in zip(senders, receivers, strict=True)]
 
 
+@dataclass
+class KeyUsage:
+    """Messages this node sealed under the current per-step key, kept across channels for the run.
+
+    Keys never return to an earlier step (a node refuses to go back), so only the latest step's
+    count is kept. ``step``/``sealed`` are plain ints, so an engine can persist them between messages.
+    """
+
+    step: int = -(1 << 62)
+    sealed: int = 0
+
+    def charge(self, binding: Binding, count: int) -> None:
+        """Count ``count`` more messages under ``binding``'s step key.
+
+        Raises:
+            RuntimeError: the key would seal more than :data:`MAX_MESSAGES_PER_KEY` messages, or a
+                message would be sealed under an earlier step's key (whose count was dropped).
+        """
+        if binding.step < self.step:
+            raise RuntimeError(
+                f"{binding.phase}: sealing under step {binding.step}'s key after step {self.step}; "
+                "keys never return to an earlier step"
+            )
+        total = (self.sealed if binding.step == self.step else 0) + count
+        if total > MAX_MESSAGES_PER_KEY:
+            raise RuntimeError(
+                f"{binding.phase}: step {binding.step} would seal {total} messages under one key, over the "
+                f"AES-GCM random-nonce limit {MAX_MESSAGES_PER_KEY}; use smaller steps (minibatches)"
+            )
+        self.step, self.sealed = binding.step, total
+
+
 class GroupChannel:
     """AES-256-GCM under per-step sub-keys of the clients' shared key :math:`S`.
 
@@ -114,17 +152,21 @@ class GroupChannel:
         key: the shared key :math:`S`.
         protocol: protocol name, part of every sub-key's label (keys of two protocols never meet).
         purpose: sub-key purpose (default ``"payload"``).
+        usage: the run's count of messages sealed per step key (default: a fresh one, this
+            channel's own; an engine that rebuilds channels passes the one it keeps).
     """
 
-    __slots__ = ("_cache", "_key", "_label", "_sealed")
+    __slots__ = ("_cache", "_key", "_label", "usage")
 
-    def __init__(self, key: SharedKey, protocol: str, purpose: str = "payload") -> None:
+    def __init__(
+        self, key: SharedKey, protocol: str, purpose: str = "payload", usage: KeyUsage | None = None
+    ) -> None:
         if not isinstance(key, SharedKey):
             raise TypeError(f"key must be a SharedKey, got {type(key).__name__}")
         self._key = key
         self._label = f"{protocol}/{purpose}"
         self._cache: tuple[int, AESGCM] | None = None
-        self._sealed: dict[int, int] = {}
+        self.usage = KeyUsage() if usage is None else usage
 
     def _aead(self, step: int) -> AESGCM:
         if self._cache is None or self._cache[0] != step:
@@ -139,13 +181,7 @@ class GroupChannel:
         """
         if len(plaintexts) != len(aads):
             raise ValueError(f"{binding.phase}: {len(plaintexts)} plaintexts but {len(aads)} bindings")
-        count = self._sealed.get(binding.step, 0) + len(plaintexts)
-        if count > MAX_MESSAGES_PER_KEY:
-            raise RuntimeError(
-                f"{binding.phase}: step {binding.step} would seal {count} messages under one key, over the "
-                f"AES-GCM random-nonce limit {MAX_MESSAGES_PER_KEY}; use smaller steps (minibatches)"
-            )
-        self._sealed = {binding.step: count}  # keys never return to an earlier step
+        self.usage.charge(binding, len(plaintexts))
         enc = self._aead(binding.step).encrypt
         nonces = _random_nonces(len(plaintexts))
         return [

@@ -5,6 +5,10 @@ The in-process engine keeps the object; Flower starts a ClientApp per message an
 ``context.state``, a record of arrays. :func:`state_to_arrays` and :func:`state_from_arrays` convert
 between the two, field by field, without pickling: every field is a NumPy array, a torch tensor, a
 scalar (``int``, ``float``, ``bool``, ``str``), ``bytes``, ``None``, or a nested dataclass of those.
+
+A field that holds key material (a group key, private keys, a secure-aggregation session's secrets)
+is declared with ``field(..., metadata=SECRET)``; :func:`secret_fields` names them, so whoever writes
+the state outside the node (the training loop's checkpoint) can keep them out of the clear.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-__all__ = ["StateError", "state_from_arrays", "state_to_arrays"]
+__all__ = ["SECRET", "StateError", "secret_fields", "state_from_arrays", "state_to_arrays"]
 
 T = TypeVar("T")
 _SEP = "."
 _TENSOR = "~tensor"
 _SCALARS = "~scalars"
+SECRET: dict[str, bool] = {"secret": True}
+"""Field metadata of a state field holding key material (``field(default=b"", metadata=SECRET)``)."""
 
 
 class StateError(TypeError):
@@ -67,8 +73,20 @@ def state_from_arrays(cls: type[T], arrays: dict[str, np.ndarray]) -> T:
     """
     if _SCALARS not in arrays:
         raise StateError("stored state has no scalar entry; it was not written by state_to_arrays")
-    scalars = json.loads(bytes(np.asarray(arrays[_SCALARS], dtype=np.uint8)).decode())
+    try:
+        scalars = json.loads(_raw_bytes(arrays[_SCALARS], _SCALARS).decode())
+    except ValueError:
+        raise StateError(f"stored state: {_SCALARS!r} is not valid JSON") from None
+    if not isinstance(scalars, dict):
+        raise StateError(f"stored state: {_SCALARS!r} must be a JSON object")
     return typing.cast(T, _build(cls, "", arrays, scalars))
+
+
+def _raw_bytes(arr: np.ndarray, name: str) -> bytes:
+    """The bytes a field was stored as (a 1-d ``uint8`` array; nothing else is cast into bytes)."""
+    if not isinstance(arr, np.ndarray) or arr.dtype != np.uint8 or arr.ndim != 1:
+        raise StateError(f"stored state field {name!r}: bytes are stored as a 1-d uint8 array")
+    return arr.tobytes()
 
 
 def _build(cls: type, prefix: str, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> Any:
@@ -84,7 +102,9 @@ def _build(cls: type, prefix: str, arrays: dict[str, np.ndarray], scalars: dict[
         elif name + _TENSOR in arrays:
             kwargs[f.name] = torch.from_numpy(np.array(arrays[name + _TENSOR], copy=True))
         elif scalars.get(name) == "~bytes":
-            kwargs[f.name] = bytes(np.asarray(arrays[name], dtype=np.uint8))
+            if name not in arrays:
+                raise StateError(f"stored state has no bytes of field {name!r}")
+            kwargs[f.name] = _raw_bytes(arrays[name], name)
         elif name in arrays:
             kwargs[f.name] = np.array(arrays[name], copy=True)
         elif name in scalars:
@@ -94,6 +114,23 @@ def _build(cls: type, prefix: str, arrays: dict[str, np.ndarray], scalars: dict[
         else:
             raise StateError(f"stored state has no field {name!r}")
     return cls(**kwargs)
+
+
+def secret_fields(cls: type) -> list[str]:
+    """The array names (as :func:`state_to_arrays` writes them) of ``cls``'s fields marked :data:`SECRET`.
+
+    Nested dataclasses are searched too (``"secagg.clients"``). A secret field holding a tensor is
+    named with its tensor suffix, so the names match the keys of :func:`state_to_arrays`'s output.
+    """
+    out: list[str] = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        sub = _dataclass_in(hints.get(f.name))
+        if f.metadata.get("secret"):
+            out += [f.name, f.name + _TENSOR]
+        elif sub is not None:
+            out += [f.name + _SEP + name for name in secret_fields(sub)]
+    return out
 
 
 def _dataclass_in(hint: Any) -> type | None:

@@ -38,7 +38,7 @@ from fedgraphrec.runtime.expect import FlowState
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.network import Adversary
-from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
+from fedgraphrec.runtime.state import secret_fields, state_from_arrays, state_to_arrays
 from fedgraphrec.runtime.transport import Transport
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import BatchStats, build_model, secure_init
@@ -287,9 +287,21 @@ class ProtocolLearner:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Every node's state, the server's, the ledger (and the oracle's)."""
+        """Every node's state, the server's, the ledger (and the oracle's).
+
+        The nodes' key material (their state fields marked :data:`~fedgraphrec.runtime.state.SECRET`)
+        is kept apart under ``"secrets"``, which the checkpoint encrypts under the user's key.
+        """
+        nodes: dict[int, dict[str, np.ndarray]] = {}
+        secrets: dict[int, dict[str, np.ndarray]] = {}
+        for k, p in self.programs.items():
+            arrays = state_to_arrays(p.state)
+            hidden = [name for name in secret_fields(type(p.state)) if name in arrays]
+            secrets[k] = {name: arrays.pop(name) for name in hidden}
+            nodes[k] = arrays
         state: dict[str, Any] = {
-            "nodes": {k: state_to_arrays(p.state) for k, p in self.programs.items()},
+            "nodes": nodes,
+            "secrets": secrets,
             "server": self.server.state_dict(),
             "ledger": self.net.ledger.state_dict(),
             "step": self.net.step,
@@ -302,8 +314,10 @@ class ProtocolLearner:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (set-up has run again; its keys are replaced by the saved ones)."""
+        secrets = state.get("secrets", {})
         for k, program in self.programs.items():
-            program.state = state_from_arrays(type(program.state), state["nodes"][k])
+            arrays = {**state["nodes"][k], **secrets.get(k, {})}
+            program.state = state_from_arrays(type(program.state), arrays)
         self.server.load_state_dict(state["server"])
         self.net.ledger.load_state_dict(state["ledger"])
         self.net.begin_step(int(state["step"]))

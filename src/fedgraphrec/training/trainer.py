@@ -19,6 +19,7 @@ import torch
 
 from fedgraphrec.data import Interactions, Ratings, carve_validation, load_dataset
 from fedgraphrec.evaluation import evaluate_embeddings, evaluate_scores
+from fedgraphrec.training.checkpoint import SECRETS, load_checkpoint, save_checkpoint
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learners import BatchStats, Learner, make_learner
 from fedgraphrec.training.plots import plot_curves, plot_ledger
@@ -98,7 +99,8 @@ class Trainer:
         cfg: validated configuration.
         run_dir: output folder (created; an existing checkpoint there is resumed if ``resume``).
         progress: show a progress bar on stderr.
-        resume: continue from ``run_dir/checkpoint.pt`` if it exists.
+        resume: continue from ``run_dir/checkpoint.pt`` if it exists (a file holding anything but
+            plain data is refused unread: :mod:`fedgraphrec.training.checkpoint`).
         on_epoch_end: optional hook called with the completed epoch number (tests use it to
             simulate a crash).
         data: train on this dataset instead of loading ``cfg.dataset`` (for derived subsets that
@@ -137,21 +139,24 @@ class Trainer:
 
     # ---------------------------------------------------------------- checkpoints
     def _save_checkpoint(self) -> None:
+        """Plain data only, key material encrypted under the user's key (:mod:`.checkpoint`)."""
+        learner = dict(self.learner.state_dict())
+        secrets = learner.pop(SECRETS, None)
         payload = {
-            "learner": self.learner.state_dict(),
+            "learner": learner,
             "state": vars(self.state).copy(),
             "history": self.history,
             "config": self.cfg.to_dict(),
         }
-        tmp = self.run.checkpoint_path.with_suffix(".pt.tmp")
-        torch.save(payload, tmp)
-        tmp.replace(self.run.checkpoint_path)
+        save_checkpoint(self.run.checkpoint_path, payload, secrets)
 
     def _load_checkpoint(self) -> bool:
         path = self.run.checkpoint_path
         if not path.exists():
             return False
-        payload = torch.load(path, weights_only=False)
+        payload, secrets = load_checkpoint(path)  # runs no code from the file (CheckpointError)
+        if secrets is not None:
+            payload["learner"][SECRETS] = secrets
         # keys added to TrainConfig after the checkpoint was written take their defaults
         saved, wanted = {**TrainConfig().to_dict(), **payload["config"]}, self.cfg.to_dict()
         if saved.pop("epochs") > wanted.pop("epochs"):

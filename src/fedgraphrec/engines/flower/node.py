@@ -54,6 +54,7 @@ from fedgraphrec.runtime.endpoint import NodeEndpoint
 from fedgraphrec.runtime.expect import FlowState
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.sealing import KeyUsage
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import secure_init
@@ -193,10 +194,13 @@ def handle_party(
             raise PermissionError("this node does not export its clients' representations")
         reply = _export(program)
     else:
-        endpoint = NodeEndpoint(spec.name, "real" if cfg.crypto == "real" else "accounted")
+        # the stage order and the per-key message count live for the run, not for this message
+        usage = KeyUsage(int(run.get("sealed_step", -(1 << 62))), int(run.get("sealed_count", 0)))  # type: ignore[arg-type]
+        endpoint = NodeEndpoint(spec.name, "real" if cfg.crypto == "real" else "accounted", usage=usage)
         endpoint.flow = FlowState.from_record(run)
         reply = endpoint.handle(program, stage, step, request)
         run.update(endpoint.flow.to_record())
+        run["sealed_step"], run["sealed_count"] = usage.step, usage.sealed
     if hasattr(program, "state"):
         stored = state_to_arrays(program.state)
         state[_STATE] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in stored.items()})

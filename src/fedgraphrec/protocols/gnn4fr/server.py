@@ -208,9 +208,15 @@ class GNN4FRServer(SetupServer):
         self.step += 1
 
     def state_dict(self) -> dict[str, Any]:
-        """The step counter (the server holds no parameter)."""
-        return {"step": self.step}
+        """The step counter and what the server learnt at set-up (it holds no parameter).
+
+        The set-up's routing (token handles, holdings, neighbour pairs) is keyed by the clients' group
+        key, which a resumed run restores from the checkpoint: the server's routing must be restored
+        with it, not re-learnt from the resumed process's fresh set-up.
+        """
+        return {k: v for k, v in vars(self).items() if k not in ("transport", "settings", "tables")}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
+        vars(self).update(state)
         self.step = int(state["step"])

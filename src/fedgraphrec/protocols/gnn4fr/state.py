@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.protocols.gnn4fr.graph import LocalGraph
+from fedgraphrec.runtime.state import SECRET
 
 __all__ = ["Adam", "GNN4FRState", "StepState"]
 
@@ -88,8 +89,9 @@ class GNN4FRState:
     own_ptr: np.ndarray = field(default_factory=_empty)  # client k's items: own_seq[own_ptr[k]:own_ptr[k+1]]
     own_seq: np.ndarray = field(default_factory=_empty)  # (global ids, in each client's token order)
     real: bool = False  # real crypto mode (told at set-up)
-    private_keys: bytes = b""  # the clients' X25519 private keys (32 bytes each)
-    key: bytes = b""  # the group key S, once unwrapped
+    # the clients' X25519 private keys (32 bytes each)
+    private_keys: bytes = field(default=b"", metadata=SECRET)
+    key: bytes = field(default=b"", metadata=SECRET)  # the group key S, once unwrapped
     graph: LocalGraph | None = None
     custody_ids: np.ndarray = field(default_factory=_empty)  # items nobody holds (the key-client keeps them)
     custody: Adam | None = None

@@ -30,6 +30,7 @@ from fedgraphrec.models.propagation import torch_csr
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.lpgcn.holdings import TokenIndex, item_tokens
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
+from fedgraphrec.runtime.state import SECRET
 
 __all__ = ["ClientBase", "LPGCNState", "StepState"]
 
@@ -126,8 +127,10 @@ class LPGCNState:
     held_virtual: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     held_owner: np.ndarray = field(default_factory=_i64)
     held_col: np.ndarray = field(default_factory=_i64)
-    private_keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 32), dtype=np.uint8))
-    key: bytes = b""
+    private_keys: np.ndarray = field(
+        default_factory=lambda: np.zeros((0, 32), dtype=np.uint8), metadata=SECRET
+    )
+    key: bytes = field(default=b"", metadata=SECRET)
     conv_items: np.ndarray = field(default_factory=_i64)
     conv_owner: np.ndarray = field(default_factory=_i64)
     conv_degree: np.ndarray = field(default_factory=_f64)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -46,6 +46,7 @@ from fedgraphrec.protocols.secagg.upload import (
     plain_sizes,
 )
 from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.state import SECRET
 
 __all__ = ["ID_BYTES", "SecAggState", "SecureSumClient"]
 
@@ -64,7 +65,7 @@ class SecAggState:
     """
 
     session: str = ""
-    clients: bytes = b""
+    clients: bytes = field(default=b"", metadata=SECRET)
 
 
 def _ids(request: Message) -> np.ndarray:

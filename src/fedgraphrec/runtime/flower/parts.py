@@ -17,7 +17,13 @@ or reply:
   adversary dropped).
 
 Decoding gives back an equal part: same tensor or array type and dtype, same ids, same sizes, so
-the ServerApp's ledger books exactly what the in-process engine books.
+the ServerApp's ledger books exactly what the in-process engine books. A view (a rows part with an
+``index``: rows the server picked out of a larger table) is sent as the picked rows only, so a node
+never receives the rows meant for others.
+
+Decoding is strict (:mod:`.checks`): the receiver trusts nothing in a record, and any truncated,
+extended, relabelled or inconsistent field raises :class:`~.checks.RecordError` naming the part,
+its phase and the field, before anything is decoded.
 """
 
 from __future__ import annotations
@@ -30,13 +36,16 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
+from fedgraphrec.runtime.flower.checks import RecordError, check_arrays, check_meta, fail
 from fedgraphrec.runtime.message import Message, Part
 
-__all__ = ["decode_message", "encode_message"]
+__all__ = ["RecordError", "decode_message", "encode_message"]
 
 _IDS = ("senders", "receivers", "counts", "seal_to", "index")
 _NATIVE = (bool, int, float, str, bytes)
 _JSON = "~json"
+_TOP = frozenset(("header", "fields", "parts", "hello"))
+"""Config records a message may hold besides its parts' (``p.<k>``)."""
 
 
 def encode_message(message: Message, header: Mapping[str, Any]) -> RecordDict:
@@ -51,12 +60,40 @@ def encode_message(message: Message, header: Mapping[str, Any]) -> RecordDict:
 
 
 def decode_message(content: RecordDict) -> tuple[dict[str, Any], Message]:
-    """Inverse of :func:`encode_message`: the header and the message."""
+    """Inverse of :func:`encode_message`: the header and the message.
+
+    Raises:
+        RecordError: anything in the record is malformed or inconsistent (:mod:`.checks`).
+    """
     configs, arrays = content.config_records, content.array_records
-    header = dict(configs["header"]) if "header" in configs else {}
-    fields = _decode_fields(configs["fields"]) if "fields" in configs else {}
-    names = list(_list(configs["parts"]["names"])) if "parts" in configs else []
-    parts = {str(name): _decode_part(configs[f"p.{k}"], arrays[f"a.{k}"]) for k, name in enumerate(names)}
+    if list(content.metric_records):
+        fail("message", "metrics", "a party message carries no metric records")
+    for key in ("header", "fields", "parts"):
+        if key not in configs:
+            fail("message", key, "is missing")
+    header = dict(configs["header"])
+    for key, kind in (("stage", str), ("step", int), ("protocol", str)):
+        if key in header and (not isinstance(header[key], kind) or isinstance(header[key], bool)):
+            fail("message header", key, f"must be a {kind.__name__}, got {type(header[key]).__name__}")
+    fields = _decode_fields(configs["fields"])
+    parts_record = configs["parts"]
+    if set(parts_record.keys()) != {"names"}:
+        fail("message", "parts", "holds exactly the list of part names")
+    listed = parts_record["names"]
+    if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
+        fail("message", "parts.names", "must be a list of part names")
+    names = [str(n) for n in listed]
+    if len(set(names)) != len(names):
+        fail("message", "parts.names", "names a part twice")
+    want_configs = _TOP | {f"p.{k}" for k in range(len(names))}
+    for key in sorted(set(configs) - want_configs):
+        fail("message", key, "is not a record of this message")
+    for key in sorted(set(arrays) ^ {f"a.{k}" for k in range(len(names))}):
+        fail("message", key, "is missing" if key not in arrays else "is not a record of this message")
+    for k in range(len(names)):
+        if f"p.{k}" not in configs:
+            fail("message", f"p.{k}", "is missing")
+    parts = {name: _decode_part(configs[f"p.{k}"], arrays[f"a.{k}"], name) for k, name in enumerate(names)}
     return header, Message(parts, fields)
 
 
@@ -103,14 +140,23 @@ def _encode_fields(fields: Mapping[str, Any]) -> ConfigRecord:
 
 
 def _decode_fields(record: ConfigRecord) -> dict[str, Any]:
-    as_json = set(_list(record.get(_JSON, [])))
-    return {k: json.loads(str(v)) if k in as_json else v for k, v in record.items() if k != _JSON}
-
-
-def _list(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise TypeError(f"expected a list in the record, got {type(value).__name__}")
-    return value
+    as_json = record.get(_JSON, [])
+    if not isinstance(as_json, list) or not all(isinstance(k, str) and k in record for k in as_json):
+        fail("message fields", _JSON, "must list field names of the record")
+    out: dict[str, Any] = {}
+    for k, v in record.items():
+        if k == _JSON:
+            continue
+        if k in as_json:
+            if not isinstance(v, str):
+                fail("message fields", k, "a JSON field must be a string")
+            try:
+                out[k] = json.loads(v)
+            except ValueError:
+                fail("message fields", k, "is not valid JSON")
+        else:
+            out[k] = v
+    return out
 
 
 # ---------------------------------------------------------------------------- parts
@@ -143,11 +189,14 @@ def _encode_part(part: Part) -> tuple[ConfigRecord, ArrayRecord]:
         arrays["blobs"], arrays["blob_lengths"] = _joined(value)
     elif isinstance(value, torch.Tensor):
         value_type = "torch"
-        arrays["value"] = np.ascontiguousarray(value.detach().cpu().numpy())
+        rows = part.rows() if part.shape == "rows" else value  # a view: only the rows picked
+        arrays["value"] = np.ascontiguousarray(rows.detach().cpu().numpy())
     else:
         value_type = "numpy"
-        arrays["value"] = np.ascontiguousarray(np.asarray(value))
+        arrays["value"] = np.ascontiguousarray(np.asarray(part.rows() if part.shape == "rows" else value))
     for name in _IDS:
+        if name == "index" and part.shape == "rows" and value is not None:
+            continue  # the value holds the picked rows themselves
         ids = getattr(part, name)
         if ids is not None:
             arrays[name] = np.asarray(ids, dtype=np.int64)
@@ -178,14 +227,29 @@ def _encode_part(part: Part) -> tuple[ConfigRecord, ArrayRecord]:
     return meta, ArrayRecord({k: Array(v) for k, v in arrays.items()})
 
 
-def _decode_part(meta: ConfigRecord, record: ArrayRecord) -> Part:
-    arrays = {k: a.numpy() for k, a in record.items()}
-    value_type = str(meta["value_type"])
+def _decode_part(raw_meta: ConfigRecord, record: ArrayRecord, part_name: str) -> Part:
+    where = f"part {part_name!r}"
+    meta = check_meta(raw_meta, where)
+    arrays = check_arrays(record, meta, where)
+    try:
+        part_meta = json.loads(meta["meta"])
+    except ValueError:
+        fail(f"{where} (phase {meta['phase']!r})", "meta", "is not valid JSON")
+    if not isinstance(part_meta, dict):
+        fail(f"{where} (phase {meta['phase']!r})", "meta", "must be a JSON object")
+    value_type = meta["value_type"]
     value: Any = None
     if value_type == "blobs":
         value = _split(arrays["blobs"], arrays["blob_lengths"])
     elif value_type == "torch":
-        value = torch.from_numpy(np.array(arrays["value"], copy=True))
+        try:
+            value = torch.from_numpy(np.array(arrays["value"], copy=True))
+        except TypeError:
+            fail(
+                f"{where} (phase {meta['phase']!r})",
+                "value",
+                f"dtype {arrays['value'].dtype} is not a tensor's",
+            )
     elif value_type == "numpy":
         value = np.array(arrays["value"], copy=True)
     sealed = _split(arrays["sealed"], arrays["sealed_lengths"]) if "sealed" in arrays else None
@@ -195,17 +259,17 @@ def _decode_part(meta: ConfigRecord, record: ArrayRecord) -> Part:
         sender_role=str(meta["sender_role"]),
         receiver_role=str(meta["receiver_role"]),
         value=value,
-        shape=meta["shape"],  # type: ignore[arg-type]
-        protection=meta["protection"],  # type: ignore[arg-type]
+        shape=meta["shape"],
+        protection=meta["protection"],
         seal_to_role=str(meta["seal_to_role"]),
         from_role=str(meta["from_role"]),
-        bound_senders=[str(s) for s in _list(meta["bound_senders"])] if meta["has_bound_senders"] else None,
+        bound_senders=list(meta["bound_senders"]) if meta["has_bound_senders"] else None,
         sealed=sealed,
         presealed=bool(meta["presealed"]),
-        repeat=int(meta["repeat"]),  # type: ignore[arg-type]
+        repeat=int(meta["repeat"]),
         summed=bool(meta["summed"]),
-        batched=bool(meta.get("batched", False)),
-        meta=json.loads(str(meta["meta"])),
+        batched=bool(meta["batched"]),
+        meta=part_meta,
         _sizes=arrays.get("sizes"),
         **{name: arrays[name] for name in _IDS if name in arrays},
     )

@@ -27,6 +27,7 @@ from fedgraphrec.protocols.baselines.shard_sampling import ShardRound, sample_sh
 from fedgraphrec.protocols.secagg.upload import SparseUpload, flat_entries, plain_sizes
 from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.state import SECRET
 
 __all__ = ["FedPerGNNClient", "FedPerGNNState"]
 
@@ -45,8 +46,8 @@ class FedPerGNNState:
 
     user: torch.Tensor
     final: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
-    key: bytes | None = None
-    private_keys: bytes | None = None
+    key: bytes | None = field(default=None, metadata=SECRET)
+    private_keys: bytes | None = field(default=None, metadata=SECRET)
     round: ShardRound | None = None
 
 
