@@ -8,6 +8,7 @@ in many small requests. Driven through the node's public handler, as a server wo
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -18,11 +19,13 @@ from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.engines.flower.node import handle_party
 from fedgraphrec.runtime import sealing
 from fedgraphrec.runtime.endpoint import NodeEndpoint
+from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, KeyUsage
 from fedgraphrec.training import load_config
 from fedgraphrec.training.protocol_learner import SPECS
+from tests import ring_protocol
 from tests.ring_protocol import NAME, REF
 
 SETTINGS = [
@@ -38,13 +41,26 @@ def _request(stage: str, step: int, fields: dict[str, object] | None = None) -> 
     return encode_message(Message(fields=fields or {}), {"protocol": NAME, "stage": stage, "step": step})
 
 
+REPEATING = flow(
+    first=["setup"], after={"setup": ["send"], "send": ["send"]}, new_step=["send"], repeats={"send": 3}
+)
+"""The ring's order, but ``send`` may run three times in a step: many small requests under one key."""
+
+
 def _node(monkeypatch: pytest.MonkeyPatch) -> RecordDict:
     """A SuperNode's state after its hello and the ring's key set-up (real crypto)."""
     monkeypatch.setitem(SPECS, NAME, REF)
+    monkeypatch.setattr(ring_protocol, "FLOW", REPEATING)
     cfg = load_config(None, SETTINGS, protocol=NAME, dataset="synthetic", crypto="real")
     state = RecordDict()
     hello = _request("setup", 0, {"key": SharedKey.generate().to_bytes()})
-    hello["hello"] = ConfigRecord({"config": json.dumps(cfg.to_dict()), "clients": list(range(CLIENTS))})
+    hello["hello"] = ConfigRecord(
+        {
+            "config": json.dumps(cfg.to_dict()),
+            "clients": list(range(CLIENTS)),
+            "init_key": os.urandom(32).hex(),
+        }
+    )
     handle_party(hello, state)
     return state
 
@@ -86,6 +102,12 @@ def test_the_in_process_endpoint_keeps_its_count_across_channels(monkeypatch: py
 
         def group_key(self) -> SharedKey:
             return key
+
+        def stage_flow(self) -> StageFlow:
+            return flow(first=["s"], after={"s": ["s"]}, new_step=["s"], repeats={"s": 2})
+
+        def begin_stage(self, stage: str, occurrence: int) -> Expectation:
+            return {}
 
     endpoint = NodeEndpoint("p", "real")
     endpoint.handle(_Node(), "s", 0, Message())
