@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fedgraphrec.protocols.secagg.policy import MIN_CLIENTS
 from fedgraphrec.protocols.secagg.upload import check_threshold
 
 __all__ = ["RoundSampling", "SecureSumSettings"]
@@ -52,11 +53,25 @@ class SecureSumSettings:
         secagg_threshold: fraction of a sum's users secure aggregation needs (> 0.5; see
             :func:`~fedgraphrec.protocols.secagg.check_threshold`).
         secagg_semi_honest: accept a threshold <= 0.5 (honest-but-curious server only).
+        secagg_min_clients: the fewest clients a secure sum may have; a client refuses a request
+            (or a roster) with fewer. The default 3 is the smallest sum in which no single other
+            participant learns an input by subtracting its own.
+        crypto: the client's own crypto mode; in ``real`` a client refuses a secure-aggregation
+            stage the server marks unprotected, and any upload in the clear.
+
+    These are the client's own requirements: a client holds every secure-aggregation request to
+    them (:mod:`fedgraphrec.protocols.secagg.policy`), whatever threshold the server asks for.
     """
 
     frac_bits: int = 32
     secagg_threshold: float = 0.6
     secagg_semi_honest: bool = False
+    secagg_min_clients: int = MIN_CLIENTS
+    crypto: str = "accounted"
 
     def __post_init__(self) -> None:
         check_threshold(self.secagg_threshold, self.secagg_semi_honest)
+        if self.secagg_min_clients < 1:
+            raise ValueError(f"secagg_min_clients must be >= 1, got {self.secagg_min_clients}")
+        if self.crypto not in ("real", "accounted"):
+            raise ValueError(f"crypto must be 'real' or 'accounted', got {self.crypto!r}")

@@ -43,6 +43,9 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
             with more colluding clients but tolerates fewer dropouts (at most ``n − t`` per round).
         secagg_semi_honest: allow ``secagg_threshold ≤ 1/2``, protecting only against an
             honest-but-curious server (more dropouts tolerated).
+        secagg_min_clients: the fewest users a secure sum may have; each client refuses a smaller
+            sum or roster (default 3).
+        crypto: the client's own crypto mode; in ``real`` it refuses unprotected secure-sum stages.
         frac_bits: fixed-point fractional bits of the secure-aggregation ring encoding.
         loss: ``bpr`` (FedGRec, FedeRank) or ``mse``: FCF's confidence-weighted squared error
             ``(1+α)(1 − ŷ_ui)² + ŷ_uj²`` over the same (positive, sampled negative) pairs.

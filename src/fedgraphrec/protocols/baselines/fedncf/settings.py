@@ -28,6 +28,8 @@ class FedNCFSettings(RoundSampling, SecureSumSettings):
         frac_bits: fixed-point fractional bits of secure aggregation (default: 32).
         secagg_threshold: fraction of a round's users secure aggregation needs (default: 0.6).
         secagg_semi_honest: accept a threshold <= 0.5 (default: off).
+        secagg_min_clients: the fewest users a secure sum may have (default: 3).
+        crypto: the client's own crypto mode; in ``real`` it refuses unprotected secure-sum stages.
     """
 
     dim: int = 64
