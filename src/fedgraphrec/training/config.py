@@ -113,6 +113,9 @@ class TrainConfig:
             must exceed 0.5 (t > n/2, safe against a malicious server; tolerates n - t dropouts).
         secagg_semi_honest: accept secagg_threshold <= 0.5 (an honest-but-curious server only).
         secagg_min_clients: the fewest clients in a secure sum a client takes part in (default 3).
+        reproducible: with ``crypto = "real"``, draw FedGRec's negatives from the run seed
+            (bit-reproducible) instead of the CSPRNG; a server holding the seed can then name
+            positives in the queries.
         frac_bits: fixed-point fractional bits of secure aggregation.
         loss: FedGRec-family local loss: ``bpr`` or ``mse`` (FCF).
         confidence: FCF's ``α``.
@@ -180,6 +183,7 @@ class TrainConfig:
     secagg_threshold: float = _FEDGREC.secagg_threshold
     secagg_semi_honest: bool = _FEDGREC.secagg_semi_honest
     secagg_min_clients: int = _FEDGREC.secagg_min_clients
+    reproducible: bool = _FEDGREC.reproducible
     frac_bits: int = _FEDGREC.frac_bits
     loss: str = _FEDGREC.loss
     confidence: float = _FEDGREC.confidence

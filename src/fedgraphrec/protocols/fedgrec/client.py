@@ -126,7 +126,7 @@ class FedGRecClient(SecureSumClient, ClientProgram[FedGRecState]):
 
     # ------------------------------------------------------------------ Algorithm 1, Steps 1–3
     def stage_train_query(self, step: int, request: Message) -> Message:
-        """Step 1: the round's draws for this node's sampled users; their queries (positives, negatives)."""
+        """Step 1: the round's draws for this node's sampled users; their queries, each sorted by item id."""
         s = self.settings
         own = np.asarray(request.fields["clients"], dtype=np.int64)
         sampled = np.asarray(request.fields["sampled"], dtype=np.int64)
@@ -141,10 +141,13 @@ class FedGRecClient(SecureSumClient, ClientProgram[FedGRecState]):
             sampled, self.degrees[sampled], positives, own, self.n_items, int(request.fields["round"]),
             seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
             dropout_before=s.dropout_before, dropout_after=s.dropout_after, batch_mode=s.batch_mode,
+            secure=s.secure_negatives,
         )  # fmt: skip
         self.state.sample, self.state.pending = rs, None
         q_seg, q_items = rs.queries()
-        items = q_items[np.argsort(q_seg, kind="stable")]  # each user's positives, then its negatives
+        # each user's items in increasing id order: the query says which items, never which are
+        # positives (kept in the round's own order, positives first, it would hand the server N_u)
+        items = q_items[np.lexsort((q_items, q_seg))]
         n_query = rs.n_queried
         part = Part(QUERY, "item-ids", "client", "server", items, senders=rs.clients, counts=n_query)
         return Message({"query": part.with_sizes(n_query * _ID_BYTES)})

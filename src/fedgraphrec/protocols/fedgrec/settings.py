@@ -56,6 +56,9 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
         secure_aggregation: ``False`` sends every upload in the clear (a baseline for privacy
             audits only: the server then sees each user's own rows).
         seed: the run seed (public streams: users, negatives, local pairs, simulated dropouts).
+        reproducible: with ``crypto = "real"``, draw the negatives from the run seed as in
+            ``accounted`` mode (bit-reproducible research runs) instead of the CSPRNG; the server can
+            then regenerate them and name most positives of every query.
         device: where tables and the round's arithmetic live (``"cuda"`` for paper-scale runs);
             sampling, encodings of ``real`` secure aggregation and the ledger stay on the CPU.
     """
@@ -75,6 +78,7 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
     batch_mode: str = "one_neg_per_pos"
     secure_aggregation: bool = True
     device: str = "cpu"
+    reproducible: bool = False
 
     def __post_init__(self) -> None:
         checks = [
@@ -112,6 +116,11 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
             if not ok:
                 raise ValueError(message)
         super().__post_init__()
+
+    @property
+    def secure_negatives(self) -> bool:
+        """Whether the negatives come from the CSPRNG (``crypto = "real"`` and not ``reproducible``)."""
+        return self.crypto == "real" and not self.reproducible
 
     def layer_weights(self) -> list[float]:
         """``α_0 … α_K`` of the representation ``ē = Σ_k α_k e^k`` (``concat`` uses 1 per order)."""
