@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from fedgraphrec.attacks.secagg_params import SECAGG_LIES, SecAggLie
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.base import ClientProgram, NodeData, shard_of
 from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload, secure_sum
@@ -183,6 +184,14 @@ def test_a_real_client_refuses_an_unprotected_sum() -> None:
     """Own crypto mode real: a request that marks the sum unprotected is refused."""
     with pytest.raises(IntegrityError, match=r"secagg advertise .*unprotected .*real crypto mode"):
         _sum("real", threshold=6, lie=_set("secagg/advertise", real=False))
+
+
+@pytest.mark.parametrize("name", SECAGG_LIES)
+def test_every_lie_of_the_audit_hook_is_refused(name: str) -> None:
+    lie = SecAggLie(name)
+    with pytest.raises(IntegrityError, match=r"secagg (advertise|mask) "):
+        _sum("real", threshold=6, lie=lambda stage, node, request: lie.apply(stage, {node: request}))
+    assert lie.fired
 
 
 # ---------------------------------------------------------------- hand-made requests to handle()

@@ -73,7 +73,7 @@ def query_leaks(cfg: TrainConfig, transcript: Transcript, train: sp.csr_matrix) 
 def query_markdown(section: Mapping[str, Any]) -> list[str]:
     """The report's lines for :func:`query_leaks`' section."""
     rows = [
-        ("the order of the query (first |Q| − n_negatives items)", section["order"]),
+        ("the order of the query (its first size − n_negatives items)", section["order"]),
         ("negatives regenerated from the run seed", section["seeded_negatives"]),
     ]
     lines = [
