@@ -20,11 +20,16 @@ import torch
 from fedgraphrec.attacks.secagg_params import SECAGG_LIES, SecAggLie
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.base import ClientProgram, NodeData, shard_of
+from fedgraphrec.protocols.fedgrec.roles import UPLOAD, session
+from fedgraphrec.protocols.fedgrec.sampling import sample_clients
 from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload, secure_sum
 from fedgraphrec.protocols.settings import SecureSumSettings
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.transport import LocalTransport
+from fedgraphrec.training import load_config
+from fedgraphrec.training.protocol_learner import ProtocolLearner
+from fedgraphrec.training.trainer import prepare_interactions
 
 N, L, FRAC = 9, 4, 40
 Lie = Callable[[str, int, Message], None]
@@ -241,6 +246,30 @@ def test_a_session_label_is_used_once() -> None:
     _drive(client, *STAGES)
     with pytest.raises(IntegrityError, match=r"secagg advertise .*already used"):
         _drive(client, "secagg/advertise")
+
+
+def test_a_completed_session_label_is_refused_after_other_sessions_too() -> None:
+    """Summing the same inputs twice (over different clients) and subtracting would give one away."""
+    client = _client()
+    _drive(client, *STAGES)
+    for stage in STAGES:
+        client.handle(stage, 1, Message(fields=_fields(stage, session="toy/1")))
+    with pytest.raises(IntegrityError, match=r"secagg advertise \(toy/up, session 'toy/0'\).*already used"):
+        _drive(client, "secagg/advertise")
+
+
+def test_fedgrec_sums_a_rounds_upload_once_and_only_under_its_round() -> None:
+    cfg = load_config(None, ["dataset_options.n_users=40", "dataset_options.n_items=60"], protocol="fedgrec",
+                      dataset="synthetic", dim=4, n_layers=1, clients_per_round=10, n_negatives=8,
+                      local_steps=1, crypto="real")  # fmt: skip
+    server: Any = ProtocolLearner(cfg, prepare_interactions(cfg)).server
+    clients = sample_clients(server.active, 0, seed=cfg.seed, clients_per_round=cfg.clients_per_round)
+    _, _, trained = server.step2_3_local(server.step1_query(0, clients))
+    with pytest.raises(ValueError, match=r"no secure-aggregation input for session 'fedgrec/round/1'"):
+        server._sum(UPLOAD, session("round", 1), trained, server.n_items * server.dim * 2)
+    server.step4_aggregate(0, trained, len(clients))  # the round's own sum
+    with pytest.raises(IntegrityError, match=r"session 'fedgrec/round/0'.*already used"):
+        server.step4_aggregate(0, trained, len(clients))
 
 
 def test_u2_smaller_than_t_or_outside_the_node_is_refused() -> None:

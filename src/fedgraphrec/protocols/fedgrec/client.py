@@ -54,7 +54,8 @@ class FedGRecState:
         user: ``(K+1, n, d)``: every user's ``e_u^0`` and stored latents ``e_u^1..e_u^K``.
         deg_t: every item's degree ``|N_t|`` (the broadcast result of Eq. 9).
         sample: the current round's draws for this node's sampled users.
-        pending: Step 4's input of the current round (until the secure sum).
+        pending: Step 4's input of the current round (until the secure sum that includes it).
+        round: the current round (Step 4's secure sum must be this round's).
         final: the users' representations after the prediction stage.
         secagg: the open secure-aggregation session.
     """
@@ -63,6 +64,7 @@ class FedGRecState:
     deg_t: np.ndarray = field(default_factory=_empty)
     sample: RoundSample | None = None
     pending: PendingUpload | None = None
+    round: int = -1
     final: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
     secagg: SecAggState = field(default_factory=SecAggState)
 
@@ -144,6 +146,7 @@ class FedGRecClient(SecureSumClient, ClientProgram[FedGRecState]):
             secure=s.secure_negatives,
         )  # fmt: skip
         self.state.sample, self.state.pending = rs, None
+        self.state.round = int(request.fields["round"])
         q_seg, q_items = rs.queries()
         # each user's items in increasing id order: the query says which items, never which are
         # positives (kept in the round's own order, positives first, it would hand the server N_u)
@@ -191,7 +194,7 @@ class FedGRecClient(SecureSumClient, ClientProgram[FedGRecState]):
             up.add(self._t(np.searchsorted(active, rows)), items * d, values)
             return up
         rs, pending = self.state.sample, self.state.pending
-        if what != session("round") or rs is None or pending is None:
+        if what != session("round") or rs is None or pending is None or index != str(self.state.round):
             raise ValueError(f"no secure-aggregation input for session {label!r} on this node")
         return pending.upload(rs.clients, self.n_items, self.settings.item_agg == "mean_touched")
 
@@ -210,6 +213,7 @@ class FedGRecClient(SecureSumClient, ClientProgram[FedGRecState]):
         keep = np.isin(rs.clients, included)
         new = pending.user[:, self._t(np.flatnonzero(keep))]
         self.state.user[:, self._t(self._at(rs.clients[keep]))] = new
+        self.state.pending = None  # summed once: a second sum of the same upload would give it away
 
     # ------------------------------------------------------------------ evaluation
     def stage_predict(self, step: int, request: Message) -> Message:

@@ -65,13 +65,19 @@ class SecAggState:
             ``{client id: exported state}`` (private keys: these bytes never leave the node).
         record: the open session's :class:`~fedgraphrec.protocols.secagg.policy.SessionRecord` as
             JSON (both modes): what every later stage is held to.
-        closed: the label of the last session this node completed (a label is used once).
+        closed: the labels of the sessions this node completed, as a JSON list: a label is used once
+            per run, so a server cannot sum the same inputs twice over different clients and
+            subtract (the inputs of a session follow from its label).
     """
 
     session: str = ""
     clients: bytes = b""
     record: str = ""
     closed: str = ""
+
+
+def _closed(state: SecAggState) -> list[str]:
+    return list(json.loads(state.closed)) if state.closed else []
 
 
 def _ids(request: Message) -> np.ndarray:
@@ -137,7 +143,7 @@ class SecureSumClient:
         session, phase = str(f["session"]), str(f.get("phase", "?"))
         st: SecAggState = self.state.secagg
         used = SessionRecord.loads(st.record)
-        if session == st.closed or (used is not None and used.session == session):
+        if session in _closed(st) or (used is not None and used.session == session):
             raise refuse("advertise", phase, session, "this session label was already used on this node")
         if not np.isin(ids, self.clients).all() or len(np.unique(ids)) != len(ids):
             raise refuse("advertise", phase, session, "the request names clients this node does not host")
@@ -323,7 +329,7 @@ class SecureSumClient:
         policy.check_size("unmask", phase, session, "U3", len(survivors), t)
         self.secagg_included(session, ids)
         responders = ids[~np.isin(ids, self.secagg_offline(session, "after"))]
-        closed = SecAggState(closed=session)
+        closed = SecAggState(closed=json.dumps([*_closed(self.state.secagg), session]))
         if not f["real"]:
             self.state.secagg = closed
             sizes = np.full(len(responders), UNMASK_ENTRY_BYTES * len(shared), dtype=np.int64)
