@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fedgraphrec.attacks.query_order import order_attack, seeded_attack, separate_by_ranks
-from fedgraphrec.audits.queries import fedgrec_ranks, fedncf_ranks
+from fedgraphrec.audits.queries import fedgrec_ranks, fedncf_ranks, fedpergnn_ranks
 from fedgraphrec.audits.report import audit
 from fedgraphrec.protocols.fedgrec.sampling import negatives_of
 from fedgraphrec.training import load_config
@@ -35,7 +35,7 @@ def _one_round(protocol: str, **extra: Any) -> tuple[Any, Any, Any]:
     return cfg, learner.net.transcript, data.train
 
 
-@pytest.mark.parametrize("protocol", ["fedgrec", "fedncf"])
+@pytest.mark.parametrize("protocol", ["fedgrec", "fedncf", "fedpergnn"])
 def test_the_order_of_a_query_names_no_positive_beyond_chance(protocol: str) -> None:
     cfg, transcript, train = _one_round(protocol)
     leak = order_attack(transcript, train, cfg.n_negatives)
@@ -58,7 +58,10 @@ def test_separate_by_ranks_names_exactly_the_positives_the_seeded_ranks_expose()
     assert got is None or set(got.tolist()) != set(named.tolist())
 
 
-@pytest.mark.parametrize(("protocol", "ranks"), [("fedgrec", fedgrec_ranks), ("fedncf", fedncf_ranks)])
+@pytest.mark.parametrize(
+    ("protocol", "ranks"),
+    [("fedgrec", fedgrec_ranks), ("fedncf", fedncf_ranks), ("fedpergnn", fedpergnn_ranks)],
+)
 def test_the_seeded_attack_replays_the_protocols_draw(protocol: str, ranks: Any) -> None:
     """Whatever it names is a true positive: the server's replay matches the seeded draw exactly."""
     cfg, transcript, train = _one_round(protocol)
@@ -78,7 +81,7 @@ def test_fedgrec_negatives_in_real_mode_cannot_be_regenerated_from_the_seed() ->
             assert leak.correct <= 0.05 * leak.positives, leak.summary()
 
 
-@pytest.mark.parametrize("protocol", ["fedgrec", "fedncf"])
+@pytest.mark.parametrize("protocol", ["fedgrec", "fedncf", "fedpergnn"])
 def test_the_audit_reports_the_positives_named_from_one_round(protocol: str, tmp_path: Path) -> None:
     model: dict[str, Any] = {"model": "ncf"} if protocol == "fedncf" else {}
     cfg = load_config(None, SMALL, protocol=protocol, dataset="synthetic", **ROUND, **model)

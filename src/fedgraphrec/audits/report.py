@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 
 from fedgraphrec.attacks import query_intersection, upload_inference
 from fedgraphrec.audits.graph import audit_gnn4fr, audit_lpgcn
-from fedgraphrec.audits.queries import audit_fedncf, query_leaks, query_markdown
+from fedgraphrec.audits.queries import audit_queries, query_leaks, query_markdown
 from fedgraphrec.training.config import ROUND_PROTOCOLS, TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
@@ -52,11 +52,12 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
         return audit_lpgcn(cfg, out_dir)
     if cfg.protocol == "gnn4fr":  # one forward propagation: the attack reads layer-1 user rows
         return audit_gnn4fr(cfg, out_dir)
-    if cfg.protocol == "fedncf":  # one round: the attacks read its item queries
-        return audit_fedncf(cfg, out_dir)
+    if cfg.protocol in ("fedncf", "fedpergnn"):  # one round: the attacks read its item queries
+        return audit_queries(cfg, out_dir)
     if cfg.protocol not in ROUND_PROTOCOLS:
         raise ValueError(
-            f"audit: attacks exist for {', '.join(ROUND_PROTOCOLS)}, fedncf, lpgcn, gnn4fr, p4gcn and dgrec, "
+            f"audit: attacks exist for {', '.join(ROUND_PROTOCOLS)}, fedncf, fedpergnn, lpgcn, gnn4fr, p4gcn "
+            "and dgrec, "
             f"not for {cfg.protocol!r}"
         )
     out = Path(out_dir)

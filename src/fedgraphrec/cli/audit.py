@@ -14,7 +14,9 @@ from fedgraphrec.cli._app import DataDirOpt, app, err, out, use_data_dir, user_e
 def audit(
     protocol: Annotated[
         str,
-        typer.Argument(help="fedgrec, federank, fcf, fedncf, lpgcn, gnn4fr, p4gcn, dgrec, or 'integrity'."),
+        typer.Argument(
+            help="fedgrec, federank, fcf, fedncf, fedpergnn, lpgcn, gnn4fr, p4gcn, dgrec, or 'integrity'."
+        ),
     ],
     target: Annotated[
         str | None,
