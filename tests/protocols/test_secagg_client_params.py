@@ -272,6 +272,15 @@ def test_fedgrec_sums_a_rounds_upload_once_and_only_under_its_round() -> None:
         server.step4_aggregate(0, trained, len(clients))
 
 
+def test_an_abandoned_session_label_cannot_be_run_again() -> None:
+    """The server leaves session 0 after the masked inputs went up, runs another, then comes back."""
+    client = _client()
+    _drive(client, "secagg/advertise", "secagg/share", "secagg/mask")
+    client.handle("secagg/advertise", 1, Message(fields=_fields("secagg/advertise", session="toy/1")))
+    with pytest.raises(IntegrityError, match=r"session 'toy/0'.*already used"):
+        _drive(client, "secagg/advertise")
+
+
 def test_u2_smaller_than_t_or_outside_the_node_is_refused() -> None:
     client = _client()
     _drive(client, "secagg/advertise", "secagg/share")

@@ -65,9 +65,9 @@ class SecAggState:
             ``{client id: exported state}`` (private keys: these bytes never leave the node).
         record: the open session's :class:`~fedgraphrec.protocols.secagg.policy.SessionRecord` as
             JSON (both modes): what every later stage is held to.
-        closed: the labels of the sessions this node completed, as a JSON list: a label is used once
-            per run, so a server cannot sum the same inputs twice over different clients and
-            subtract (the inputs of a session follow from its label).
+        closed: the labels of the sessions this node advertised keys for, as a JSON list: a label is
+            used once per run (even if its session is abandoned), so a server cannot sum the same
+            inputs twice over different clients and subtract (a session's inputs follow from its label).
     """
 
     session: str = ""
@@ -142,8 +142,7 @@ class SecureSumClient:
         f, policy = request.fields, self.secagg_policy()
         session, phase = str(f["session"]), str(f.get("phase", "?"))
         st: SecAggState = self.state.secagg
-        used = SessionRecord.loads(st.record)
-        if session in _closed(st) or (used is not None and used.session == session):
+        if session in _closed(st):
             raise refuse("advertise", phase, session, "this session label was already used on this node")
         if not np.isin(ids, self.clients).all() or len(np.unique(ids)) != len(ids):
             raise refuse("advertise", phase, session, "the request names clients this node does not host")
@@ -189,7 +188,8 @@ class SecureSumClient:
         f, ids = request.fields, _ids(request)
         session = str(f["session"])
         record, _ = self._secagg_open(request, ids)
-        self.state.secagg = SecAggState(closed=self.state.secagg.closed)
+        # the label is spent from now on, even if the session is abandoned after the inputs went up
+        self.state.secagg = SecAggState(closed=json.dumps([*_closed(self.state.secagg), session]))
         self._secagg_keep(record)
         if not f["real"]:
             sizes = np.full(len(ids), ADVERTISE_BYTES, dtype=np.int64)
@@ -329,7 +329,7 @@ class SecureSumClient:
         policy.check_size("unmask", phase, session, "U3", len(survivors), t)
         self.secagg_included(session, ids)
         responders = ids[~np.isin(ids, self.secagg_offline(session, "after"))]
-        closed = SecAggState(closed=json.dumps([*_closed(self.state.secagg), session]))
+        closed = SecAggState(closed=self.state.secagg.closed)
         if not f["real"]:
             self.state.secagg = closed
             sizes = np.full(len(responders), UNMASK_ENTRY_BYTES * len(shared), dtype=np.int64)
