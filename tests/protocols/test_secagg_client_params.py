@@ -312,3 +312,14 @@ def test_uploads_in_the_clear_are_refused_by_a_client_that_requires_protection(o
     request = Message(fields={"session": "toy/0", "phase": "toy/up", "clients": [0, 1, 2]})
     with pytest.raises(IntegrityError, match=r"secagg plain .*in the clear"):
         client.handle("secagg/plain", 0, request)
+
+
+def test_a_client_whose_own_settings_opt_out_of_secure_aggregation_uploads_in_the_clear() -> None:
+    @dataclass(frozen=True)
+    class Clear(ToySettings):
+        secure_aggregation: bool = False
+
+    x = torch.ones(N, L, dtype=torch.float64)
+    client = ToyClient(Clear(x=x, frac_bits=FRAC, crypto="real"), np.array([0, 1, 2]), None)
+    request = Message(fields={"session": "toy/0", "phase": "toy/up", "clients": [0, 1, 2]})
+    assert "upload" in client.handle("secagg/plain", 0, request)

@@ -57,7 +57,7 @@ class SecureSumSettings:
             (or a roster) with fewer. The default 3 is the smallest sum in which no single other
             participant learns an input by subtracting its own.
         crypto: the client's own crypto mode; in ``real`` a client refuses a secure-aggregation
-            stage the server marks unprotected, and any upload in the clear.
+            stage the server marks unprotected.
 
     These are the client's own requirements: a client holds every secure-aggregation request to
     them (:mod:`fedgraphrec.protocols.secagg.policy`), whatever threshold the server asks for.

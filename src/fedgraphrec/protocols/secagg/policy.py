@@ -61,6 +61,11 @@ def _get(settings: Any, name: str, default: Any) -> Any:
     return getattr(settings, name, default)
 
 
+def _plain(secure_aggregation: Any, real: bool) -> bool:
+    """Uploads in the clear only where the client's own settings opt out of secure aggregation."""
+    return secure_aggregation is False or (secure_aggregation is None and not real)
+
+
 @dataclass(frozen=True)
 class SecAggPolicy:
     """The secure-aggregation parameters a client requires, from its own settings.
@@ -70,8 +75,9 @@ class SecAggPolicy:
         min_clients: ``secagg_min_clients``, the fewest clients a sum (and its roster) may have.
         semi_honest: ``secagg_semi_honest``: accept ``t ≤ n/2`` (honest-but-curious server only).
         real: the client's own crypto mode is ``real``: an unprotected stage is refused.
-        plain: the client's settings allow uploads in the clear (``secure_aggregation = false``, a
-            privacy-audit baseline); never in ``real`` mode.
+        plain: the client's settings allow uploads in the clear: its own ``secure_aggregation =
+            false`` (a privacy-audit baseline), or, for settings without that switch, ``accounted``
+            mode.
     """
 
     fraction: float = 0.6
@@ -88,7 +94,7 @@ class SecAggPolicy:
             min_clients=int(_get(settings, "secagg_min_clients", cls.min_clients)),
             semi_honest=bool(_get(settings, "secagg_semi_honest", cls.semi_honest)),
             real=(real := _get(settings, "crypto", "accounted") == "real"),
-            plain=not real and _get(settings, "secure_aggregation", None) is not True,
+            plain=_plain(_get(settings, "secure_aggregation", None), real),
         )
 
     def required(self, n: int) -> int:
