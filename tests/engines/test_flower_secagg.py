@@ -37,7 +37,7 @@ BASE = [
     "frac_bits=40", "reproducible=true",
 ]  # fmt: skip
 FEDGREC = ["n_layers=2", "clients_per_round=8", "n_negatives=6", "local_steps=2", "dropout_before=0.15",
-           "dropout_after=0.15", "lr=0.05"]  # fmt: skip
+           "dropout_after=0.15", "lr=0.05", "reproducible=true"]  # fmt: skip
 FEDMF = ["batch_size=32", "lr=0.05"]
 NODES = [11, 2**63 + 3, 2**64 - 2]
 LOSS = ["dropout_before=0", "dropout_after=0", "secagg_threshold=0.4", "secagg_semi_honest=true"]

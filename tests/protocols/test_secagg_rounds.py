@@ -35,10 +35,13 @@ class ToyState:
 
 
 class ToyClient(SecureSumClient, ClientProgram[ToyState]):
-    """Client u's input is row u of ``settings["x"]`` (sparse: its nonzero entries)."""
+    """Client u's input is row u of ``settings["x"]`` (sparse: its nonzero entries).
+
+    Its own policy accepts the tests' ``t = 5`` of ``n = 9`` (``secagg_threshold = 0.55``).
+    """
 
     def __init__(self, settings: Any, clients: np.ndarray, data: NodeData | None) -> None:
-        super().__init__(settings, clients, data)
+        super().__init__({"secagg_threshold": 0.55, **settings}, clients, data)
         self.state = ToyState()
 
     def secagg_input(self, session: str) -> SparseUpload:

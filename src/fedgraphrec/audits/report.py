@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 
 from fedgraphrec.attacks import query_intersection, upload_inference
 from fedgraphrec.audits.graph import audit_gnn4fr, audit_lpgcn
+from fedgraphrec.audits.queries import audit_queries, query_leaks, query_markdown
 from fedgraphrec.training.config import ROUND_PROTOCOLS, TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
@@ -51,9 +52,12 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
         return audit_lpgcn(cfg, out_dir)
     if cfg.protocol == "gnn4fr":  # one forward propagation: the attack reads layer-1 user rows
         return audit_gnn4fr(cfg, out_dir)
+    if cfg.protocol in ("fedncf", "fedpergnn"):  # one round: the attacks read its item queries
+        return audit_queries(cfg, out_dir)
     if cfg.protocol not in ROUND_PROTOCOLS:
         raise ValueError(
-            f"audit: attacks exist for {', '.join(ROUND_PROTOCOLS)}, lpgcn, gnn4fr, p4gcn and dgrec, "
+            f"audit: attacks exist for {', '.join(ROUND_PROTOCOLS)}, fedncf, fedpergnn, lpgcn, gnn4fr, p4gcn "
+            "and dgrec, "
             f"not for {cfg.protocol!r}"
         )
     out = Path(out_dir)
@@ -72,6 +76,7 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
                 "mean_recall": float(qi.recall.mean()),
                 "by_rounds_seen": qi.by_rounds_seen(),
             }
+            report["query_order"] = query_leaks(cfg, learner.net.transcript, data.train)
     report["upload_inference"] = arms
     (out / "audit.json").write_text(json.dumps(report, indent=2) + "\n")
     _markdown(report, out / "audit.md")
@@ -109,6 +114,7 @@ def _markdown(report: dict[str, Any], path: Path) -> None:
     lines.append("")
     recall = report["query_intersection"]["mean_recall"]
     lines.append(f"Recall of the intersection: {recall:.3f} (positives are in every query).")
+    lines += ["", *query_markdown(report["query_order"])]
     path.write_text("\n".join(lines) + "\n")
 
 

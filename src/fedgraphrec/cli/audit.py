@@ -13,7 +13,10 @@ from fedgraphrec.cli._app import DataDirOpt, app, err, out, use_data_dir, user_e
 @app.command()
 def audit(
     protocol: Annotated[
-        str, typer.Argument(help="fedgrec, federank, fcf, lpgcn, gnn4fr, p4gcn, dgrec, or 'integrity'.")
+        str,
+        typer.Argument(
+            help="fedgrec, federank, fcf, fedncf, fedpergnn, lpgcn, gnn4fr, p4gcn, dgrec, or 'integrity'."
+        ),
     ],
     target: Annotated[
         str | None,

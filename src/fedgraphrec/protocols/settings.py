@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fedgraphrec.protocols.secagg.policy import MIN_CLIENTS
 from fedgraphrec.protocols.secagg.upload import check_threshold
 
 __all__ = ["RoundSampling", "SecureSumSettings"]
@@ -53,15 +54,27 @@ class SecureSumSettings:
             :func:`~fedgraphrec.protocols.secagg.check_threshold`).
         secagg_semi_honest: accept a threshold <= 0.5 (honest-but-curious server only).
         crypto: the node's own crypto mode (the run configuration's ``crypto``): in ``real`` a
-            node refuses a secure sum the server asks to run ``accounted``, where it would upload
-            its shard's sum unmasked
-            (:class:`~fedgraphrec.protocols.secagg.expect.CheckedSecureSumClient`).
+            node refuses a secure sum the server asks to run ``accounted`` or marks unprotected,
+            where it would upload its shard's sum unmasked
+            (:class:`~fedgraphrec.protocols.secagg.expect.CheckedSecureSumClient`,
+            :mod:`fedgraphrec.protocols.secagg.policy`).
+        secagg_min_clients: the fewest clients a secure sum may have; a client refuses a request
+            (or a roster) with fewer. The default 3 is the smallest sum in which no single other
+            participant learns an input by subtracting its own.
+
+    These are the client's own requirements: a client holds every secure-aggregation request to
+    them (:mod:`fedgraphrec.protocols.secagg.policy`), whatever threshold the server asks for.
     """
 
     frac_bits: int = 32
     secagg_threshold: float = 0.6
     secagg_semi_honest: bool = False
+    secagg_min_clients: int = MIN_CLIENTS
     crypto: str = "accounted"
 
     def __post_init__(self) -> None:
         check_threshold(self.secagg_threshold, self.secagg_semi_honest)
+        if self.secagg_min_clients < 1:
+            raise ValueError(f"secagg_min_clients must be >= 1, got {self.secagg_min_clients}")
+        if self.crypto not in ("real", "accounted"):
+            raise ValueError(f"crypto must be 'real' or 'accounted', got {self.crypto!r}")

@@ -118,6 +118,7 @@ class TrainConfig:
         secagg_threshold: fraction of a round's users secure aggregation needs at every stage;
             must exceed 0.5 (t > n/2, safe against a malicious server; tolerates n - t dropouts).
         secagg_semi_honest: accept secagg_threshold <= 0.5 (an honest-but-curious server only).
+        secagg_min_clients: the fewest clients in a secure sum a client takes part in (default 3).
         frac_bits: fixed-point fractional bits of secure aggregation.
         loss: FedGRec-family local loss: ``bpr`` or ``mse`` (FCF).
         confidence: FCF's ``α``.
@@ -184,6 +185,7 @@ class TrainConfig:
     dropout_after: float = _FEDGREC.dropout_after
     secagg_threshold: float = _FEDGREC.secagg_threshold
     secagg_semi_honest: bool = _FEDGREC.secagg_semi_honest
+    secagg_min_clients: int = _FEDGREC.secagg_min_clients
     frac_bits: int = _FEDGREC.frac_bits
     loss: str = _FEDGREC.loss
     confidence: float = _FEDGREC.confidence

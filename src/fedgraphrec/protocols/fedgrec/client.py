@@ -57,7 +57,8 @@ class FedGRecState:
         user: ``(K+1, n, d)``: every user's ``e_u^0`` and stored latents ``e_u^1..e_u^K``.
         deg_t: every item's degree ``|N_t|`` (the broadcast result of Eq. 9).
         sample: the current round's draws for this node's sampled users.
-        pending: Step 4's input of the current round (until the secure sum).
+        pending: Step 4's input of the current round (until the secure sum that includes it).
+        round: the current round (Step 4's secure sum must be this round's).
         final: the users' representations after the prediction stage.
         secagg: the open secure-aggregation session.
     """
@@ -66,6 +67,7 @@ class FedGRecState:
     deg_t: np.ndarray = field(default_factory=_empty)
     sample: RoundSample | None = None
     pending: PendingUpload | None = None
+    round: int = -1
     final: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
     secagg: SecAggState = field(default_factory=SecAggState)
 
@@ -147,7 +149,7 @@ class FedGRecClient(CheckedSecureSumClient, ClientProgram[FedGRecState]):
 
     # ------------------------------------------------------------------ Algorithm 1, Steps 1–3
     def stage_train_query(self, step: int, request: Message) -> Message:
-        """Step 1: the round's draws for this node's sampled users; their queries (positives, negatives)."""
+        """Step 1: the round's draws for this node's sampled users; their queries, each sorted by item id."""
         s = self.settings
         own = np.asarray(request.fields["clients"], dtype=np.int64)
         sampled = np.asarray(request.fields["sampled"], dtype=np.int64)
@@ -162,10 +164,14 @@ class FedGRecClient(CheckedSecureSumClient, ClientProgram[FedGRecState]):
             sampled, self.degrees[sampled], positives, own, self.n_items, int(request.fields["round"]),
             seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
             dropout_before=s.dropout_before, dropout_after=s.dropout_after, batch_mode=s.batch_mode,
+            secure=s.secure_negatives,
         )  # fmt: skip
         self.state.sample, self.state.pending = rs, None
+        self.state.round = int(request.fields["round"])
         q_seg, q_items = rs.queries()
-        items = q_items[np.argsort(q_seg, kind="stable")]  # each user's positives, then its negatives
+        # each user's items in increasing id order: the query says which items, never which are
+        # positives (kept in the round's own order, positives first, it would hand the server N_u)
+        items = q_items[np.lexsort((q_items, q_seg))]
         n_query = rs.n_queried
         part = Part(QUERY, "item-ids", "client", "server", items, senders=rs.clients, counts=n_query)
         return Message({"query": part.with_sizes(n_query * _ID_BYTES)})
@@ -209,7 +215,7 @@ class FedGRecClient(CheckedSecureSumClient, ClientProgram[FedGRecState]):
             up.add(self._t(np.searchsorted(active, rows)), items * d, values)
             return up
         rs, pending = self.state.sample, self.state.pending
-        if what != session("round") or rs is None or pending is None:
+        if what != session("round") or rs is None or pending is None or index != str(self.state.round):
             raise ValueError(f"no secure-aggregation input for session {label!r} on this node")
         return pending.upload(rs.clients, self.n_items, self.settings.item_agg == "mean_touched")
 
@@ -228,6 +234,7 @@ class FedGRecClient(CheckedSecureSumClient, ClientProgram[FedGRecState]):
         keep = np.isin(rs.clients, included)
         new = pending.user[:, self._t(np.flatnonzero(keep))]
         self.state.user[:, self._t(self._at(rs.clients[keep]))] = new
+        self.state.pending = None  # summed once: a second sum of the same upload would give it away
 
     # ------------------------------------------------------------------ evaluation
     def stage_predict(self, step: int, request: Message) -> Message:

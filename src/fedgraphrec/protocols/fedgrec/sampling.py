@@ -3,6 +3,14 @@
 Every draw comes from a named child stream of the run seed (``("fedgrec", <what>, round)``), so a
 round is reproducible on its own: a resumed run, the batched simulation and a per-client
 reference draw the same users, negatives and pairs.
+
+Except, with ``secure=True`` (``crypto = "real"`` without ``reproducible``), the negatives: they
+hide which queried items are positives, and a server that regenerates them from the run seed
+(``config.toml`` sits in every run folder) knows the rank of every item it was not asked for among
+the non-positives, so it can name most positives of a query
+(:func:`fedgraphrec.attacks.query_order.seeded_attack`). Then each node draws its own users'
+negatives from a ChaCha20 keystream keyed by :func:`os.urandom`
+(:class:`~fedgraphrec.privacy.noise_source.SecureNoise`).
 """
 
 from __future__ import annotations
@@ -12,10 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
+from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.seeding import numpy_rng
 
-__all__ = ["RoundSample", "draw_round", "negatives_of", "sample_clients", "sample_round"]
+__all__ = ["RoundSample", "draw_round", "negatives_of", "sample_clients", "sample_round", "secure_ranks"]
 
 
 def negatives_of(positives: np.ndarray, n_items: int, n_neg: int, rng: np.random.Generator) -> np.ndarray:
@@ -28,6 +38,14 @@ def negatives_of(positives: np.ndarray, n_items: int, n_neg: int, rng: np.random
     ranks = rng.choice(free, size=min(n_neg, free), replace=False)
     shifted = positives - np.arange(len(positives))
     return ranks + np.searchsorted(shifted, ranks, side="right")
+
+
+def secure_ranks(free: int, size: int, source: SecureNoise) -> np.ndarray:
+    """``size`` distinct ranks in ``[0, free)``, uniform, from the keystream (the ``size`` smallest keys)."""
+    if size <= 0:
+        return np.zeros(0, dtype=np.int64)
+    keys = source.uniform((free,), torch.float64).numpy()
+    return np.sort(np.argpartition(keys, size - 1)[:size]).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -119,6 +137,7 @@ def draw_round(
     dropout_before: float = 0.0,
     dropout_after: float = 0.0,
     batch_mode: str = "one_neg_per_pos",
+    secure: bool = False,
 ) -> RoundSample:
     """The draws of round ``round_index`` for the sampled users ``own`` (a shard of ``clients``).
 
@@ -127,7 +146,8 @@ def draw_round(
     every sampled user and keeps its own users' draws. Replaying needs only the sampled users'
     training degrees ``|N_u|`` (``degrees``, aligned with ``clients``; the server learns them anyway
     from the query sizes) and the positives of the shard's own users. The result is the one-shard
-    sample restricted to ``own``, with its pointers re-based.
+    sample restricted to ``own``, with its pointers re-based. ``secure``: the own users' negatives
+    come from the CSPRNG instead (module docstring); nothing else changes.
     """
     size = len(clients)
     n_pos = np.asarray(degrees, dtype=np.int64)
@@ -136,8 +156,12 @@ def draw_round(
     mine = np.isin(clients, own)
     neg_rng = numpy_rng(seed, "fedgrec", "negatives", round_index)
     pos_lists, neg_lists = [], []
+    source = SecureNoise() if secure else None
     for i, u in enumerate(clients.tolist()):
-        ranks = neg_rng.choice(int(free[i]), size=int(n_neg[i]), replace=False)
+        if source is None:
+            ranks = neg_rng.choice(int(free[i]), size=int(n_neg[i]), replace=False)
+        elif mine[i]:
+            ranks = secure_ranks(int(free[i]), int(n_neg[i]), source)
         if mine[i]:
             p = positives(u)
             pos_lists.append(p)

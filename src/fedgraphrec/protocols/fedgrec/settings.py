@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fedgraphrec.protocols.settings import RoundSampling, SecureSumSettings
+from fedgraphrec.seeding import secure_draws
 
 __all__ = ["AGGREGATIONS", "ITEM_AGGREGATIONS", "FedGRecSettings"]
 
@@ -43,6 +44,9 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
             with more colluding clients but tolerates fewer dropouts (at most ``n − t`` per round).
         secagg_semi_honest: allow ``secagg_threshold ≤ 1/2``, protecting only against an
             honest-but-curious server (more dropouts tolerated).
+        secagg_min_clients: the fewest users a secure sum may have; each client refuses a smaller
+            sum or roster (default 3).
+        crypto: the client's own crypto mode; in ``real`` it refuses unprotected secure-sum stages.
         frac_bits: fixed-point fractional bits of the secure-aggregation ring encoding.
         loss: ``bpr`` (FedGRec, FedeRank) or ``mse``: FCF's confidence-weighted squared error
             ``(1+α)(1 − ŷ_ui)² + ŷ_uj²`` over the same (positive, sampled negative) pairs.
@@ -53,6 +57,10 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
         secure_aggregation: ``False`` sends every upload in the clear (a baseline for privacy
             audits only: the server then sees each user's own rows).
         seed: the run seed (public streams: users, negatives, local pairs, simulated dropouts).
+        reproducible: the run's switch (:func:`~fedgraphrec.seeding.secure_draws`): true draws the
+            negatives from the run seed (bit-reproducible research runs; the server can then
+            regenerate them and name most positives of every query); unset, true under
+            ``accounted`` and false under ``real`` (the negatives come from the CSPRNG).
         device: where tables and the round's arithmetic live (``"cuda"`` for paper-scale runs);
             sampling, encodings of ``real`` secure aggregation and the ledger stay on the CPU.
     """
@@ -72,6 +80,7 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
     batch_mode: str = "one_neg_per_pos"
     secure_aggregation: bool = True
     device: str = "cpu"
+    reproducible: bool | None = None
 
     def __post_init__(self) -> None:
         checks = [
@@ -109,6 +118,11 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
             if not ok:
                 raise ValueError(message)
         super().__post_init__()
+
+    @property
+    def secure_negatives(self) -> bool:
+        """Whether the negatives come from the CSPRNG (:func:`~fedgraphrec.seeding.secure_draws`)."""
+        return secure_draws(self)
 
     def layer_weights(self) -> list[float]:
         """``α_0 … α_K`` of the representation ``ē = Σ_k α_k e^k`` (``concat`` uses 1 per order)."""

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.fixed_point import FixedPoint
 from fedgraphrec.crypto.secagg_client import SecAggClient
 from fedgraphrec.crypto.secagg_wire import (
@@ -37,6 +38,7 @@ from fedgraphrec.crypto.secagg_wire import (
     UNMASK_ENTRY_BYTES,
     AdvertisedKeys,
 )
+from fedgraphrec.protocols.secagg.policy import SecAggPolicy, SessionRecord, refuse
 from fedgraphrec.protocols.secagg.roles import ADVERTISE, KINDS, MASK, PLAIN, SHARE, SUFFIX, UNMASK
 from fedgraphrec.protocols.secagg.upload import (
     SparseUpload,
@@ -59,13 +61,24 @@ class SecAggState:
     """A node's open secure-aggregation session (``real`` mode; empty otherwise).
 
     Attributes:
-        session: the session label of the open session (``""``: none).
+        session: the session label of the open session (``""``: none; ``real`` mode).
         clients: the shard's :class:`~fedgraphrec.crypto.secagg_client.SecAggClient` objects, as JSON
             ``{client id: exported state}`` (private keys: these bytes never leave the node).
+        record: the open session's :class:`~fedgraphrec.protocols.secagg.policy.SessionRecord` as
+            JSON (both modes): what every later stage is held to.
+        closed: the labels of the sessions this node advertised keys for, as a JSON list: a label is
+            used once per run (even if its session is abandoned), so a server cannot sum the same
+            inputs twice over different clients and subtract (a session's inputs follow from its label).
     """
 
     session: str = ""
     clients: bytes = field(default=b"", metadata=SECRET)
+    record: str = ""
+    closed: str = ""
+
+
+def _closed(state: SecAggState) -> list[str]:
+    return list(json.loads(state.closed)) if state.closed else []
 
 
 def _ids(request: Message) -> np.ndarray:
@@ -107,22 +120,78 @@ class SecureSumClient:
     def secagg_included(self, session: str, included: np.ndarray) -> None:
         """Called at the unmask stage with this shard's clients whose inputs are in the sum."""
 
+    def secagg_policy(self) -> SecAggPolicy:
+        """What this client requires of a secure sum, from its own settings (never from a request)."""
+        return SecAggPolicy.of(getattr(self, "settings", None))
+
     # ------------------------------------------------------------------ session state
     def _secagg_load(self, session: str) -> dict[int, SecAggClient]:
         st: SecAggState = self.state.secagg
         if st.session != session:
-            raise ValueError(f"secure aggregation: no open session {session!r} on this node")
+            raise IntegrityError(f"secure aggregation: no open session {session!r} on this node")
         return {int(u): SecAggClient.restore(blob.encode()) for u, blob in json.loads(st.clients).items()}
 
     def _secagg_save(self, session: str, clients: dict[int, SecAggClient]) -> None:
         exported = {str(u): c.export_state().decode() for u, c in clients.items()}
-        self.state.secagg = SecAggState(session, json.dumps(exported).encode())
+        self.state.secagg = replace(self.state.secagg, session=session, clients=json.dumps(exported).encode())
+
+    def _secagg_keep(self, record: SessionRecord) -> None:
+        self.state.secagg = replace(self.state.secagg, record=record.dumps())
+
+    def _secagg_open(self, request: Message, ids: np.ndarray) -> tuple[SessionRecord, SecAggPolicy]:
+        """Advertise stage: check the request against this client's own policy; the new record."""
+        f, policy = request.fields, self.secagg_policy()
+        session, phase = str(f["session"]), str(f.get("phase", "?"))
+        st: SecAggState = self.state.secagg
+        if session in _closed(st):
+            raise refuse("advertise", phase, session, "this session label was already used on this node")
+        if not np.isin(ids, self.clients).all() or len(np.unique(ids)) != len(ids):
+            raise refuse("advertise", phase, session, "the request names clients this node does not host")
+        if policy.real and not f["real"]:
+            raise refuse(
+                "advertise", phase, session,
+                "the server asks for an unprotected (accounted) secure sum; "
+                "this client runs in real crypto mode",
+            )  # fmt: skip
+        n = int(f["n_clients"])
+        if n < len(ids):
+            raise refuse("advertise", phase, session, f"n_clients = {n} is fewer than this node's {len(ids)}")
+        policy.check_size("advertise", phase, session, "n_clients", n, int(f["threshold"]))
+        return SessionRecord(session, "advertise", SessionRecord.fixed_of(f), ids.tolist()), policy
+
+    def _secagg_next(
+        self, stage: str, request: Message, ids: np.ndarray
+    ) -> tuple[SessionRecord, SecAggPolicy]:
+        """A later stage: the open record, advanced to ``stage`` (same session, parameters, clients)."""
+        session = str(request.fields["session"])
+        record = SessionRecord.loads(self.state.secagg.record)
+        if record is None or record.session != session:
+            phase = str(request.fields.get("phase", "?"))
+            raise refuse(stage, phase, session, "no such session is open on this node (advertise first)")
+        record.advance(stage, request.fields, ids.tolist())
+        return record, self.secagg_policy()
+
+    def _secagg_ids_in(self, record: SessionRecord, stage: str, what: str, ids: list[int]) -> None:
+        """Refuse a list of clients with repeats or with this node's clients (``record.ids``) missing."""
+        if len(set(ids)) != len(ids):
+            raise refuse(
+                stage, record.fixed.get("phase", "?"), record.session, f"{what} lists a client twice"
+            )
+        if not set(record.ids) <= set(ids):
+            raise refuse(
+                stage, record.fixed.get("phase", "?"), record.session,
+                f"{what} leaves out this node's clients {sorted(set(record.ids) - set(ids))[:5]}",
+            )  # fmt: skip
 
     # ------------------------------------------------------------------ stage 0
     def stage_secagg_advertise(self, step: int, request: Message) -> Message:
         """Stage 0: every participant's two public keys (``real``: fresh X25519 pairs)."""
         f, ids = request.fields, _ids(request)
         session = str(f["session"])
+        record, _ = self._secagg_open(request, ids)
+        # the label is spent from now on, even if the session is abandoned after the inputs went up
+        self.state.secagg = SecAggState(closed=json.dumps([*_closed(self.state.secagg), session]))
+        self._secagg_keep(record)
         if not f["real"]:
             sizes = np.full(len(ids), ADVERTISE_BYTES, dtype=np.int64)
             return Message({"adverts": _out(request, ADVERTISE, None, ids, shape="blobs").with_sizes(sizes)})
@@ -139,10 +208,17 @@ class SecureSumClient:
         """Stage 1: each participant's Shamir shares, encrypted to their holders (presealed)."""
         f, ids = request.fields, _ids(request)
         session = str(f["session"])
+        record, policy = self._secagg_next("share", request, ids)
+        phase, t = str(record.fixed.get("phase")), int(record.fixed["threshold"])
         n_roster = int(f["n_advertised"])
+        if n_roster > int(record.fixed["n_clients"]):
+            raise refuse("share", phase, session, f"a roster of {n_roster} clients, more than n_clients")
+        policy.check_size("share", phase, session, "the roster", n_roster, t)
         if n_roster < 2:
+            self._secagg_keep(record)
             return Message()
         if not f["real"]:
+            self._secagg_keep(record)
             part = _out(
                 request, SHARE, None, ids, shape="blobs", protection="sealed", presealed=True,
                 seal_to_role="client", repeat=n_roster - 1,
@@ -151,14 +227,19 @@ class SecureSumClient:
                 {"shares": part.with_sizes(np.full(len(ids), SHARE_MESSAGE_BYTES, dtype=np.int64))}
             )
         blob = request["roster"].value[0]
-        roster = {
-            a.client: a
-            for a in (
-                AdvertisedKeys.from_bytes(blob[k : k + ADVERTISE_BYTES])
-                for k in range(0, len(blob), ADVERTISE_BYTES)
-            )
-        }
+        if len(blob) != n_roster * ADVERTISE_BYTES:
+            raise refuse("share", phase, session, f"the roster holds {len(blob)} bytes, not {n_roster} keys")
+        entries = [
+            AdvertisedKeys.from_bytes(blob[k : k + ADVERTISE_BYTES])
+            for k in range(0, len(blob), ADVERTISE_BYTES)
+        ]
+        roster = {a.client: a for a in entries}
+        self._secagg_ids_in(record, "share", "the roster", [a.client for a in entries])
         clients = self._secagg_load(session)
+        for u in ids.tolist():
+            if roster[u] != clients[u].advertise():
+                raise refuse("share", phase, session, f"the roster carries other keys for client {u}")
+        record.roster = sorted(roster)
         blobs: list[bytes] = []
         senders: list[int] = []
         to: list[int] = []
@@ -168,6 +249,7 @@ class SecureSumClient:
                 senders.append(u)
                 to.append(v)
         self._secagg_save(session, {u: clients[u] for u in ids.tolist()})
+        self._secagg_keep(record)
         part = _out(
             request, SHARE, blobs, np.asarray(senders, dtype=np.int64), shape="blobs", protection="sealed",
             presealed=True, seal_to_role="client", seal_to=np.asarray(to, dtype=np.int64),
@@ -179,16 +261,29 @@ class SecureSumClient:
         """Stage 2: receive the shares; upload ``x_u`` plus the self and pairwise masks."""
         f, ids = request.fields, _ids(request)
         session = str(f["session"])
+        record, policy = self._secagg_next("mask", request, ids)
+        phase, t = str(record.fixed.get("phase")), int(record.fixed["threshold"])
+        shared = [int(v) for v in f["shared"]]
+        self._secagg_ids_in(record, "mask", "U2", shared)
+        if record.roster and not set(shared) <= set(record.roster):
+            raise refuse("mask", phase, session, "U2 names clients outside the roster")
+        policy.check_size("mask", phase, session, "U2", len(shared), t)
+        record.shared = shared
         upload = self.secagg_input(session)
+        length = int(f["length"])
+        if upload.length != length:
+            raise refuse(
+                "mask", phase, session, f"length = {length}, but this client's input has {upload.length}"
+            )
         fp = FixedPoint(int(f["frac_bits"]))
         phase = _phase(request, MASK)
         fp.check_sum(int(f["n_clients"]), upload.max_abs(), phase)
         offline = self.secagg_offline(session, "before")
         keep = np.isin(upload.clients, ids) & ~np.isin(upload.clients, offline)
         uploaders = upload.clients[keep]
-        length = int(f["length"])
         sizes = np.full(len(uploaders), 8 * length, dtype=np.int64)
         if not f["real"]:
+            self._secagg_keep(record)
             if not len(uploaders):
                 return Message()
             total = encode_sum(upload, fp, keep, phase)
@@ -202,15 +297,17 @@ class SecureSumClient:
             for u, v, blob in zip(
                 shares.senders.tolist(), shares.receivers.tolist(), shares.value, strict=True
             ):
+                if v not in clients:
+                    raise refuse("mask", phase, session, f"a share for client {v}, not in this session here")
                 if blob is not None:  # a withheld share: the holder notices below (masked_input)
                     inbox[v][u] = blob
             for v, messages in inbox.items():
                 clients[v].receive_shares(messages)
-        shared = [int(v) for v in f["shared"]]
         dense = encode_dense(upload, fp, phase)
         at = zip(np.flatnonzero(keep).tolist(), uploaders.tolist(), strict=True)
         rows = [clients[u].masked_input(dense[i], shared) for i, u in at]
         self._secagg_save(session, clients)
+        self._secagg_keep(record)
         if not rows:
             return Message()
         part = _out(request, MASK, np.stack(rows), uploaders, protection="masked")
@@ -221,21 +318,31 @@ class SecureSumClient:
         """Stage 3: shares of the survivors' self-mask seeds and of the dropped clients' keys."""
         f, ids = request.fields, _ids(request)
         session = str(f["session"])
+        record, policy = self._secagg_next("unmask", request, ids)
+        phase, t = str(record.fixed.get("phase")), int(record.fixed["threshold"])
+        shared = [int(v) for v in f["shared"]]
+        if shared != record.shared:
+            raise refuse("unmask", phase, session, "U2 differs from the U2 of the mask stage")
+        survivors = [int(v) for v in f["survivors"]]
+        self._secagg_ids_in(record, "unmask", "U3", survivors)
+        if not set(survivors) <= set(shared):
+            raise refuse("unmask", phase, session, "U3 names clients outside U2")
+        policy.check_size("unmask", phase, session, "U3", len(survivors), t)
         self.secagg_included(session, ids)
         responders = ids[~np.isin(ids, self.secagg_offline(session, "after"))]
-        shared = [int(v) for v in f["shared"]]
+        closed = SecAggState(closed=self.state.secagg.closed)
         if not f["real"]:
+            self.state.secagg = closed
             sizes = np.full(len(responders), UNMASK_ENTRY_BYTES * len(shared), dtype=np.int64)
             return Message(
                 {"reveal": _out(request, UNMASK, None, responders, shape="blobs").with_sizes(sizes)}
             )
         clients = self._secagg_load(session)
-        survivors = [int(v) for v in f["survivors"]]
         blobs = []
         for u in responders.tolist():
             revealed = clients[u].unmask(survivors, shared)
             blobs.append(b"".join(int(v).to_bytes(ID_BYTES, "little") + revealed[v] for v in shared))
-        self.state.secagg = SecAggState()
+        self.state.secagg = closed
         return Message({"reveal": _out(request, UNMASK, blobs, responders, shape="blobs")})
 
     # ------------------------------------------------------------------ the unprotected baseline
@@ -246,6 +353,12 @@ class SecureSumClient:
         4-byte index and 4-byte floats per row of its input, as a sparse upload would be sent.
         """
         session, ids = str(request.fields["session"]), _ids(request)
+        if not self.secagg_policy().plain:
+            raise refuse(
+                "plain", str(request.fields.get("phase", "?")), session,
+                "the server asks for the inputs in the clear; "
+                "this client's settings require secure aggregation",
+            )  # fmt: skip
         upload = self.secagg_input(session)
         offline = self.secagg_offline(session, "before")
         keep = np.isin(upload.clients, ids) & ~np.isin(upload.clients, offline)

@@ -22,6 +22,8 @@ class FedMFSettings(SecureSumSettings):
         secagg_threshold: fraction of a minibatch's users secure aggregation needs (> 0.5; see
             :func:`~fedgraphrec.protocols.secagg.check_threshold`).
         secagg_semi_honest: accept a threshold ≤ 0.5 (honest-but-curious server only).
+        secagg_min_clients: the fewest users a secure sum may have (default 3).
+        crypto: the client's own crypto mode; in ``real`` it refuses unprotected secure-sum stages.
     """
 
     lr: float = 1e-3

@@ -32,6 +32,8 @@ class FedNCFSettings(RoundSampling, SecureSumSettings):
         secure_cover: draw each user's negatives (and local pairs) from the OS CSPRNG, not its seed
             stream: they hide which queried items are positives (from a run configuration: the
             default under ``crypto = "real"`` unless ``reproducible``).
+        secagg_min_clients: the fewest users a secure sum may have (default: 3).
+        crypto: the client's own crypto mode; in ``real`` it refuses unprotected secure-sum stages.
     """
 
     dim: int = 64

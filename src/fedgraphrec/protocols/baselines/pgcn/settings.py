@@ -23,6 +23,8 @@ class PGCNSettings(SecureSumSettings):
             want 40 or more).
         secagg_threshold: fraction of a sum's users secure aggregation needs (default: 0.6).
         secagg_semi_honest: accept a threshold <= 0.5 (default: off).
+        secagg_min_clients: the fewest users a secure sum may have (default: 3).
+        crypto: the client's own crypto mode; in ``real`` it refuses unprotected secure-sum stages.
     """
 
     n_layers: int = 3
