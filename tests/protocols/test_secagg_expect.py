@@ -100,7 +100,8 @@ def _world(crypto: str, nodes: int = 3, **settings: Any) -> tuple[LyingTransport
     net = Network(N, crypto=crypto, protocol="toy")  # type: ignore[arg-type]
     x = torch.randn(N, L, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     shards = shard_of(N, list(range(nodes)))
-    programs = {k: ToyClient({"x": x, **settings}, ids, None) for k, ids in shards.items()}
+    own = {"x": x, "secagg_threshold": 0.55, **settings}  # its policy accepts the t = 5 of n = 9 used here
+    programs = {k: ToyClient(own, ids, None) for k, ids in shards.items()}
     return LyingTransport(net, programs), shards
 
 
