@@ -45,10 +45,19 @@ class FedPerGNNServer(RoundSampledServer):
         if self.settings.local_graph:
             self.third_party.receive_expand(Part.concat([replies[n][R.P_EXPAND] for n in self.nodes]))
 
+    def next_step(self) -> None:
+        """Open the next protocol step: every round and every prediction has a step of its own.
+
+        A node runs each stage at most once per step (:mod:`.expect`), so a prediction never
+        shares a step with a round, nor two predictions one step; the round's own index travels
+        in the request (the node checks it is new).
+        """
+        self.transport.begin_step(self.transport.net.step + 1)
+
     def train_round(self, round_index: int) -> StepStats:
         """One round: neighbours and queries, then rows down, local steps, uploads and refreshes up."""
         s = self.settings
-        self.transport.begin_step(round_index)
+        self.next_step()
         clients = self.sample_clients(round_index)
         sampled = self.by_node(clients)
         requests = {}
@@ -98,9 +107,9 @@ class FedPerGNNServer(RoundSampledServer):
         neighbour means as they are (not the lists a round books), the server one copy of the item
         table per node.
         """
+        self.next_step()  # evaluation follows in this step, once
         if not self.settings.local_graph:
             return
-        self.transport.begin_step(self.transport.net.step)
         requests = {}
         for node, users in self.shards.items():
             items = Part(R.PH_PREDICT_ITEMS, R.K_ITEMS, R.SERVER, R.CLIENT, self.item, shape="broadcast")
