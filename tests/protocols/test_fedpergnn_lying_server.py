@@ -10,10 +10,8 @@ a key of the server's own. Each is an :class:`IntegrityError`; the honest run is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, cast
+from typing import cast
 
 import pytest
 import torch
@@ -21,67 +19,20 @@ import torch
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.baselines.fedpergnn import FedPerGNNServer
 from fedgraphrec.protocols.baselines.fedpergnn import roles as R
-from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.training import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
-from fedgraphrec.training.trainer import prepare_interactions
+from tests.protocols.lying_server import Lie, Requests, local, lying, with_part
+from tests.protocols.lying_server import learner as make
 
 SMALL = [
     "dataset_options.n_users=16", "dataset_options.n_items=20", "dataset_options.mean_degree=4.0",
-    "dim=4", "dtype='float64'", "clients_per_round=8", "local_steps=2", "n_negatives=4", "ks=[5]", "metric='recall@5'",
+    "dim=4", "dtype='float64'", "clients_per_round=8", "local_steps=2", "n_negatives=4", "ks=[5]",
+    "metric='recall@5'",
 ]  # fmt: skip
-Tamper = Callable[[int, Message], Message]
 
 
-Requests = dict[int, Message]
-
-
-def _install(transport: Any, stage: str, lie: Callable[[Requests], Requests]) -> Callable[[], None]:
-    """The server rewrites every round of ``stage`` with ``lie(requests)``; returns the undo."""
-    honest = transport.round
-
-    def round_(name: str, requests: Any, **kw: Any) -> dict[int, Message]:
-        return honest(name, lie(dict(requests)) if name == stage else requests, **kw)
-
-    transport.round = round_
-
-    def undo() -> None:
-        transport.round = honest
-
-    return undo
-
-
-def _learner(lie: tuple[str, Callable[[Requests], Requests]] | None = None, **values: Any) -> ProtocolLearner:
-    """Two nodes, real crypto; ``lie``: a stage the server lies about from set-up on."""
-    cfg = load_config(None, SMALL, protocol="fedpergnn", dataset="synthetic", crypto="real", **values)
-
-    class Lying(ProtocolLearner):
-        def connect(self, *args: Any, **kw: Any) -> Any:
-            transport = super().connect(*args, **kw)
-            if lie is not None:
-                _install(transport, *lie)
-            return transport
-
-    return Lying(cfg, prepare_interactions(cfg), nodes=2)
-
-
-def _local(learner: ProtocolLearner) -> LocalTransport:
-    return cast(LocalTransport, learner.transport)
-
-
-@contextmanager
-def _lying(learner: ProtocolLearner, stage: str, tamper: Tamper) -> Iterator[None]:
-    """While open, the server rewrites every request of ``stage`` with ``tamper(node, request)``."""
-    undo = _install(learner.transport, stage, lambda reqs: {n: tamper(n, m) for n, m in reqs.items()})
-    try:
-        yield
-    finally:
-        undo()
-
-
-def _with_part(name: str, **changes: Any) -> Tamper:
-    return lambda node, msg: Message({**msg.parts, name: replace(msg[name], **changes)}, msg.fields)
+def _learner(lie: tuple[str, Lie] | None = None) -> ProtocolLearner:
+    return make("fedpergnn", SMALL, lie)
 
 
 def test_the_honest_run_is_accepted() -> None:
@@ -97,7 +48,7 @@ def test_the_honest_run_is_accepted() -> None:
 def test_the_predictions_neighbours_replayed_in_a_round_are_refused() -> None:
     learner = _learner()
     with (
-        _lying(learner, R.ST_QUERY, _with_part(R.P_NEIGHBOURS, phase=R.PH_PREDICT_NEIGHBOURS)),
+        lying(learner, R.ST_QUERY, with_part(R.P_NEIGHBOURS, phase=R.PH_PREDICT_NEIGHBOURS)),
         pytest.raises(IntegrityError, match=r"train/query.*phase 'predict/expand-download'"),
     ):
         learner.server.train_round(0)
@@ -106,7 +57,7 @@ def test_the_predictions_neighbours_replayed_in_a_round_are_refused() -> None:
 def test_neighbours_not_from_the_third_party_are_refused() -> None:
     learner = _learner()
     with (
-        _lying(learner, R.ST_QUERY, _with_part(R.P_NEIGHBOURS, sender_role=R.SERVER)),
+        lying(learner, R.ST_QUERY, with_part(R.P_NEIGHBOURS, sender_role=R.SERVER)),
         pytest.raises(IntegrityError, match=r"sender role 'server'.*expects 'third-party'"),
     ):
         learner.server.train_round(0)
@@ -120,7 +71,7 @@ def test_rows_in_another_dtype_are_refused() -> None:
 
     learner = _learner()
     with (
-        _lying(learner, R.ST_LOCAL, to_float32),
+        lying(learner, R.ST_LOCAL, to_float32),
         pytest.raises(IntegrityError, match=r"train/local.*torch.float32.*expects torch.float64"),
     ):
         learner.server.train_round(0)
@@ -137,7 +88,7 @@ def test_rows_other_than_the_queried_ones_are_refused() -> None:
 
     learner = _learner()
     with (
-        _lying(learner, R.ST_LOCAL, one_row_less),
+        lying(learner, R.ST_LOCAL, one_row_less),
         pytest.raises(IntegrityError, match="one row per queried item"),
     ):
         learner.server.train_round(0)
@@ -151,9 +102,9 @@ def test_the_local_stage_run_twice_in_a_step_is_refused() -> None:
         seen[node] = msg
         return msg
 
-    with _lying(learner, R.ST_LOCAL, keep):
+    with lying(learner, R.ST_LOCAL, keep):
         learner.server.train_round(0)
-    transport = _local(learner)
+    transport = local(learner)
     node = next(iter(seen))
     with pytest.raises(IntegrityError, match="'train/local' may not follow 'train/local'"):
         transport.endpoints[node].handle(transport.programs[node], R.ST_LOCAL, learner.net.step, seen[node])
@@ -161,7 +112,7 @@ def test_the_local_stage_run_twice_in_a_step_is_refused() -> None:
 
 def test_stages_out_of_order_are_refused() -> None:
     learner = _learner()
-    transport, step = _local(learner), learner.net.step
+    transport, step = local(learner), learner.net.step
     other = next(n for n, p in learner.programs.items() if 0 not in p.clients)  # not the key holder's
     assert transport.endpoints[other].flow.stage == R.ST_EXPAND
     with pytest.raises(IntegrityError, match="'train/local' may not follow 'setup/expand'"):
@@ -208,7 +159,7 @@ def test_sampled_users_the_node_cannot_have_are_refused(forge: str) -> None:
 
     learner = _learner()
     with (
-        _lying(learner, R.ST_QUERY, users),
+        lying(learner, R.ST_QUERY, users),
         pytest.raises(IntegrityError, match=r"field 'clients': not distinct users of this node"),
     ):
         learner.server.train_round(0)
@@ -216,7 +167,7 @@ def test_sampled_users_the_node_cannot_have_are_refused(forge: str) -> None:
 
 def test_a_public_key_bundle_with_a_key_of_the_servers_own_is_refused() -> None:
     def extra_key(requests: Requests) -> Requests:
-        add = _with_part(
+        add = with_part(
             R.P_PUBLIC_KEYS, value=[next(iter(requests.values()))[R.P_PUBLIC_KEYS].value[0] + bytes(32)]
         )
         return {n: add(n, m) for n, m in requests.items()}

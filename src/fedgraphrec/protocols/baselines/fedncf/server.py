@@ -47,9 +47,10 @@ class FedNCFServer(RoundSampledServer):
         """
         self.transport.begin_step(self.transport.net.step + 1)
 
-    def predict(self) -> None:
-        """No prediction stages (users score through NeuMF at evaluation): the evaluation's step."""
+    def evaluate(self, ks: list[int]) -> dict[str, dict[str, float]]:
+        """Federated evaluation (:meth:`ServerProgram.evaluate`) in a step of its own."""
         self.next_step()
+        return super().evaluate(ks)
 
     def train_round(self, round_index: int) -> StepStats:
         """Queries, rows and weights down, local steps, then the secure sum of the deltas."""

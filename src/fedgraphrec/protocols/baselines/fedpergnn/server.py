@@ -107,9 +107,9 @@ class FedPerGNNServer(RoundSampledServer):
         neighbour means as they are (not the lists a round books), the server one copy of the item
         table per node.
         """
-        self.next_step()  # evaluation follows in this step, once
         if not self.settings.local_graph:
             return
+        self.next_step()  # evaluation follows in this step, once
         requests = {}
         for node, users in self.shards.items():
             items = Part(R.PH_PREDICT_ITEMS, R.K_ITEMS, R.SERVER, R.CLIENT, self.item, shape="broadcast")
@@ -120,6 +120,12 @@ class FedPerGNNServer(RoundSampledServer):
                 }
             )
         self.transport.round(R.ST_PREDICT, requests)
+
+    def evaluate(self, ks: list[int]) -> dict[str, dict[str, float]]:
+        """Federated evaluation; without local graphs in a step of its own (there is no prediction)."""
+        if not self.settings.local_graph:
+            self.next_step()
+        return super().evaluate(ks)
 
     def items_for_evaluation(self) -> torch.Tensor:
         """The server's item table."""
