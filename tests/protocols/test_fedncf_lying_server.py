@@ -123,7 +123,11 @@ def test_the_local_stage_twice_or_the_sum_before_it_is_refused() -> None:
 @pytest.mark.parametrize(
     ("field", "value", "match"),
     [
-        ("session", "fedncf/round/7", r"field 'session' is 'fedncf/round/7'; this node expects 'fedncf/round/0'"),
+        (
+            "session",
+            "fedncf/round/7",
+            r"field 'session' is 'fedncf/round/7'; this node expects 'fedncf/round/0'",
+        ),
         ("length", 5, r"field 'length' is 5"),
         ("phase", "train/other", r"field 'phase' is 'train/other'"),
     ],
@@ -147,7 +151,7 @@ def test_rows_in_another_dtype_or_weights_of_another_length_are_refused() -> Non
         return Message({R.P_DOWNLOAD: replace(part, value=torch.as_tensor(part.value).float())}, msg.fields)
 
     run = _learner()
-    with lying(run, R.ST_LOCAL, to_float32), pytest.raises(IntegrityError, match="torch.float32"):
+    with lying(run, R.ST_LOCAL, to_float32), pytest.raises(IntegrityError, match=r"torch\.float32"):
         run.server.train_round(0)
     run = _learner()
 

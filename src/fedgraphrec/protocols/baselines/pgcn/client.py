@@ -125,9 +125,10 @@ class PGCNClient(CheckedSecureSumClient, ClientProgram[PGCNState]):
         """The parts the node expects in ``stage`` (:func:`.expect.expectation`, secure sums' own)."""
         if stage.startswith("secagg/"):
             return self.secagg_expect(stage)
-        if stage == E.ST_EVALUATE:
-            has_users = bool(len(self._active()))
-            E.check_stage(stage, None, 0, self.state, self.settings.n_layers, self.n_items, has_users)
+        has_users = bool(len(self._active()))
+        E.check_stage(
+            stage, None, self.occurrence, self.state, self.settings.n_layers, self.n_items, has_users
+        )
         return E.expectation(stage, self.occurrence, self.settings.n_layers, self.state.item0)
 
     def secagg_site(self, stage: str, step: int | None = None) -> SumSite:

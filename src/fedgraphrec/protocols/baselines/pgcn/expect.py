@@ -154,10 +154,13 @@ def check_stage(
 ) -> None:
     """Refuse a stage whose preconditions the node's own state does not meet (module docstring).
 
+    ``step`` is ``None`` when asked before the request's parts are checked (the forward's session
+    is then not compared; the stage itself asks again with its step).
+
     Raises:
         IntegrityError: naming the stage and what is missing.
     """
-    where = f"pgcn stage {stage!r} at step {step}"
+    where = f"pgcn stage {stage!r}" + ("" if step is None else f" at step {step}")
     L = n_layers
     if stage == ST_EVALUATE and has_users and st.pending != EVALUATE:
         raise IntegrityError(f"{where}: this node's users have no prediction to evaluate")
@@ -167,11 +170,13 @@ def check_stage(
         raise IntegrityError(f"{where}: this node has no item degrees yet")
     if stage in (R.ST_FORWARD, R.ST_PREDICT_FORWARD) and k > 0:
         prefix = "train" if stage == R.ST_FORWARD else "predict"
-        if st.pending != prefix or st.forward != R.session(prefix, step) or st.layers_done != k:
+        same = step is None or st.forward == R.session(prefix, step)
+        if st.pending != prefix or not same or st.layers_done != k:
             raise IntegrityError(f"{where}: layer {k} does not continue this step's forward")
     if stage in (R.ST_LOCAL, R.ST_PREDICT) and L:
         prefix = "train" if stage == R.ST_LOCAL else "predict"
-        done = st.pending == prefix and st.forward == R.session(prefix, step) and st.layers_done == L
+        same = step is None or st.forward == R.session(prefix, step)
+        done = st.pending == prefix and same and st.layers_done == L
         if not done or st.received != L:
             raise IntegrityError(f"{where}: this node did not receive every layer of this step's forward")
 
