@@ -52,11 +52,16 @@ class SecureSumSettings:
         secagg_threshold: fraction of a sum's users secure aggregation needs (> 0.5; see
             :func:`~fedgraphrec.protocols.secagg.check_threshold`).
         secagg_semi_honest: accept a threshold <= 0.5 (honest-but-curious server only).
+        crypto: the node's own crypto mode (the run configuration's ``crypto``): in ``real`` a
+            node refuses a secure sum the server asks to run ``accounted``, where it would upload
+            its shard's sum unmasked
+            (:class:`~fedgraphrec.protocols.secagg.expect.CheckedSecureSumClient`).
     """
 
     frac_bits: int = 32
     secagg_threshold: float = 0.6
     secagg_semi_honest: bool = False
+    crypto: str = "accounted"
 
     def __post_init__(self) -> None:
         check_threshold(self.secagg_threshold, self.secagg_semi_honest)

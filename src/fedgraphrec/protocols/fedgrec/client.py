@@ -30,11 +30,14 @@ import torch
 from fedgraphrec.models.propagation import pair_weights, torch_csr
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.common import ShardRows
+from fedgraphrec.protocols.fedgrec import expect as accepts
 from fedgraphrec.protocols.fedgrec.local import PendingUpload, local_round
 from fedgraphrec.protocols.fedgrec.roles import QUERY, session
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample, draw_round
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
-from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload
+from fedgraphrec.protocols.secagg import SecAggState, SparseUpload
+from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
+from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["FedGRecClient", "FedGRecState"]
@@ -67,7 +70,7 @@ class FedGRecState:
     secagg: SecAggState = field(default_factory=SecAggState)
 
 
-class FedGRecClient(SecureSumClient, ClientProgram[FedGRecState]):
+class FedGRecClient(CheckedSecureSumClient, ClientProgram[FedGRecState]):
     """FedGRec's users hosted by one node (module docstring)."""
 
     settings: FedGRecSettings
@@ -84,6 +87,24 @@ class FedGRecClient(SecureSumClient, ClientProgram[FedGRecState]):
         user[0] = user0
         self.state = FedGRecState(user=user)
         self._graph: tuple[bytes, torch.Tensor, torch.Tensor] | None = None
+
+    # ------------------------------------------------------------------ what the node accepts (.expect)
+    def stage_flow(self) -> StageFlow:
+        """The node's stage order (:func:`.expect.stage_flow`)."""
+        return accepts.stage_flow(self)
+
+    def expect(self, stage: str) -> Expectation:
+        """The parts the node expects in ``stage`` (:func:`.expect.expectation`)."""
+        return accepts.expectation(self, stage)
+
+    def secagg_site(self, stage: str, step: int | None = None) -> SumSite:
+        """The secure sum the node expects now (:func:`.expect.site`)."""
+        return accepts.site(self, stage, step)
+
+    def handle(self, stage: str, step: int, request: Message) -> Message:
+        """Check the fields the node knows (:func:`.expect.check_request`), then answer."""
+        accepts.check_request(self, stage, step, request)
+        return super().handle(stage, step, request)
 
     # ------------------------------------------------------------------ local graph
     def _t(self, array: np.ndarray) -> torch.Tensor:

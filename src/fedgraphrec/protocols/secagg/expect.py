@@ -18,7 +18,8 @@ pieces it needs, so every such protocol declares the sum the same way:
   whose stages first check the request's fields the node knows itself (phase prefix, session,
   input length, fixed-point bits, its participating clients) against the protocol's
   :class:`SumSite`, so a server cannot make a node mask the wrong input, under another session or
-  phase, or for clients it does not host.
+  phase, or for clients it does not host; and, when the node's own settings say ``crypto = real``,
+  that the sum runs for real (``accounted`` mode would send the shard's sum unmasked).
 
 The node's state machine (:class:`~fedgraphrec.runtime.expect.FlowState`) counts the runs of each
 stage in a step; a protocol's :meth:`CheckedSecureSumClient.secagg_site` turns that count
@@ -172,6 +173,8 @@ class CheckedSecureSumClient(SecureSumClient):
             checks.append(("length", f.get("length"), site.length))
         if site.frac_bits is not None and stage != PLAIN:
             checks.append(("frac_bits", f.get("frac_bits"), site.frac_bits))
+        if stage != PLAIN and getattr(getattr(self, "settings", None), "crypto", None) == "real":
+            checks.append(("real", f.get("real"), True))  # accounted mode uploads the shard's sum unmasked
         for name, got, want in checks:
             if got != want:
                 raise IntegrityError(f"{where}: field {name!r} is {got!r}; this node expects {want!r}")

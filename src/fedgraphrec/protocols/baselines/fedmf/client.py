@@ -9,22 +9,28 @@ so a user lists an item once — for its side of the secure sum
 
 Simulation note: the minibatch's triples come with the request (the training loop's public sampler
 stands for each user's own sampler); they are a driver's instruction, not a protocol message, and
-are not booked.
+are not booked. The node still checks them against what it knows (its own users, the catalogue),
+and every part against its own expectation (:data:`.roles.FLOW`, :meth:`FedMFClient.expect`): the
+item table in the run's dtype and width, present exactly when some of its users train; the secure
+sum under this minibatch's session, of exactly the users that trained.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
-from fedgraphrec.protocols.base import ClientProgram
-from fedgraphrec.protocols.baselines.fedmf.roles import session
+from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.protocols.base import EVALUATE_ITEMS, ClientProgram
+from fedgraphrec.protocols.baselines.fedmf.roles import DOWNLOAD, EVALUATE, FLOW, GRADIENTS, LOCAL, session
 from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
 from fedgraphrec.protocols.common import local_bpr
 from fedgraphrec.protocols.optim import LocalOptimizer
-from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload
+from fedgraphrec.protocols.secagg import SecAggState, SparseUpload
+from fedgraphrec.protocols.secagg.expect import SECURE_STAGES, CheckedSecureSumClient, SumSite
+from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow
 from fedgraphrec.runtime.message import Message
 
 __all__ = ["FedMFClient", "FedMFState"]
@@ -59,7 +65,7 @@ class FedMFState:
     secagg: SecAggState = field(default_factory=SecAggState)
 
 
-class FedMFClient(SecureSumClient, ClientProgram[FedMFState]):
+class FedMFClient(CheckedSecureSumClient, ClientProgram[FedMFState]):
     """FedMF's users hosted by one node (module docstring)."""
 
     settings: FedMFSettings
@@ -70,12 +76,67 @@ class FedMFClient(SecureSumClient, ClientProgram[FedMFState]):
         user = self.initial_rows("user_emb")
         self.state = FedMFState(user=user, m=torch.zeros_like(user), v=torch.zeros_like(user))
 
+    # ------------------------------------------------------------------ what the node accepts
+    def stage_flow(self) -> StageFlow:
+        """The node's stage order (:data:`.roles.FLOW`)."""
+        return FLOW
+
+    def expect(self, stage: str) -> Expectation:
+        """The item table (optional in a minibatch: only nodes with users in it get one), the sum's parts."""
+        if stage in SECURE_STAGES:
+            return self.secagg_expect(stage)
+        dtype, d = self.state.user.dtype, int(self.state.user.shape[1])
+        if stage == LOCAL:
+            items = Expect(
+                DOWNLOAD, kind="item-table", shape="broadcast", dtype=dtype, width=d, optional=True
+            )
+            return {"items": items}
+        if stage == EVALUATE:
+            return {"items": replace(EVALUATE_ITEMS, dtype=dtype, width=d, optional=False)}
+        return {}
+
+    def secagg_site(self, stage: str, step: int | None = None) -> SumSite:
+        """This minibatch's sum: the item gradients of the node's users that trained in it.
+
+        Raises:
+            IntegrityError: none of the node's users trained in this step (nothing to sum).
+        """
+        st = self.state
+        if not len(st.up_users) or (step is not None and step != st.step):
+            raise IntegrityError(f"fedmf stage {stage!r}: no item gradients of this node's users to sum")
+        label = None if step is None else session(step)
+        d = int(st.user.shape[1])
+        return SumSite(GRADIENTS, label, self.n_items * d, st.up_users, self.settings.frac_bits)
+
+    def _triples(self, step: int, request: Message) -> tuple[torch.Tensor, ...]:
+        """The minibatch's triples of this node's users, checked against what the node knows.
+
+        Raises:
+            IntegrityError: a user the node does not host, an item outside the catalogue, a batch
+                smaller than its triples, or the item table missing although users train (or sent
+                although none does), or of the wrong shape.
+        """
+        f = request.fields
+        users, pos, neg = (np.asarray(f[k], dtype=np.int64) for k in ("users", "pos", "neg"))
+        batch, N = int(f["batch"]), self.n_items
+        where = f"fedmf stage {LOCAL!r} at step {step}"
+        if not (len(users) == len(pos) == len(neg) <= batch):
+            raise IntegrityError(f"{where}: {len(users)} users, {len(pos)} / {len(neg)} items, batch {batch}")
+        if not np.isin(users, self.clients).all():
+            raise IntegrityError(f"{where}: field 'users' names users this node does not host")
+        if len(users) and (min(pos.min(), neg.min()) < 0 or max(pos.max(), neg.max()) >= N):
+            raise IntegrityError(f"{where}: fields 'pos' / 'neg' name items outside the catalogue of {N}")
+        if ("items" in request) != bool(len(users)):
+            raise IntegrityError(f"{where}: the item table must come exactly when this node's users train")
+        if "items" in request and tuple(request["items"].value.shape) != (N, self.state.user.shape[1]):
+            raise IntegrityError(f"{where}: part 'items' has shape {tuple(request['items'].value.shape)}")
+        return torch.from_numpy(users), torch.from_numpy(pos), torch.from_numpy(neg)
+
+    # ------------------------------------------------------------------ a minibatch
     def stage_train_local(self, step: int, request: Message) -> Message:
         """Local BPR of this node's triples; Adam on the users' rows; keep the item gradients."""
         f, st = request.fields, self.state
-        users = torch.as_tensor(np.asarray(f["users"], dtype=np.int64))
-        pos = torch.as_tensor(np.asarray(f["pos"], dtype=np.int64))
-        neg = torch.as_tensor(np.asarray(f["neg"], dtype=np.int64))
+        users, pos, neg = self._triples(step, request)
         batch = int(f["batch"])
         mine = torch.from_numpy(np.searchsorted(self.clients, users.numpy()))
         N = self.n_items
