@@ -130,6 +130,7 @@ def test_the_local_stage_twice_or_the_sum_before_it_is_refused() -> None:
         ),
         ("length", 5, r"field 'length' is 5"),
         ("phase", "train/other", r"field 'phase' is 'train/other'"),
+        ("real", False, r"field 'real' is False; this node expects True"),  # the shard's sum unmasked
     ],
 )
 def test_a_secure_sum_field_the_node_knows_is_checked(field: str, value: object, match: str) -> None:

@@ -189,3 +189,14 @@ def test_a_layers_sum_under_the_previous_layers_session_is_refused() -> None:
         pytest.raises(IntegrityError, match=rf"field 'session' is '{previous}'.*layer/1'"),
     ):
         run.train_batch(*batches[0])
+
+
+@pytest.mark.parametrize("which", [0, 2])
+def test_a_sum_downgraded_to_accounted_mode_is_refused(which: int) -> None:
+    """In ``accounted`` mode a node would upload its shard's sum of encodings unmasked."""
+    run, batches = _learner()
+    with (
+        lying(run, ADVERTISE, _nth(which, with_fields(real=False))),
+        pytest.raises(IntegrityError, match=r"field 'real' is False; this node expects True"),
+    ):
+        run.train_batch(*batches[0])
