@@ -17,10 +17,11 @@ import torch
 
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.baselines.fedncf import roles as R
-from fedgraphrec.protocols.secagg.roles import ADVERTISE, MASK, UNMASK
+from fedgraphrec.protocols.secagg import threshold_for
+from fedgraphrec.protocols.secagg.roles import ADVERTISE, MASK, SHARE, UNMASK
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.training.protocol_learner import ProtocolLearner
-from tests.protocols.lying_server import learner, local, lying, with_fields, with_part
+from tests.protocols.lying_server import Tamper, learner, local, lying, with_fields, with_part
 
 SMALL = [
     "dataset_options.n_users=16", "dataset_options.n_items=20", "dataset_options.mean_degree=4.0",
@@ -170,3 +171,43 @@ def test_the_unmask_stage_with_clients_the_node_does_not_have_is_refused() -> No
     run = _learner()
     with lying(run, UNMASK, foreign), pytest.raises(IntegrityError, match="field 'clients'"):
         run.server.train_round(0)
+
+
+def _fewer(node: int, msg: Message) -> Message:
+    """Tell the node its own clients are the whole sum, with the threshold of that (a consistent lie)."""
+    n = len(msg.fields["clients"])
+    return with_fields(n_clients=n, threshold=threshold_for(n, 0.6))(node, msg)
+
+
+@pytest.mark.parametrize(
+    ("stage", "tamper", "match"),
+    [
+        (ADVERTISE, with_fields(threshold=1), r"'secagg/advertise'.*field 'threshold' is 1"),
+        (ADVERTISE, with_fields(n_clients=1), r"field 'n_clients' is 1, fewer than this node's own"),
+        (SHARE, with_fields(threshold=1), r"'secagg/share'.*field 'threshold' is 1"),
+        (SHARE, with_fields(n_advertised=2), r"field 'n_advertised' is 2; the roster holds another"),
+    ],
+)
+def test_a_lowered_threshold_is_refused(stage: str, tamper: Tamper, match: str) -> None:
+    """With ``t`` too low the server could collect both kinds of shares of one client and unmask it."""
+    run = _learner()
+    with lying(run, stage, tamper), pytest.raises(IntegrityError, match=match):
+        run.server.train_round(0)
+
+
+def test_a_threshold_lowered_consistently_is_refused_at_the_roster() -> None:
+    """The server tells each node that the sum has only the node's clients, then sends the full roster."""
+    run = _learner()
+    with ExitStack() as stack:
+        stack.enter_context(lying(run, ADVERTISE, _fewer))
+        low: dict[int, int] = {}
+
+        def same_low(node: int, msg: Message) -> Message:
+            low[node] = threshold_for(len(msg.fields["clients"]), 0.6)
+            return with_fields(threshold=low[node])(node, msg)
+
+        stack.enter_context(lying(run, SHARE, same_low))
+        with pytest.raises(
+            IntegrityError, match=r"'secagg/share'.*field 'threshold' is \d+; this node expects"
+        ):
+            run.server.train_round(0)
