@@ -200,3 +200,12 @@ def test_a_sum_downgraded_to_accounted_mode_is_refused(which: int) -> None:
         pytest.raises(IntegrityError, match=r"field 'real' is False; this node expects True"),
     ):
         run.train_batch(*batches[0])
+
+
+def test_a_lowered_threshold_of_a_layers_sum_is_refused() -> None:
+    run, batches = _learner()
+    with (
+        lying(run, ADVERTISE, _nth(1, with_fields(threshold=1))),
+        pytest.raises(IntegrityError, match=r"field 'threshold' is 1; this node expects"),
+    ):
+        run.train_batch(*batches[0])
