@@ -12,6 +12,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -211,3 +212,17 @@ def test_a_threshold_lowered_consistently_is_refused_at_the_roster() -> None:
             IntegrityError, match=r"'secagg/share'.*field 'threshold' is \d+; this node expects"
         ):
             run.server.train_round(0)
+
+
+def test_shares_rerouted_to_a_client_outside_the_sum_are_refused() -> None:
+    def reroute(node: int, msg: Message) -> Message:
+        if "shares" not in msg:
+            return msg
+        part = msg["shares"]
+        outside = sorted(set(local(run).programs[node].clients.tolist()) - set(msg.fields["clients"]))
+        assert part.receivers is not None and outside
+        return with_part("shares", receivers=np.full_like(part.receivers, outside[0]))(node, msg)
+
+    run = _learner()
+    with lying(run, MASK, reroute), pytest.raises(IntegrityError, match="receivers that are not this node's"):
+        run.server.train_round(0)

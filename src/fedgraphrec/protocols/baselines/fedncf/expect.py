@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
@@ -28,7 +29,7 @@ from fedgraphrec.protocols.baselines.fedncf import roles as R
 from fedgraphrec.protocols.baselines.shard_sampling import ShardRound
 from fedgraphrec.protocols.secagg import threshold_for
 from fedgraphrec.protocols.secagg.expect import SECURE_STAGES, SumSite, merge_edges, sum_edges
-from fedgraphrec.protocols.secagg.roles import ADVERTISE, SHARE
+from fedgraphrec.protocols.secagg.roles import ADVERTISE, MASK, SHARE
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
 from fedgraphrec.runtime.message import Message
 
@@ -114,6 +115,9 @@ def sum_site(
 def check_sum_threshold(stage: str, request: Message, fraction: float, held: int | None) -> None:
     """The secure sum's threshold ``t`` must be the node's own fraction of the clients in the sum.
 
+    (And at ``mask``, the relayed shares must be for this node's clients in the sum, or the node
+    would look up a client it does not run in the sum.)
+
     A server that lowered ``t`` (a field it sends) could collect, for one client, both the shares
     of its self mask and those of its pairwise key, and unmask its input (the reason for
     ``t > n/2``, :func:`~fedgraphrec.protocols.secagg.check_threshold`). The node checks ``t``
@@ -126,6 +130,13 @@ def check_sum_threshold(stage: str, request: Message, fraction: float, held: int
     """
     f = request.fields
     where = f"secure aggregation stage {stage!r}"
+    if stage == MASK and "shares" in request:  # relayed shares are for this node's clients in the sum
+        receivers = request["shares"].receivers
+        if receivers is None or not np.isin(receivers, np.asarray(f["clients"], dtype=np.int64)).all():
+            raise IntegrityError(
+                f"{where}: part 'shares' names receivers that are not this node's in the sum"
+            )
+        return
     if stage == ADVERTISE:
         n = int(f["n_clients"])
         if n < len(f["clients"]):
