@@ -12,7 +12,8 @@ number of users summed (FedAvg).
 **Parties.** :mod:`.roles` lists the stages; :mod:`.server` holds the item tables and the weights,
 :mod:`.client` a shard of users (its users' two embeddings; the secure-aggregation stages of
 :mod:`fedgraphrec.protocols.secagg` mixed in), :mod:`.local` the batched local training and the
-NeuMF scorer users evaluate with, :mod:`.settings`. Each user draws its negatives and local pairs
+NeuMF scorer users evaluate with, :mod:`.expect` what a node accepts (its stage order, every
+part it expects, its round's secure sum), :mod:`.settings`. Each user draws its negatives and local pairs
 from its own streams (:mod:`~fedgraphrec.protocols.baselines.shard_sampling`), so one node and three
 nodes compute the same.
 

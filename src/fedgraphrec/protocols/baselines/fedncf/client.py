@@ -8,12 +8,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.base import ClientProgram
+from fedgraphrec.protocols.baselines.fedncf import expect as E
 from fedgraphrec.protocols.baselines.fedncf import roles as R
+from fedgraphrec.protocols.baselines.fedncf.expect import check_sum_threshold
 from fedgraphrec.protocols.baselines.fedncf.local import LocalDeltas, local_train, neumf_scores
 from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
+from fedgraphrec.protocols.baselines.fedpergnn.expect import check_download, sampled_users
 from fedgraphrec.protocols.baselines.shard_sampling import ShardRound, sample_shard
-from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload
+from fedgraphrec.protocols.secagg import SecAggState, SparseUpload
+from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
+from fedgraphrec.protocols.secagg.roles import SHARE
+from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["FedNCFClient", "FedNCFState"]
@@ -30,6 +37,7 @@ class FedNCFState:
         round: the current round's sample (``train/query`` to ``train/local``).
         deltas: the sampled users' updates (``train/local`` to the secure sum).
         secagg: the open secure-aggregation session.
+        last_round: the last round the node trained (a round is never run twice; ``-1``: none).
     """
 
     user_gmf: torch.Tensor
@@ -37,9 +45,10 @@ class FedNCFState:
     round: ShardRound | None = None
     deltas: LocalDeltas | None = None
     secagg: SecAggState = field(default_factory=SecAggState)
+    last_round: int = -1
 
 
-class FedNCFClient(SecureSumClient, ClientProgram[FedNCFState]):
+class FedNCFClient(CheckedSecureSumClient, ClientProgram[FedNCFState]):
     """The client role for a shard of users (the package docstring describes a round)."""
 
     settings: FedNCFSettings
@@ -50,7 +59,36 @@ class FedNCFClient(SecureSumClient, ClientProgram[FedNCFState]):
         self.n_items = int(self.rows.shape[1])
         self.state = FedNCFState(self.initial_rows("user_gmf"), self.initial_rows("user_mlp"))
 
+    # ------------------------------------------------------------------ what the node accepts
+    def stage_flow(self) -> StageFlow:
+        """The node's stage order (:func:`.expect.stage_flow`)."""
+        return E.stage_flow()
+
+    def expect(self, stage: str) -> Expectation:
+        """The parts the node expects in ``stage`` (:func:`.expect.expectation`)."""
+        sums = self.secagg_expect(stage) if stage.startswith("secagg/") else None
+        return E.expectation(stage, self.state.user_gmf, sums)
+
+    def secagg_check(self, stage: str, step: int, request: Message) -> None:
+        """Secure aggregation's field checks, then the threshold (:func:`check_sum_threshold`)."""
+        super().secagg_check(stage, step, request)
+        held = None
+        if stage == SHARE and request.fields.get("real") and self.state.secagg.session:
+            held = min(c.threshold for c in self._secagg_load(self.state.secagg.session).values())
+        check_sum_threshold(stage, request, self.settings.secagg_threshold, held)
+
+    def secagg_site(self, stage: str, step: int | None = None) -> SumSite:
+        """The round's secure sum of this node's deltas (:func:`.expect.sum_site`)."""
+        s, st = self.settings, self.state
+        n_weights = E.weights_length(s.weight_shapes())
+        length = 2 * self.n_items * s.dim + n_weights + self.n_items
+        return E.sum_site(stage, self.occurrence, st.round, st.deltas is not None, length, s.frac_bits)
+
     def _unflatten(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """The shared weights from their flat list (which must have exactly their length)."""
+        want = E.weights_length(self.settings.weight_shapes())
+        if flat.numel() != want:
+            raise IntegrityError(f"fedncf: {flat.numel()} shared weights; this node's model has {want}")
         out, offset = [], 0
         for shape in self.settings.weight_shapes():
             n = int(np.prod(shape))
@@ -65,13 +103,13 @@ class FedNCFClient(SecureSumClient, ClientProgram[FedNCFState]):
     def stage_train_query(self, step: int, request: Message) -> Message:
         """Draw negatives and local pairs; ask for the rows of the queried items."""
         s = self.settings
-        ids = np.asarray(request.fields[R.F_CLIENTS], dtype=np.int64)
+        ids, round_index = sampled_users(request, self.rows, self.clients, self.state.last_round)
         sr = sample_shard(
-            self.rows, self.positions(ids), ids, int(request.fields[R.F_ROUND]),
+            self.rows, self.positions(ids), ids, round_index,
             protocol="fedncf", seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
             secure=s.secure_cover,
         )  # fmt: skip
-        self.state.round = sr
+        self.state.round, self.state.last_round = sr, round_index
         seg, items = sr.queries()
         counts = np.bincount(seg, minlength=len(ids)).astype(np.int64)
         part = Part(R.PH_QUERY, R.K_QUERY, R.CLIENT, R.SERVER, items, senders=ids, counts=counts)
@@ -81,10 +119,10 @@ class FedNCFClient(SecureSumClient, ClientProgram[FedNCFState]):
         """``τ`` local steps; the users keep their rows, the deltas wait for the secure sum."""
         s, sr = self.settings, self.state.round
         if sr is None:
-            raise ValueError("train/local before train/query")
+            raise IntegrityError("train/local before train/query")
         download = request[R.P_DOWNLOAD]
-        if download.receivers is None or not np.array_equal(download.receivers, sr.clients):
-            raise ValueError(f"{download.phase}: rows for users other than the sampled ones")
+        seg, _ = sr.queries()
+        check_download(download, sr.clients, np.bincount(seg, minlength=len(sr.clients)))
         rows = torch.as_tensor(download.value)
         weights = self._unflatten(torch.tensor(request.fields[R.F_WEIGHTS], dtype=rows.dtype))
         pos = torch.from_numpy(self.positions(sr.clients))

@@ -9,6 +9,7 @@ import torch
 
 from fedgraphrec.protocols.base import StepStats
 from fedgraphrec.protocols.baselines.fedncf import roles as R
+from fedgraphrec.protocols.baselines.fedncf.expect import session
 from fedgraphrec.protocols.baselines.fedncf.local import weights_of
 from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
 from fedgraphrec.protocols.baselines.shard_sampling import RoundSampledServer
@@ -38,10 +39,23 @@ class FedNCFServer(RoundSampledServer):
     def _flat_weights(self) -> list[float]:
         return torch.cat([w.reshape(-1) for w in self.weights]).tolist()
 
+    def next_step(self) -> None:
+        """Open the next protocol step: every round and every evaluation has a step of its own.
+
+        A node runs each stage at most once per step (:mod:`.expect`); the round's own index
+        travels in the request (the node checks it is new).
+        """
+        self.transport.begin_step(self.transport.net.step + 1)
+
+    def evaluate(self, ks: list[int]) -> dict[str, dict[str, float]]:
+        """Federated evaluation (:meth:`ServerProgram.evaluate`) in a step of its own."""
+        self.next_step()
+        return super().evaluate(ks)
+
     def train_round(self, round_index: int) -> StepStats:
         """Queries, rows and weights down, local steps, then the secure sum of the deltas."""
         s = self.settings
-        self.transport.begin_step(round_index)
+        self.next_step()
         clients = self.sample_clients(round_index)
         by_node = self.by_node(clients)
         fields = {R.F_ROUND: round_index}
@@ -66,7 +80,7 @@ class FedNCFServer(RoundSampledServer):
         replies = self.transport.round(R.ST_LOCAL, requests)
         loss = sum(float(r.fields[R.F_LOSS]) for r in replies.values())
         result = secure_sum(
-            self.transport, phase=R.PH_UPLOAD, session=f"fedncf/round/{round_index}", participants=by_node,
+            self.transport, phase=R.PH_UPLOAD, session=session(round_index), participants=by_node,
             length=2 * N * d + n_weights + N, threshold=threshold_for(len(clients), s.secagg_threshold),
             frac_bits=s.frac_bits,
         )  # fmt: skip

@@ -41,7 +41,8 @@ depend on how users are spread over nodes. ``secure_noise`` draws the noise from
 **Parties.** :mod:`.roles` lists the stages; :mod:`.server` (the server, which also hosts the
 third party of :mod:`.third_party` as a separate object), :mod:`.client` (a shard of users),
 :mod:`.local` (a shard's local computation), :mod:`.keys` (the token key :math:`S`, agreed as in
-LP-GCN's Algorithm 2), :mod:`.settings`.
+LP-GCN's Algorithm 2), :mod:`.expect` (what a node accepts: its stage order, every part it expects,
+the fields it checks; the third party runs beside the server, not on a node), :mod:`.settings`.
 
 ``local_graph=False`` drops the third party and the neighbour term, :math:`h_u = e_u`: federated BPR-MF
 with the same rounds, pseudo items and local-DP uploads (DGREC's FedRec baseline, ``specs/dgrec.md``

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from fedgraphrec.crypto import ItemTokenizer, SharedKey
+from fedgraphrec.crypto import IntegrityError, ItemTokenizer, SharedKey
 from fedgraphrec.protocols.base import ClientProgram
+from fedgraphrec.protocols.baselines.fedpergnn import expect as E
 from fedgraphrec.protocols.baselines.fedpergnn import roles as R
 from fedgraphrec.protocols.baselines.fedpergnn.keys import (
     KEY_HOLDER_ID,
@@ -26,6 +27,7 @@ from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.baselines.shard_sampling import ShardRound, sample_shard
 from fedgraphrec.protocols.secagg.upload import SparseUpload, flat_entries, plain_sizes
 from fedgraphrec.runtime.endpoint import require_senders
+from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.state import SECRET
 
@@ -42,6 +44,7 @@ class FedPerGNNState:
         key: the token key :math:`S` (``real`` mode, once agreed).
         private_keys: the shard's X25519 private keys, only between ``setup/keys`` and ``setup/unwrap``.
         round: the current round's sample, between ``train/query`` and ``train/local``.
+        last_round: the last round the node trained (a round is never run twice; ``-1``: none).
     """
 
     user: torch.Tensor
@@ -49,6 +52,7 @@ class FedPerGNNState:
     key: bytes | None = field(default=None, metadata=SECRET)
     private_keys: bytes | None = field(default=None, metadata=SECRET)
     round: ShardRound | None = None
+    last_round: int = -1
 
 
 def plain_upload(
@@ -88,6 +92,15 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
         """The token key :math:`S` (``None`` in ``accounted`` mode)."""
         return None if self.state.key is None else SharedKey.from_bytes(self.state.key)
 
+    # ------------------------------------------------------------------ what the node accepts
+    def stage_flow(self) -> StageFlow:
+        """The node's stage order (:func:`.expect.stage_flow`)."""
+        return E.stage_flow(self.settings.local_graph, KEY_HOLDER_ID in self.clients)
+
+    def expect(self, stage: str) -> Expectation:
+        """The parts the node expects in ``stage`` (:func:`.expect.expectation`)."""
+        return E.expectation(stage, self.settings.local_graph, self.state.user)
+
     # ------------------------------------------------------------------ set-up
     def stage_setup_keys(self, step: int, request: Message) -> Message:
         """Every user's public key, up."""
@@ -101,8 +114,9 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
         """The key holder draws :math:`S` and wraps it for every user."""
         if KEY_HOLDER_ID not in self.clients:
             raise ValueError("setup/wrap: this node does not host the key holder")
-        (bundle,) = request[R.P_PUBLIC_KEYS].value
-        raw, wrapped = wrap_for_all(bytes(bundle), self.settings.real)
+        n_users = int(self.node_data("setup/wrap: the key holder needs the run's size").train.shape[0])
+        bundle = E.check_public_keys(request[R.P_PUBLIC_KEYS], n_users)
+        raw, wrapped = wrap_for_all(bundle, self.settings.real)
         self.state.key = raw or None
         senders = np.full(len(wrapped), KEY_HOLDER_ID)
         part = Part(
@@ -151,20 +165,20 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
     def stage_train_query(self, step: int, request: Message) -> Message:
         """Draw negatives and local pairs; ask for the rows of the queried items."""
         s = self.settings
-        ids = np.asarray(request.fields[R.F_CLIENTS], dtype=np.int64)
+        ids, round_index = E.sampled_users(request, self.rows, self.clients, self.state.last_round)
         sr = sample_shard(
-            self.rows, self.positions(ids), ids, int(request.fields[R.F_ROUND]),
+            self.rows, self.positions(ids), ids, round_index,
             protocol="fedpergnn", seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
             secure=s.secure_cover,
         )  # fmt: skip
         if s.local_graph:
             part = request[R.P_NEIGHBOURS]
             if part.receivers is None or not np.array_equal(part.receivers, ids):
-                raise ValueError(f"{part.phase}: neighbours for users other than the sampled ones")
+                raise IntegrityError(f"{part.phase}: neighbours for users other than the sampled ones")
             if part.counts is None or not np.array_equal(part.counts, np.diff(sr.pos_ptr)):
-                raise ValueError(f"{part.phase}: one neighbour row per item of each user expected")
+                raise IntegrityError(f"{part.phase}: one neighbour row per item of each user expected")
             sr.neighbours = torch.as_tensor(part.value)
-        self.state.round = sr
+        self.state.round, self.state.last_round = sr, round_index
         seg, items = sr.queries()
         counts = np.bincount(seg, minlength=len(ids)).astype(np.int64)
         part = Part(R.PH_QUERY, R.K_QUERY, R.CLIENT, R.SERVER, items, senders=ids, counts=counts)
@@ -174,7 +188,9 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
         """``τ`` local steps; protected item updates to the server, new embeddings to the third party."""
         s, sr = self.settings, self.state.round
         if sr is None:
-            raise ValueError("train/local before train/query")
+            raise IntegrityError("train/local before train/query")
+        seg, _ = sr.queries()
+        E.check_download(request[R.P_DOWNLOAD], sr.clients, np.bincount(seg, minlength=len(sr.clients)))
         pos = torch.from_numpy(self.positions(sr.clients))
         user = self.state.user
         res = local_train(
@@ -204,9 +220,16 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
     def stage_predict(self, step: int, request: Message) -> Message:
         r"""Every user's :math:`h_u = e_u + \operatorname{mean}_i (e_i + \bar n_{ui})`."""
         items, neigh = torch.as_tensor(request[R.P_ITEMS].value), request[R.P_NEIGHBOURS]
-        holders = self.clients[np.diff(self.rows.indptr) > 0]
+        if items.shape[0] != self.n_items:
+            raise IntegrityError(
+                f"{R.PH_PREDICT_ITEMS}: {items.shape[0]} item rows; the run has {self.n_items}"
+            )
+        held = np.diff(self.rows.indptr) > 0
+        holders = self.clients[held]
         if neigh.receivers is None or not np.array_equal(neigh.receivers, holders):
-            raise ValueError(f"{neigh.phase}: neighbours for users other than this node's")
+            raise IntegrityError(f"{neigh.phase}: neighbours for users other than this node's")
+        if neigh.counts is None or not np.array_equal(neigh.counts, np.diff(self.rows.indptr)[held]):
+            raise IntegrityError(f"{neigh.phase}: one neighbour row per item of each user expected")
         seg = np.repeat(np.arange(len(self.clients)), np.diff(self.rows.indptr))
         rows = items[torch.from_numpy(self.rows.indices.astype(np.int64))] + torch.as_tensor(neigh.value)
         n = torch.from_numpy(np.maximum(np.diff(self.rows.indptr), 1)).to(rows.dtype)[:, None]

@@ -45,10 +45,19 @@ class FedPerGNNServer(RoundSampledServer):
         if self.settings.local_graph:
             self.third_party.receive_expand(Part.concat([replies[n][R.P_EXPAND] for n in self.nodes]))
 
+    def next_step(self) -> None:
+        """Open the next protocol step: every round and every prediction has a step of its own.
+
+        A node runs each stage at most once per step (:mod:`.expect`), so a prediction never
+        shares a step with a round, nor two predictions one step; the round's own index travels
+        in the request (the node checks it is new).
+        """
+        self.transport.begin_step(self.transport.net.step + 1)
+
     def train_round(self, round_index: int) -> StepStats:
         """One round: neighbours and queries, then rows down, local steps, uploads and refreshes up."""
         s = self.settings
-        self.transport.begin_step(round_index)
+        self.next_step()
         clients = self.sample_clients(round_index)
         sampled = self.by_node(clients)
         requests = {}
@@ -100,7 +109,7 @@ class FedPerGNNServer(RoundSampledServer):
         """
         if not self.settings.local_graph:
             return
-        self.transport.begin_step(self.transport.net.step)
+        self.next_step()  # evaluation follows in this step, once
         requests = {}
         for node, users in self.shards.items():
             items = Part(R.PH_PREDICT_ITEMS, R.K_ITEMS, R.SERVER, R.CLIENT, self.item, shape="broadcast")
@@ -111,6 +120,12 @@ class FedPerGNNServer(RoundSampledServer):
                 }
             )
         self.transport.round(R.ST_PREDICT, requests)
+
+    def evaluate(self, ks: list[int]) -> dict[str, dict[str, float]]:
+        """Federated evaluation; without local graphs in a step of its own (there is no prediction)."""
+        if not self.settings.local_graph:
+            self.next_step()
+        return super().evaluate(ks)
 
     def items_for_evaluation(self) -> torch.Tensor:
         """The server's item table."""

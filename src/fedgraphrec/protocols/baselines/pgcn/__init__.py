@@ -52,7 +52,8 @@ layer-0 tables.
 
 **Parties.** :mod:`.roles` lists the stages; :mod:`.server` (``V``, ``W``, Adam), :mod:`.client` (a
 shard of users with the secure-aggregation stages of :mod:`fedgraphrec.protocols.secagg` mixed in),
-:mod:`.local` (the star backward), :mod:`.settings`.
+:mod:`.local` (the star backward), :mod:`.expect` (what a node accepts: its stage order, every part it
+expects, the secure sum that comes next; layers are the node's own count), :mod:`.settings`.
 """
 
 from __future__ import annotations

@@ -27,11 +27,16 @@ import torch
 
 from fedgraphrec.models.propagation import pair_weights, torch_csr
 from fedgraphrec.protocols.base import ClientProgram
+from fedgraphrec.protocols.baselines.fedncf.expect import check_sum_threshold
+from fedgraphrec.protocols.baselines.pgcn import expect as E
 from fedgraphrec.protocols.baselines.pgcn import roles as R
 from fedgraphrec.protocols.baselines.pgcn.local import star_gradients
 from fedgraphrec.protocols.baselines.pgcn.settings import PGCNSettings
 from fedgraphrec.protocols.common import ShardRows, local_bpr
-from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload
+from fedgraphrec.protocols.secagg import SecAggState, SparseUpload
+from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
+from fedgraphrec.protocols.secagg.roles import SHARE
+from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message
 
 __all__ = ["PGCNClient", "PGCNState"]
@@ -60,6 +65,10 @@ class PGCNState:
         up_users / up_pos / up_start / up_rows: the pending gradient upload: participants (global
             ids) and per row its participant position, start index and values (float64).
         secagg: the open secure-aggregation session.
+        pending: what the last stage leaves to do (the secure sum that may come next, :mod:`.expect`):
+            ``degrees``, ``train`` / ``predict`` (a forward), ``gradients``, ``evaluate`` or ``""``.
+        layers_done / received: forward stages run in the current forward, and how many of them
+            brought the item table (a node whose users have no triples misses the last one).
     """
 
     deg_items: np.ndarray
@@ -74,9 +83,12 @@ class PGCNState:
     up_start: np.ndarray = field(default_factory=_empty)
     up_rows: torch.Tensor = field(default_factory=_no_rows)
     secagg: SecAggState = field(default_factory=SecAggState)
+    pending: str = ""
+    layers_done: int = 0
+    received: int = 0
 
 
-class PGCNClient(SecureSumClient, ClientProgram[PGCNState]):
+class PGCNClient(CheckedSecureSumClient, ClientProgram[PGCNState]):
     """P-GCN's users hosted by one node (module docstring)."""
 
     settings: PGCNSettings
@@ -105,6 +117,36 @@ class PGCNClient(SecureSumClient, ClientProgram[PGCNState]):
             final=torch.zeros((n, d), dtype=self.dtype),
         )
         self._graph: tuple[bytes, torch.Tensor, torch.Tensor] | None = None
+
+    # ------------------------------------------------------------------ what the node accepts
+    def stage_flow(self) -> StageFlow:
+        """The node's stage order (:func:`.expect.stage_flow`)."""
+        return E.stage_flow(self.settings.n_layers)
+
+    def expect(self, stage: str) -> Expectation:
+        """The parts the node expects in ``stage`` (:func:`.expect.expectation`, secure sums' own)."""
+        if stage.startswith("secagg/"):
+            return self.secagg_expect(stage)
+        has_users = bool(len(self._active()))
+        E.check_stage(
+            stage, None, self.occurrence, self.state, self.settings.n_layers, self.n_items, has_users
+        )
+        return E.expectation(stage, self.occurrence, self.settings.n_layers, self.state.item0)
+
+    def secagg_check(self, stage: str, step: int, request: Message) -> None:
+        """Secure aggregation's field checks, then the threshold (:func:`check_sum_threshold`)."""
+        super().secagg_check(stage, step, request)
+        held = None
+        if stage == SHARE and request.fields.get("real") and self.state.secagg.session:
+            held = min(c.threshold for c in self._secagg_load(self.state.secagg.session).values())
+        check_sum_threshold(stage, request, self.settings.secagg_threshold, held)
+
+    def secagg_site(self, stage: str, step: int | None = None) -> SumSite:
+        """The secure sum this node expects now (:func:`.expect.sum_site`)."""
+        return E.sum_site(stage, step, self.occurrence, self.state, self.settings.n_layers, self)
+
+    def _check(self, stage: str, step: int) -> None:
+        E.check_stage(stage, step, self.occurrence, self.state, self.settings.n_layers, self.n_items, True)
 
     # ------------------------------------------------------------------ local graph
     def _norm(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -141,30 +183,43 @@ class PGCNClient(SecureSumClient, ClientProgram[PGCNState]):
     # ------------------------------------------------------------------ set-up
     def stage_setup_enroll(self, step: int, request: Message) -> Message:
         """The users with training items (every forward sums over them)."""
+        self.state.pending = E.DEGREES if len(self._active()) else ""
         return Message(fields={R.F_ACTIVE: self.clients[self._active()].tolist()})
 
     def stage_setup_degrees(self, step: int, request: Message) -> Message:
         r"""Keep :math:`|\mathcal U_i|` (the broadcast result of the degrees' secure sum)."""
-        self.state.deg_items = np.asarray(request[R.P_DEGREES].value, dtype=np.int64)
+        self._check(R.ST_DEGREES, step)
+        self.state.deg_items = E.check_degrees(request[R.P_DEGREES].value, self.n_items)
+        self.state.pending = ""
         return Message()
 
     # ------------------------------------------------------------------ forward
     def stage_train_forward(self, step: int, request: Message) -> Message:
-        """Layer ``k``: the users' next layer from the downloaded tables."""
-        k = int(request.fields[R.F_LAYER])
+        """Layer ``k`` (the node's own count): the users' next layer from the downloaded tables."""
+        return self._forward(R.ST_FORWARD, step, request)
+
+    def stage_predict_forward(self, step: int, request: Message) -> Message:
+        """Layer ``k`` of a prediction's forward (every user)."""
+        return self._forward(R.ST_PREDICT_FORWARD, step, request)
+
+    def _forward(self, stage: str, step: int, request: Message) -> Message:
+        k, st = self.occurrence, self.state
+        self._check(stage, step)
+        label = E.check_layer_fields(stage, step, k, request.fields)
         if k == 0:
-            self.state.layers.zero_()
-        self.state.forward = str(request.fields[R.F_SESSION])
+            st.layers.zero_()
+            st.received = 0
+        st.forward, st.pending, st.layers_done = label, label.split("/")[1], k + 1
+        st.received += int(R.P_ITEMS in request)
         self._receive(request, k)
         return Message()
-
-    stage_predict_forward = stage_train_forward
 
     # ------------------------------------------------------------------ local step
     def stage_train_local(self, step: int, request: Message) -> Message:
         """The participants' loss on the combined layers and their star backward."""
         f, st, s = request.fields, self.state, self.settings
         L = s.n_layers
+        self._check(R.ST_LOCAL, step)
         if L == 0:
             st.layers.zero_()
         self._receive(request, L)
@@ -185,6 +240,7 @@ class PGCNClient(SecureSumClient, ClientProgram[PGCNState]):
         )  # fmt: skip
         st.step, st.up_users = step, self.clients[up.participants]
         st.up_pos, st.up_start, st.up_rows = up.pos, up.start, up.rows
+        st.pending = E.GRADIENTS
         return Message(fields={R.F_BPR: local.bpr.item(), R.F_REG: local.reg.item()})
 
     def _combined(self) -> torch.Tensor:
@@ -223,10 +279,12 @@ class PGCNClient(SecureSumClient, ClientProgram[PGCNState]):
     # ------------------------------------------------------------------ prediction
     def stage_predict(self, step: int, request: Message) -> Message:
         """Every user's combined embedding (with ``L = 0`` from the downloaded ``W``)."""
+        self._check(R.ST_PREDICT, step)
         if self.settings.n_layers == 0:
             self.state.layers.zero_()
             self._receive(request, 0)
         self.state.final = self._combined()
+        self.state.pending = E.EVALUATE
         return Message()
 
     def prediction(self) -> tuple[np.ndarray, torch.Tensor, torch.Tensor | None]:

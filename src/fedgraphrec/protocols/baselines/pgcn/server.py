@@ -112,10 +112,18 @@ class PGCNServer(ServerProgram):
         return tables
 
     # ------------------------------------------------------------------ one minibatch
+    def next_step(self) -> int:
+        """Open the next protocol step and return it: every minibatch and prediction has its own.
+
+        A node runs each stage at most as often per step as its flow says (:mod:`.expect`: ``L``
+        forward layers, ``L + 1`` secure sums), and the sums' session labels name the step.
+        """
+        self.transport.begin_step(self.transport.net.step + 1)
+        return self.transport.net.step
+
     def train_step(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> StepStats:
         """Forward, the last layer to the minibatch's users, their star backward, secure sum, Adam."""
-        step, L = self.step, self.settings.n_layers
-        self.transport.begin_step(step)
+        step, L = self.next_step(), self.settings.n_layers
         u = users.numpy()
         participants = np.unique(u)
         tables = self.forward("train", R.session("train", step), participants)
@@ -146,7 +154,7 @@ class PGCNServer(ServerProgram):
     # ------------------------------------------------------------------ prediction and state
     def predict(self) -> None:
         """The forward with every user; the server combines the item layers, each user its own."""
-        label = R.session("predict", self.predictions)
+        label = R.session("predict", self.next_step())
         self.predictions += 1
         tables = self.forward("predict", label, self.active)
         a = self.settings.alpha
