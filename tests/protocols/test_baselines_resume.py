@@ -18,8 +18,9 @@ from fedgraphrec.training.trainer import prepare_interactions
 SMALL = [
     "dataset_options.n_users=16", "dataset_options.n_items=20", "dataset_options.mean_degree=4.0",
     "dim=4", "dtype='float64'", "clients_per_round=8", "local_steps=2", "n_negatives=4", "ks=[5]",
-    "metric='recall@5'", "ncf_hidden=[6, 3]",
+    "metric='recall@5'", "ncf_hidden=[6, 3]", "reproducible=true",
 ]  # fmt: skip
+"""``reproducible``: the resumed run is compared with an uninterrupted one, so hiding draws are seeded."""
 
 
 @pytest.mark.parametrize(("protocol", "model"), [("fedpergnn", "lightgcn"), ("fedncf", "ncf")])

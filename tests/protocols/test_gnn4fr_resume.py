@@ -33,22 +33,15 @@ def _untimed(history: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.endswith("seconds")} for r in history]
 
 
-REAL_RESUME = pytest.mark.xfail(
-    strict=True,
-    reason="known defect (issue #30 §5): set-up re-agrees S on resume while the nodes restore the old "
-    "S and item tokens, and the server keeps only its step, so its token graph no longer matches",
-)
-
-
 @pytest.mark.parametrize(
     ("crypto", "paper_literal"),
-    [("accounted", False), ("accounted", True), pytest.param("real", False, marks=REAL_RESUME)],
+    [("accounted", False), ("accounted", True), ("real", False)],
 )
 def test_gnn4fr_resumes_to_identical_metrics_and_ledger(
     tmp_path: Path, crypto: str, paper_literal: bool
 ) -> None:
     cfg = load_config(
-        None, [*SMALL, f"paper_literal={str(paper_literal).lower()}"],
+        None, [*SMALL, f"paper_literal={str(paper_literal).lower()}", "reproducible=true"],
         protocol="gnn4fr", epochs=3, crypto=crypto,
     )  # fmt: skip
 
