@@ -15,7 +15,14 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto import SharedKey
-from fedgraphrec.protocols.base import ClientProgram, NodeData, ProtocolSpec, ServerProgram, StepStats
+from fedgraphrec.protocols.base import (
+    EVALUATE_ITEMS,
+    ClientProgram,
+    NodeData,
+    ProtocolSpec,
+    ServerProgram,
+    StepStats,
+)
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import require_senders
@@ -60,6 +67,8 @@ class RingClient(ClientProgram[RingState]):
         return FLOW
 
     def expect(self, stage: str) -> Expectation:
+        if stage == "evaluate":
+            return {"items": EVALUATE_ITEMS}
         if stage != "receive":
             return {}
         dtype = self.state.rows.dtype

@@ -23,8 +23,17 @@ from fedgraphrec.protocols.base import ClientProgram, NodeData, shard_of
 from fedgraphrec.protocols.fedgrec.roles import UPLOAD, session
 from fedgraphrec.protocols.fedgrec.sampling import sample_clients
 from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload, secure_sum
+from fedgraphrec.protocols.secagg.expect import (
+    ADVERTISE,
+    PLAIN,
+    merge_edges,
+    sum_edges,
+    sum_expectation,
+    sum_repeats,
+)
 from fedgraphrec.protocols.settings import SecureSumSettings
 from fedgraphrec.runtime import Network
+from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.transport import LocalTransport
 from fedgraphrec.training import load_config
@@ -42,6 +51,15 @@ class ToySettings(SecureSumSettings):
     x: Any = None
 
 
+TOY_FLOW = flow(
+    first=[ADVERTISE, PLAIN],
+    after=merge_edges(sum_edges([], [ADVERTISE, PLAIN]), sum_edges([], [ADVERTISE, PLAIN], secure=False)),
+    new_step=[ADVERTISE, PLAIN],
+    repeats={**sum_repeats(1), **sum_repeats(1, secure=False)},
+)
+"""Secure sums (or the plain baseline) one after another, one per step: what these tests run."""
+
+
 @dataclass
 class ToyState:
     secagg: SecAggState = field(default_factory=SecAggState)
@@ -53,6 +71,12 @@ class ToyClient(SecureSumClient, ClientProgram[ToyState]):
     def __init__(self, settings: Any, clients: np.ndarray, data: NodeData | None) -> None:
         super().__init__(settings, clients, data)
         self.state = ToyState()
+
+    def stage_flow(self) -> StageFlow:
+        return TOY_FLOW
+
+    def expect(self, stage: str) -> Expectation:
+        return sum_expectation(stage, "toy/up")
 
     def secagg_input(self, session: str) -> SparseUpload:
         x = self.settings.x[torch.from_numpy(self.clients)]

@@ -20,12 +20,30 @@ from fedgraphrec.crypto.secagg import SecAggAbortError
 from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.protocols.base import ClientProgram, NodeData, shard_of
 from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload, plain_sum, secure_sum
+from fedgraphrec.protocols.secagg.expect import (
+    ADVERTISE,
+    PLAIN,
+    merge_edges,
+    sum_edges,
+    sum_expectation,
+    sum_repeats,
+)
 from fedgraphrec.protocols.secure_aggregation import secure_aggregate
 from fedgraphrec.runtime import Network
+from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import LocalTransport
 
 N, L, FRAC = 9, 6, 40
+
+
+TOY_FLOW = flow(
+    first=[ADVERTISE, PLAIN],
+    after=merge_edges(sum_edges([], [ADVERTISE, PLAIN]), sum_edges([], [ADVERTISE, PLAIN], secure=False)),
+    new_step=[ADVERTISE, PLAIN],
+    repeats={**sum_repeats(1), **sum_repeats(1, secure=False)},
+)
+"""Secure sums (or the plain baseline) one after another, one per step: what these tests run."""
 
 
 @dataclass
@@ -43,6 +61,12 @@ class ToyClient(SecureSumClient, ClientProgram[ToyState]):
     def __init__(self, settings: Any, clients: np.ndarray, data: NodeData | None) -> None:
         super().__init__({"secagg_threshold": 0.55, **settings}, clients, data)
         self.state = ToyState()
+
+    def stage_flow(self) -> StageFlow:
+        return TOY_FLOW
+
+    def expect(self, stage: str) -> Expectation:
+        return sum_expectation(stage, "toy/up")
 
     def secagg_input(self, session: str) -> SparseUpload:
         x = self.settings["x"][torch.from_numpy(self.clients)]

@@ -196,11 +196,11 @@ class ClientProgram(ABC, Generic[S]):
 
     # ------------------------------------------------------------------ what the node accepts
     def stage_flow(self) -> StageFlow | None:
-        """The order of this program's stages, which the node enforces (``roles.py`` declares it)."""
+        """The order of this program's stages, which the node enforces (``None``: it refuses all)."""
         return None
 
     def expect(self, stage: str) -> Expectation | None:
-        """The parts this program expects in ``stage``, from its own state (:attr:`occurrence`, layers)."""
+        """The parts expected in ``stage``, from the program's own state (``None``: refused)."""
         return None
 
     def begin_stage(self, stage: str, occurrence: int) -> Expectation | None:

@@ -111,29 +111,18 @@ class NodeEndpoint:
                 that is missing, tampered, replayed or re-routed.
         """
         rules = node.stage_flow()
-        if rules is None:  # TODO(#30): every program declares its flow; then this branch goes
-            if self.flow.step is not None and step < self.flow.step:
-                raise IntegrityError(
-                    f"{self.protocol} {stage}: the server asked for step {step} after step "
-                    f"{self.flow.step}; a node never returns to an earlier step"
-                )
-            self.flow.step = step
-            occurrence = 0
-        else:
-            occurrence = self.flow.advance(self.protocol, rules, stage, step)
+        if rules is None:
+            raise IntegrityError(f"{self.protocol}: the node's program declares no stage order")
+        occurrence = self.flow.advance(self.protocol, rules, stage, step)
         expected = node.begin_stage(stage, occurrence)
-        if expected is None and rules is not None:
-            raise IntegrityError(
-                f"{self.protocol} stage {stage!r}: the node's program declares no expectation"
-            )
-        if expected is not None:
-            check_parts(self.protocol, stage, expected, request.parts)
+        if expected is None:
+            raise IntegrityError(f"{self.protocol} stage {stage!r}: the program declares no expectation")
+        check_parts(self.protocol, stage, expected, request.parts)
         inbox = Message({}, request.fields)
         for name, part in request.parts.items():
-            exp = None if expected is None else expected[name]
-            opened = self._open(node, part, step, part.phase if exp is None else exp.phase)
-            if exp is not None:
-                check_content(self.protocol, stage, name, exp, opened)
+            exp = expected[name]
+            opened = self._open(node, part, step, exp.phase)
+            check_content(self.protocol, stage, name, exp, opened)
             inbox.parts[name] = opened
         reply = node.handle(stage, step, inbox)
         if self.real:
