@@ -42,7 +42,7 @@ import torch
 
 from fedgraphrec.attacks.malformed_records import MALFORMED, malform
 from fedgraphrec.crypto.aead import ciphertext_size
-from fedgraphrec.runtime.codec import encoded_size
+from fedgraphrec.runtime.codec import encode_tensor, encoded_size
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
 
@@ -278,7 +278,19 @@ def forge_plain(part: Part) -> Part | None:
 
 
 def _filler(n: int) -> bytes:
-    """``n`` bytes of the server's: a small little-endian integer (1), the rest zero."""
+    """``n`` bytes of the server's, in the format a blob of that length most likely has.
+
+    An encoded tensor (:mod:`~fedgraphrec.runtime.codec`) of one row of floats when that length
+    fits one, else a small little-endian integer (1): what protocols put in blobs (degrees, counts).
+    """
+    for dtype in _DTYPES[:2]:
+        for rows in (1, 0):  # a (1, w) row, else a (w,) vector
+            shape = (1, 0) if rows else (0,)
+            item = torch.empty((), dtype=dtype).element_size()
+            data = n - encoded_size(shape, dtype)
+            if data >= item and data % item == 0 and n > 8:
+                width = data // item
+                return encode_tensor(torch.full((1, width) if rows else (width,), 0.25, dtype=dtype))
     return b"\x01" + bytes(n - 1)
 
 

@@ -24,7 +24,7 @@ refusal either). Coverage compares what the code seals (a clean run's sealed pha
 aggregations) with what was attacked, per attack; the audit fails (``passed`` false, a non-zero exit
 of ``fedgraphrec audit integrity``) when coverage is below 100 % or anything was accepted.
 ``integrity.json`` / ``integrity.md`` list attempts, detected, errors and accepted per class, per
-attack and per target.
+attack and per target (phase, stage or aggregation), and every attempt with its outcome.
 """
 
 from __future__ import annotations
@@ -196,6 +196,8 @@ def _report(
     classes = {
         c: count([r for r in rows if r["class"] == c]) for c in dict.fromkeys(CLASSES[a] for a in chosen)
     }
+    targets = dict.fromkeys(f"{r['variant']}:{r['target']}" for r in rows)
+    by_target = {t: count([r for r in rows if f"{r['variant']}:{r['target']}" == t]) for t in targets}
     for cov in coverage.values():
         required = list(dict.fromkeys(cov["required"]))
         hit = set(cov["attacked"])
@@ -215,6 +217,7 @@ def _report(
         "variants": variants,
         "classes": classes,
         "summary": summary,
+        "targets": by_target,
         "coverage": coverage,
         "coverage_ok": coverage_ok,
         "accepted": accepted,
@@ -255,6 +258,10 @@ def _markdown(report: dict[str, Any]) -> str:
             f"| {s['accepted']} "
             f"| {cov['percent']:.0f} % ({len(cov['attacked'])}/{len(cov['required'])}) | {missing} |"
         )
+    lines += ["", "| variant:target (phase, stage, aggregation) | attempts | detected | errors | accepted |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for name, s in report["targets"].items():
+        lines.append(f"| {name} | {s['attempts']} | {s['detected']} | {s['errors']} | {s['accepted']} |")
     lines += ["", "| variant | attack | target | outcome | detail |", "|---|---|---|---|---|"]
     for r in report["attempts"]:
         lines.append(f"| {r['variant']} | {r['attack']} | {r['target']} | {r['outcome']} | {r['detail']} |")
