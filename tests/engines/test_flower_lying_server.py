@@ -99,3 +99,21 @@ def test_malformed_records_reach_the_node_handler(ring: None, attack: str) -> No
     with contextlib.suppress(Exception):  # the node may refuse; the point here is that it was sent
         learner.server.step(0)
     assert adv.fired and adv.fired_at is not None and adv.fired_at[0] == "receive"
+
+
+def test_a_share_that_fails_authentication_on_a_node_is_an_integrity_error(
+    ring: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node's ``DecryptionError`` (an ``IntegrityError``) reaches the server as one, as in process."""
+    from fedgraphrec.crypto import IntegrityError
+    from fedgraphrec.crypto.errors import DecryptionError
+    from fedgraphrec.engines.flower import loopback
+
+    learner, _ = _flower_ring(LyingServer("observe"))
+
+    def refuse(content: Any, state: Any) -> Any:
+        raise DecryptionError("secagg share failed authentication")
+
+    monkeypatch.setattr(loopback, "handle_party", refuse)
+    with pytest.raises(IntegrityError, match=r"node 1 rejected a message.*DecryptionError.*secagg share"):
+        learner.server.step(0)

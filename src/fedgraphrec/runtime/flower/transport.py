@@ -17,7 +17,8 @@ attach a hello of its own to any request, and alter the encoded records before t
 
 A node that does not answer within the timeout is lost: :class:`LostNodeError`, or, with
 ``allow_loss``, dropped (:attr:`lost`). A node that fails answers with Flower's error message; an
-integrity failure (tampered, replayed, re-routed message) is raised here as
+integrity failure (tampered, replayed, re-routed message: an ``IntegrityError`` or a subclass, such
+as a secure-aggregation share's ``DecryptionError``) is raised here as
 :class:`~fedgraphrec.crypto.IntegrityError`, anything else as ``RuntimeError`` with the node's
 reason. Flower's own serialised bytes and each round's latency go to :attr:`traffic`
 (:class:`~.records.Traffic`).
@@ -150,7 +151,7 @@ class FlowerTransport(Transport):
                 continue  # the SuperNode is gone (no heartbeat): it did not answer, it is lost
             if m.has_error():
                 reason = str(m.error.reason)
-                if "IntegrityError" in reason:
+                if _integrity_failure(reason):
                     raise IntegrityError(f"{stage}: node {node} rejected a message: {_last_line(reason)}")
                 raise NodeError(f"{stage}: node {node} failed: {reason}")
             _, replies[node] = decode_message(m.content)
@@ -166,7 +167,23 @@ class FlowerTransport(Transport):
         return out
 
 
+def _integrity_names() -> set[str]:
+    """Names of :class:`IntegrityError` and its subclasses (e.g. a share's ``DecryptionError``)."""
+    names, todo = set(), [IntegrityError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return names
+
+
+def _integrity_failure(reason: str) -> bool:
+    """Whether a node's error reason is an :class:`IntegrityError` (or a subclass of it)."""
+    return any(name in reason for name in _integrity_names())
+
+
 def _last_line(reason: str) -> str:
     """The exception line of a node's error reason (Flower wraps the traceback around it)."""
-    lines = [ln for ln in reason.strip("'>\n ").splitlines() if "IntegrityError" in ln]
+    names = _integrity_names()
+    lines = [ln for ln in reason.strip("'>\n ").splitlines() if any(n in ln for n in names)]
     return lines[-1].strip() if lines else reason
