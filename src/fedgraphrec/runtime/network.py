@@ -25,7 +25,9 @@ counted as if it were protected. In mode ``accounted`` the cipher is skipped and
 the exact ciphertext-size formula, so both modes produce identical ledgers and identical numbers.
 
 An *active* server is modelled by an :class:`Adversary` attached to the network: it sees, and may
-alter, every sealed batch the server forwards (``sender == "server"``), before delivery.
+alter, every sealed batch the server forwards (``sender == "server"``), before delivery. A
+:class:`LyingAdversary` also lies about everything else the server says: part labels, fields, which
+stages run when, and (Flower) the hello and the encoded records; both engines' transports call it.
 """
 
 from __future__ import annotations
