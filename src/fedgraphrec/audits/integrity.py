@@ -253,10 +253,12 @@ def _markdown(report: dict[str, Any]) -> str:
     for attack, s in report["summary"].items():
         cov = report["coverage"][attack]
         missing = ", ".join(cov["missing"]) or "-"
+        share = f"{cov['percent']:.0f} % ({len(cov['attacked'])}/{len(cov['required'])})"
+        share = share if cov["required"] else "n/a (no target)"
         lines.append(
             f"| {attack} | {s['class']} | {s['attempts']} | {s['detected']} | {s['errors']} "
             f"| {s['accepted']} "
-            f"| {cov['percent']:.0f} % ({len(cov['attacked'])}/{len(cov['required'])}) | {missing} |"
+            f"| {share} | {missing} |"
         )
     lines += ["", "| variant:target (phase, stage, aggregation) | attempts | detected | errors | accepted |",
               "|---|---|---|---|---|"]  # fmt: skip
