@@ -6,8 +6,8 @@ plugs into the runtime as its :class:`~fedgraphrec.runtime.network.Adversary` an
 first eligible batch of a chosen phase, carries out one of four attacks:
 
 - ``flip`` — flip one byte of one message;
-- ``replay`` — deliver, in place of one message, the message that held the same slot at an
-  earlier step (the ciphertext the server saw last step);
+- ``replay`` — deliver, in place of one message, the message the same receiver got in this phase
+  at an earlier step (the ciphertext the server saw then);
 - ``swap`` — exchange the messages of two receivers (hand client A's message to client C);
 - ``drop`` — withhold one message.
 
@@ -45,7 +45,8 @@ class ActiveServer:
     phase: str | None = None
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     fired_at: tuple[str, int] | None = None
-    _seen: dict[str, tuple[int, list[Any]]] = field(default_factory=dict)
+    _seen: dict[str, dict[tuple[int, int], tuple[int, Any]]] = field(default_factory=dict)
+    """Per phase, per slot (receiver, k-th message to it): the latest (step, payload) forwarded."""
 
     def __post_init__(self) -> None:
         if self.attack not in ATTACKS:
@@ -58,25 +59,36 @@ class ActiveServer:
 
     def forward(self, phase: str, step: int, payloads: list[Any], receivers: np.ndarray | None) -> list[Any]:
         """The batch as the server delivers it (altered once, when eligible)."""
-        earlier = self._seen.get(phase)
-        if earlier is None or earlier[0] != step:
-            self._seen[phase] = (step, list(payloads))
+        recv = np.arange(len(payloads)) if receivers is None else np.asarray(receivers)
+        slots = _slots(recv)
+        memory = self._seen.setdefault(phase, {})
+        earlier = [memory[k][1] if k in memory and memory[k][0] < step else None for k in slots]
+        for k, payload in zip(slots, payloads, strict=True):
+            memory[k] = (step, payload)
         if self.fired or (self.phase is not None and phase != self.phase) or not payloads:
             return payloads
-        out = _apply(
-            self.attack, payloads, receivers, earlier if earlier and earlier[0] < step else None, self.rng
-        )
+        out = _apply(self.attack, payloads, recv, earlier, self.rng)
         if out is not None:
             self.fired_at = (phase, step)
             return out
         return payloads
 
 
+def _slots(receivers: np.ndarray) -> list[tuple[int, int]]:
+    """Each message's slot: its receiver and how many messages to that receiver came before it."""
+    seen: dict[int, int] = {}
+    out = []
+    for r in receivers.tolist():
+        out.append((int(r), seen.get(int(r), 0)))
+        seen[int(r)] = seen.get(int(r), 0) + 1
+    return out
+
+
 def _apply(
     attack: str,
     payloads: list[Any],
-    receivers: np.ndarray | None,
-    earlier: tuple[int, list[Any]] | None,
+    recv: np.ndarray,
+    earlier: list[Any | None],
     rng: np.random.Generator,
 ) -> list[Any] | None:
     """The altered batch, or ``None`` when this batch offers no instance of the attack."""
@@ -88,16 +100,13 @@ def _apply(
     if attack == "drop":
         out[k] = None
         return out
-    if attack == "replay":
-        if earlier is None or len(earlier[1]) != len(out):
-            return None
-        diff = [j for j in range(len(out)) if earlier[1][j] != out[j]]
+    if attack == "replay":  # the same receiver's message of an earlier step, where it differs
+        diff = [j for j in range(len(out)) if earlier[j] is not None and earlier[j] != out[j]]
         if not diff:
             return None
         j = diff[int(rng.integers(len(diff)))]
-        out[j] = earlier[1][j]
+        out[j] = earlier[j]
         return out
-    recv = np.arange(len(out)) if receivers is None else np.asarray(receivers)
     for j in rng.permutation(len(out)).tolist():  # swap: two receivers, two different messages
         other = [i for i in range(len(out)) if recv[i] != recv[j] and out[i] != out[j]]
         if other:

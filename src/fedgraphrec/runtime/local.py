@@ -50,8 +50,17 @@ class LocalTransport(Transport):
     ) -> dict[int, Message]:
         """Deliver every request and collect every reply, in node order.
 
-        A node in :attr:`lost` (a test may add one to simulate a crash) does not answer.
+        A node in :attr:`lost` (a test may add one to simulate a crash) does not answer. A lying
+        server's schedule (:meth:`Transport._plan`) may deliver other rounds first; the replies are
+        those of the last round delivered.
         """
+        replies: dict[int, Message] = {}
+        for name, asked in self._plan(stage, requests):
+            replies = self._deliver(name, asked, allow_loss)
+        return replies
+
+    def _deliver(self, stage: str, requests: Mapping[int, Message], allow_loss: bool) -> dict[int, Message]:
+        """One round: each request to its node's endpoint, each reply booked."""
         replies: dict[int, Message] = {}
         missing = [n for n in sorted(requests) if n not in self.programs or n in self.lost]
         if missing and not allow_loss:
@@ -60,8 +69,8 @@ class LocalTransport(Transport):
         for node in sorted(requests):
             if node in self.lost:
                 continue
-            delivered = self._sent(requests[node])
+            delivered = self._sent(requests[node], stage, node)
             reply = self.endpoints[node].handle(self.programs[node], stage, self.net.step, delivered)
-            self._received(reply)
+            self._received(reply, stage, node)
             replies[node] = reply
         return replies

@@ -25,14 +25,16 @@ counted as if it were protected. In mode ``accounted`` the cipher is skipped and
 the exact ciphertext-size formula, so both modes produce identical ledgers and identical numbers.
 
 An *active* server is modelled by an :class:`Adversary` attached to the network: it sees, and may
-alter, every sealed batch the server forwards (``sender == "server"``), before delivery.
+alter, every sealed batch the server forwards (``sender == "server"``), before delivery. A
+:class:`LyingAdversary` also lies about everything else the server says: part labels, fields, which
+stages run when, and (Flower) the hello and the encoded records; both engines' transports call it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -41,7 +43,11 @@ from fedgraphrec.runtime.ledger import Ledger
 from fedgraphrec.runtime.sealing import Binding, GroupChannel
 from fedgraphrec.runtime.transcript import Received, Transcript
 
-__all__ = ["Adversary", "CryptoMode", "Network", "Protection"]
+if TYPE_CHECKING:
+    from fedgraphrec.runtime.message import Message
+    from fedgraphrec.runtime.part import Part
+
+__all__ = ["Adversary", "CryptoMode", "LyingAdversary", "Network", "Protection"]
 
 CryptoMode = Literal["real", "accounted"]
 Protection = Literal["plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric"]
@@ -55,6 +61,58 @@ class Adversary(Protocol):
         self, phase: str, step: int, payloads: list[Any], receivers: np.ndarray | None
     ) -> list[Any | None]:
         """The payloads as delivered (same length; ``None`` where a message is dropped)."""
+        ...
+
+
+@runtime_checkable
+class LyingAdversary(Adversary, Protocol):
+    """A server that lies about more than payloads: labels, stages, parameters, the session, records.
+
+    The transports call these hooks (on top of :meth:`Adversary.forward`) when the attached
+    adversary has them (integrity audits, ``fedgraphrec.attacks.lying_server``):
+
+    * :meth:`schedule` — once per :meth:`Transport.round <fedgraphrec.runtime.transport.Transport.round>`,
+      before anything is sent: the rounds actually delivered, in order (e.g. the same stage twice, or
+      a set-up stage injected at a later step); the caller gets the replies of the last one;
+    * :meth:`tamper` — every part the server sends to a node (any protection): the part delivered
+      in its place (relabelled, replaced by another phase's ciphertexts, ...);
+    * :meth:`tamper_fields` — a request's public fields (e.g. a lowered secure-aggregation threshold);
+    * :meth:`observe_reply` — every reply, before the server books it (what a lying server learns);
+    * Flower engine only: :meth:`hello` (the hello record attached to a request) and
+      :meth:`tamper_records` (the encoded ``RecordDict`` of a request, for malformed records).
+    """
+
+    def schedule(
+        self, stage: str, step: int, requests: Mapping[int, Message]
+    ) -> list[tuple[str, Mapping[int, Message]]]:
+        """The rounds to deliver for the server program's round ``(stage, requests)``."""
+        ...
+
+    def tamper(self, stage: str, node: int, name: str, part: Part, step: int) -> Part:
+        """The part delivered as ``name`` to ``node`` in ``stage`` (``part`` when left alone)."""
+        ...
+
+    def tamper_fields(self, stage: str, node: int, fields: dict[str, Any], step: int) -> dict[str, Any]:
+        """The request's public fields as delivered."""
+        ...
+
+    def observe_reply(self, stage: str, node: int, reply: Message, step: int) -> None:
+        """A node's reply, as the server receives it (before any check of the server's own)."""
+        ...
+
+    def hello(
+        self,
+        stage: str,
+        node: int,
+        step: int,
+        pending: Mapping[str, Any] | None,
+        original: Mapping[str, Any] | None,
+    ) -> Mapping[str, Any] | None:
+        """Flower: the hello attached to this request (``pending``: the honest one, if any is due)."""
+        ...
+
+    def tamper_records(self, stage: str, node: int, content: Any, step: int) -> Any:
+        """Flower: the encoded request (a ``RecordDict``) as delivered."""
         ...
 
 

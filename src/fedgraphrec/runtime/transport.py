@@ -10,7 +10,9 @@ and returns each node's reply. On the way, for every :class:`~fedgraphrec.runtim
   the clients' group key, bound to protocol, phase, step, sender and receiver) and opens the ones
   a node receives, checking the binding the receiver expects; the server side holds only the
   ciphertexts, and an attached :class:`~fedgraphrec.runtime.network.Adversary` (an active server,
-  for integrity audits) may alter what the server forwards;
+  for integrity audits) may alter what the server forwards; a
+  :class:`~fedgraphrec.runtime.network.LyingAdversary` may also relabel or replace parts, change a
+  request's fields, and re-run or inject stages (:meth:`Transport._plan`), in both engines;
 * refuses a protected part without its payload in ``real`` mode;
 * relays a sub-protocol's own ciphertexts (``Part.presealed``: secure aggregation's shares under
   pairwise keys) as they are, never sealing them again, and books stand-ins of ``accounted`` mode
@@ -41,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from fedgraphrec.runtime.endpoint import Node, NodeEndpoint, require_senders
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.runtime.network import Network
+from fedgraphrec.runtime.network import LyingAdversary, Network
 from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.sealing import SERVER
 from fedgraphrec.runtime.transcript import Received
@@ -104,10 +106,32 @@ class Transport(ABC):
             IntegrityError: a node rejected a message (tampered, replayed, re-routed or dropped).
         """
 
+    # ------------------------------------------------------------------ the adversary's hooks
+    def _lying(self) -> LyingAdversary | None:
+        """The attached adversary when it lies about more than payloads (:class:`LyingAdversary`)."""
+        adv = self.net.adversary
+        return adv if isinstance(adv, LyingAdversary) else None
+
+    def _plan(self, stage: str, requests: Mapping[int, Message]) -> list[tuple[str, Mapping[int, Message]]]:
+        """The rounds to deliver for the program's round: itself, unless a lying server reschedules.
+
+        An engine's :meth:`round` delivers each in order and returns the replies of the last one.
+        """
+        lying = self._lying()
+        if lying is None:
+            return [(stage, requests)]
+        return list(lying.schedule(stage, self.net.step, requests))
+
     # ------------------------------------------------------------------ bookkeeping
-    def _sent(self, request: Message) -> Message:
-        """Book the parts the server sends to a node; an active server may alter sealed ones."""
+    def _sent(self, request: Message, stage: str = "", node: int = -1) -> Message:
+        """Book the parts the server sends to ``node`` in ``stage``; an active server may alter them.
+
+        An :class:`~fedgraphrec.runtime.network.Adversary` alters the payloads of sealed parts
+        (``forward``); a :class:`~fedgraphrec.runtime.network.LyingAdversary` may also replace
+        whole parts and the request's fields (``tamper``, ``tamper_fields``).
+        """
         net = self.net
+        lying = self._lying()
         parts = {}
         for name, part in request.parts.items():
             self._check_payload(part)
@@ -123,12 +147,20 @@ class Transport(ABC):
                     assert part.sealed is not None
                     altered = net.adversary.forward(part.phase, net.step, list(part.sealed), part.receivers)
                     part = replace(part, sealed=list(altered))
+            if lying is not None:
+                part = lying.tamper(stage, node, name, part, net.step)
             self._book(part)
             parts[name] = part
-        return Message(parts, request.fields)
+        fields = request.fields
+        if lying is not None:
+            fields = lying.tamper_fields(stage, node, dict(fields), net.step)
+        return Message(parts, fields)
 
-    def _received(self, reply: Message) -> None:
-        """Book the parts a node sends to the server."""
+    def _received(self, reply: Message, stage: str = "", node: int = -1) -> None:
+        """Book the parts a node sends to the server (a lying server sees them first)."""
+        lying = self._lying()
+        if lying is not None:
+            lying.observe_reply(stage, node, reply, self.net.step)
         for part in reply.parts.values():
             self._check_payload(part)
             self._book(part)

@@ -11,11 +11,14 @@ and open them (the node side, :class:`~fedgraphrec.runtime.endpoint.NodeEndpoint
 as the in-process engine's).
 
 The first message to each node also carries its *hello* (``"hello"`` record: the run configuration
-and the clients it hosts), which the node keeps in its ``context.state``.
+and the clients it hosts), which the node keeps in its ``context.state``. An attached
+:class:`~fedgraphrec.runtime.network.LyingAdversary` (integrity audits) may re-run or inject rounds,
+attach a hello of its own to any request, and alter the encoded records before they are sent.
 
 A node that does not answer within the timeout is lost: :class:`LostNodeError`, or, with
 ``allow_loss``, dropped (:attr:`lost`). A node that fails answers with Flower's error message; an
-integrity failure (tampered, replayed, re-routed message) is raised here as
+integrity failure (tampered, replayed, re-routed message: an ``IntegrityError`` or a subclass, such
+as a secure-aggregation share's ``DecryptionError``) is raised here as
 :class:`~fedgraphrec.crypto.IntegrityError`, anything else as ``RuntimeError`` with the node's
 reason. Flower's own serialised bytes and each round's latency go to :attr:`traffic`
 (:class:`~.records.Traffic`).
@@ -108,6 +111,13 @@ class FlowerTransport(Transport):
             IntegrityError: a node rejected a message.
             NodeError: a node failed otherwise.
         """
+        replies: dict[int, Message] = {}
+        for name, asked in self._plan(stage, requests):  # a lying server may reschedule
+            replies = self._deliver(name, asked, allow_loss)
+        return replies
+
+    def _deliver(self, stage: str, requests: Mapping[int, Message], allow_loss: bool) -> dict[int, Message]:
+        """One ``send_and_receive``: every request encoded, every reply decoded and booked."""
         missing = [n for n in sorted(requests) if n not in self._nodes or n in self.lost]
         if missing and not allow_loss:
             raise LostNodeError(stage, missing)
@@ -116,12 +126,19 @@ class FlowerTransport(Transport):
         group = f"{stage}@{self.net.step}"
         sent: list[FlowerMessage] = []
         asked: list[int] = []
+        lying = self._lying()
         for node in sorted(requests):
             if node in self.lost:
                 continue
-            content = encode_message(self._sent(requests[node]), header)
+            content = encode_message(self._sent(requests[node], stage, node), header)
+            hello: Mapping[str, Any] | None = None
             if node not in self.greeted and node in self.hello:
-                content["hello"] = ConfigRecord(self.hello[node])
+                hello = self.hello[node]
+            if lying is not None:
+                hello = lying.hello(stage, node, self.net.step, hello, self.hello.get(node))
+                content = lying.tamper_records(stage, node, content, self.net.step)
+            if hello is not None:
+                content["hello"] = ConfigRecord(dict(hello))
             sent.append(self.make_message(content, node, group))
             asked.append(node)
         start = self.traffic.start()
@@ -134,7 +151,7 @@ class FlowerTransport(Transport):
                 continue  # the SuperNode is gone (no heartbeat): it did not answer, it is lost
             if m.has_error():
                 reason = str(m.error.reason)
-                if "IntegrityError" in reason:
+                if _integrity_failure(reason):
                     raise IntegrityError(f"{stage}: node {node} rejected a message: {_last_line(reason)}")
                 raise NodeError(f"{stage}: node {node} failed: {reason}")
             _, replies[node] = decode_message(m.content)
@@ -145,12 +162,28 @@ class FlowerTransport(Transport):
         self.lost.update(lost)
         out = {}
         for node in sorted(replies):
-            self._received(replies[node])
+            self._received(replies[node], stage, node)
             out[node] = replies[node]
         return out
 
 
+def _integrity_names() -> set[str]:
+    """Names of :class:`IntegrityError` and its subclasses (e.g. a share's ``DecryptionError``)."""
+    names, todo = set(), [IntegrityError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return names
+
+
+def _integrity_failure(reason: str) -> bool:
+    """Whether a node's error reason is an :class:`IntegrityError` (or a subclass of it)."""
+    return any(name in reason for name in _integrity_names())
+
+
 def _last_line(reason: str) -> str:
     """The exception line of a node's error reason (Flower wraps the traceback around it)."""
-    lines = [ln for ln in reason.strip("'>\n ").splitlines() if "IntegrityError" in ln]
+    names = _integrity_names()
+    lines = [ln for ln in reason.strip("'>\n ").splitlines() if any(n in ln for n in names)]
     return lines[-1].strip() if lines else reason
