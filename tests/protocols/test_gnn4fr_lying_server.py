@@ -308,9 +308,15 @@ def _content(stage: str, name: str, make: Callable[[Any], Any]) -> Any:
             Stage.UPDATE,
             "sum",
             lambda p: np.asarray(p.value, dtype=np.float64),
-            "expects .* uint64 words",
+            r"expects .* uint64 words|has shape .*this node expects",
         ),
-        (True, Stage.UPDATE, "sum", lambda p: np.asarray(p.value)[:-1], "expects .* uint64 words"),
+        (
+            True,
+            Stage.UPDATE,
+            "sum",
+            lambda p: np.asarray(p.value)[:-1],
+            r"expects .* uint64 words|has shape .*this node expects",
+        ),
         (False, Stage.WRAP_KEY, "keys", lambda p: [p.value[0][:-32]], "bundle of 12 public keys"),
         (False, Stage.WRAP_KEY, "keys", lambda p: [bytes(32 * N_USERS)], "another public key for client"),
         (

@@ -114,3 +114,17 @@ def test_a_part_naming_its_senders_where_the_node_expects_none_is_refused() -> N
     named = replace(part, bound_senders=[f"client:{int(u)}" for u in part.senders])  # type: ignore[union-attr]
     with pytest.raises(IntegrityError, match="sender names"):
         endpoint.handle(program, "receive", step, Message({"rows": named}))  # type: ignore[arg-type]
+
+
+def test_a_broadcast_of_another_shape_than_the_node_knows_is_refused() -> None:
+    from fedgraphrec.runtime.expect import Expect, check_content
+    from fedgraphrec.runtime.part import Part
+
+    exp = Expect("sync/W", kind="item_embedding", shape="broadcast", dtype=torch.float64, dims=(30, 4))
+    good = Part(
+        "sync/W", "item_embedding", "server", "client", torch.zeros(30, 4, dtype=torch.float64), "broadcast"
+    )
+    check_content("p", "s", "W", exp, good)
+    for bad in (torch.zeros(29, 4, dtype=torch.float64), torch.zeros(30, 4, 1, dtype=torch.float64)):
+        with pytest.raises(IntegrityError, match=r"has shape .* this node expects \(30, 4\)"):
+            check_content("p", "s", "W", exp, replace(good, value=bad))

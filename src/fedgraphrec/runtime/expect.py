@@ -49,6 +49,8 @@ class Expect:
         shape: ``"rows"``, ``"broadcast"`` or ``"blobs"``.
         dtype: the tensor dtype of rows or a broadcast once opened (never cast).
         width: the number of columns of rows or a broadcast once opened.
+        dims: the whole shape of rows or a broadcast once opened, where the node knows it (``None``
+            in a position: any size there), e.g. ``(n_items, d)`` for a table the server sends.
         from_role: for a relayed part, the role of the parties that first sent it.
         presealed: a sub-protocol's own ciphertexts (secure aggregation's shares).
         named_senders: the part's sealed messages are bound to sender *names* the server lists
@@ -66,6 +68,7 @@ class Expect:
     shape: Shape | None = None
     dtype: torch.dtype | None = None
     width: int | None = None
+    dims: tuple[int | None, ...] | None = None
     from_role: str | None = None
     presealed: bool = False
     named_senders: bool = False
@@ -232,7 +235,11 @@ def check_content(protocol: str, stage: str, name: str, exp: Expect, part: Part)
     Raises:
         IntegrityError: naming the stage, the part and what differs.
     """
-    if part.shape == "blobs" or part.value is None or (exp.dtype is None and exp.width is None):
+    if (
+        part.shape == "blobs"
+        or part.value is None
+        or (exp.dtype is None and exp.width is None and exp.dims is None)
+    ):
         return
     value = part.value
     if isinstance(value, torch.Tensor):
@@ -245,3 +252,8 @@ def check_content(protocol: str, stage: str, name: str, exp: Expect, part: Part)
         raise IntegrityError(f"{where} holds {dtype}; this node expects {exp.dtype}")
     if exp.width is not None and (len(shape) < 2 or shape[-1] != exp.width):
         raise IntegrityError(f"{where} has shape {shape}; this node expects rows of width {exp.width}")
+    if exp.dims is not None and (
+        len(shape) != len(exp.dims)
+        or any(w is not None and g != w for g, w in zip(shape, exp.dims, strict=True))
+    ):
+        raise IntegrityError(f"{where} has shape {shape}; this node expects {exp.dims}")

@@ -88,7 +88,10 @@ class FlowerLearner(ProtocolLearner):
         config = json.dumps(cfg.to_dict(), sort_keys=True)
         secret = {"init_key": self.init_key.hex()} if self.init_key is not None else {}
         hello = {n: {"config": config, "clients": ids.tolist(), **secret} for n, ids in shards.items()}
-        return FlowerTransport(self.net, self.grid, self.node_ids, hello, self.timeout, self.traffic)
+        return self.transport_class(self.net, self.grid, self.node_ids, hello, self.timeout, self.traffic)
+
+    transport_class: type[FlowerTransport] = FlowerTransport
+    """The Flower transport :meth:`connect` builds (the loopback engine carries records in process)."""
 
     def evaluate_federated(self, ks: list[int]) -> dict[str, dict[str, float]]:
         """The prediction stages, then every node scores its clients (the server averages)."""

@@ -15,7 +15,6 @@ the adversary attached before set-up.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,6 @@ from flwr.app import RecordDict
 from fedgraphrec.data import Interactions
 from fedgraphrec.engines.flower.learner import FlowerLearner
 from fedgraphrec.engines.flower.node import handle_party
-from fedgraphrec.protocols.base import shard_of
 from fedgraphrec.runtime.flower.transport import FlowerTransport
 from fedgraphrec.runtime.network import Adversary
 from fedgraphrec.runtime.transport import Transport
@@ -105,15 +103,14 @@ class LoopbackLearner(FlowerLearner):
         ids = list(range(1, nodes + 1))
         super().__init__(cfg, data, LoopbackGrid(ids), ids)  # type: ignore[arg-type]
 
+    transport_class = _LoopbackTransport
+
     def connect(
         self, cfg: TrainConfig, data: Interactions, tables: Mapping[str, torch.Tensor], nodes: int
     ) -> Transport:
-        """The Flower transport to the loopback grid, the run's hello to every node."""
+        """The Flower transport to the loopback grid (the run's hello to every node), the adversary on."""
         self.net.adversary = self.adversary
-        shards = shard_of(data.train.shape[0], self.node_ids)
-        config = json.dumps(cfg.to_dict(), sort_keys=True)
-        hello = {n: {"config": config, "clients": ids.tolist()} for n, ids in shards.items()}
-        return _LoopbackTransport(self.net, self.grid, self.node_ids, hello, self.timeout, self.traffic)
+        return super().connect(cfg, data, tables, nodes)
 
 
 def loopback_learner(cfg: TrainConfig, data: Interactions, adversary: Adversary | None) -> LoopbackLearner:

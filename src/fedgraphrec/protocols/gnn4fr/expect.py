@@ -183,7 +183,7 @@ def expectation(prog: SetupClient, stage: str) -> Expectation:
             raise _fail(stage, f"the backward pass ran {st.backward} of {L} layers")
         return {"shares": Expect(P.SHARES, "sealed", kind="gradient_share", shape="blobs", from_role=CLIENT)}
     if stage == S.UPDATE:
-        return {"sum": Expect(P.SUM, kind="item_gradient", shape="broadcast")}
+        return {"sum": Expect(P.SUM, kind="item_gradient", shape="broadcast", dims=(prog.n_items * d,))}
     if stage == S.PREDICT_DELIVER:
         lacking = len(prog.clients) * prog.n_items - len(prog.state.own_seq)
         return {"items": _rows(P.PREDICT_ITEMS, "item_embedding", lacking, dt, d, named=True)}

@@ -180,7 +180,12 @@ class ExpectedParts(ClientBase):
             }
         if stage == SETUP_DEGREES:
             return self._synced(
-                "setup/item-degrees", "item_degree", dtype=torch.float64, width=1, name="degrees"
+                "setup/item-degrees",
+                "item_degree",
+                dtype=torch.float64,
+                width=1,
+                name="degrees",
+                counted=False,
             )
         if stage == LAYER0:
             self._in_cycle(stage, "")
@@ -230,12 +235,18 @@ class ExpectedParts(ClientBase):
         raise self.refuse(stage, "LP-GCN has no such stage")
 
     def _broadcast(
-        self, phase: str, kind: str, dtype: torch.dtype | None = None, width: int | None = None
+        self,
+        phase: str,
+        kind: str,
+        dtype: torch.dtype | None = None,
+        width: int | None = None,
+        rows: int | None = None,
     ) -> Expect:
-        """A plain broadcast the server computes itself (rows of the run's dtype and width)."""
+        """A plain broadcast the server computes itself (``rows`` rows of the run's dtype and width)."""
+        width = width or self.dim
         return Expect(
-            phase, kind=kind, shape="broadcast", dtype=dtype or self.dtype, width=width or self.dim,
-            from_role=SERVER,
+            phase, kind=kind, shape="broadcast", dtype=dtype or self.dtype, width=width,
+            dims=None if rows is None else (rows, width), from_role=SERVER,
         )  # fmt: skip
 
     def needs_sync(self) -> bool:
@@ -253,9 +264,17 @@ class ExpectedParts(ClientBase):
         dtype: torch.dtype | None = None,
         width: int | None = None,
         name: str = "items",
+        counted: bool = True,
     ) -> dict[str, Expect]:
-        """The synchronised item rows, expected exactly when this node's holdings need some."""
-        return {name: self._broadcast(phase, kind, dtype, width)} if self.needs_sync() else {}
+        """The synchronised item rows, exactly when this node's holdings need some.
+
+        ``counted``: one row per synchronised item (the item rows of every layer, not the set-up
+        degrees), a count the node knows from set-up.
+        """
+        if not self.needs_sync():
+            return {}
+        rows = len(self.state.sync_items) if counted else None
+        return {name: self._broadcast(phase, kind, dtype, width, rows=rows)}
 
     def _relayed(self, phase: str, kind: str) -> dict[str, Expect]:
         """Sealed user rows relayed to the convolution-clients, exactly when their items have neighbours."""

@@ -73,13 +73,15 @@ def stage_flow(n_layers: int) -> StageFlow:
 
 def expectation(stage: str, k: int, n_layers: int, item0: torch.Tensor) -> Expectation:
     """The plain parts a node expects in ``stage`` at layer ``k`` (``item0``: for dtype and ``d``)."""
-    dtype, d, L = item0.dtype, int(item0.shape[1]), n_layers
+    dtype, m, d, L = item0.dtype, int(item0.shape[0]), int(item0.shape[1]), n_layers
 
     def table(phase: str, kind: str, optional: bool = False) -> Expect:
-        return Expect(phase, kind=kind, shape="broadcast", dtype=dtype, width=d, optional=optional)
+        dims = (m, d) if kind == R.K_ITEM_TABLE else None  # the item table: one row per item
+        return Expect(phase, kind=kind, shape="broadcast", dtype=dtype, width=d, dims=dims, optional=optional)
 
     if stage == R.ST_DEGREES:
-        return {R.P_DEGREES: Expect(R.PH_DEGREES, kind=R.K_DEGREES, shape="broadcast", dtype=torch.int32)}
+        degrees = Expect(R.PH_DEGREES, kind=R.K_DEGREES, shape="broadcast", dtype=torch.int32, dims=(m,))
+        return {R.P_DEGREES: degrees}
     if stage in (R.ST_FORWARD, R.ST_PREDICT_FORWARD):
         download, _ = R.forward_phases("train" if stage == R.ST_FORWARD else "predict")
         # the last training layer goes only to the nodes whose users have triples this step
