@@ -15,6 +15,7 @@ import torch
 
 from fedgraphrec.attacks.lying_server import LyingServer, forge_plain
 from fedgraphrec.crypto import SharedKey
+from fedgraphrec.runtime import endpoint
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.network import LyingAdversary, Network
@@ -42,6 +43,21 @@ class _Recorder:
 
     def group_key(self) -> SharedKey | None:
         return None
+
+
+@pytest.fixture(autouse=True)
+def no_defences(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """These tests check what the lying server delivers, so the node side has no defences (they are
+    tested in tests/runtime, tests/protocols and by the integrity audit): the recording nodes get
+    requests straight, the ring's node does not check the labels it reads."""
+    if "ring" in request.fixturenames:
+        monkeypatch.setattr(endpoint, "check_parts", lambda *args: None)
+    else:
+        monkeypatch.setattr(
+            endpoint.NodeEndpoint,
+            "handle",
+            lambda self, node, stage, step, req: node.handle(stage, step, req),
+        )
 
 
 def _local(nodes: int = 2) -> tuple[LocalTransport, dict[int, _Recorder]]:
@@ -143,7 +159,7 @@ def _ring_cfg() -> Any:
 
 
 def test_downgrade_reaches_the_node_in_process(ring: None) -> None:
-    """The node computes on the server's rows: it got a plain part of the sealed rows' shape."""
+    """A node without defences computes on the server's rows: a plain part of the sealed rows' shape."""
     cfg = _ring_cfg()
     adv = LyingServer("downgrade", "ring/rows")
     learner = ProtocolLearner(cfg, prepare_interactions(cfg), nodes=2, adversary=adv)

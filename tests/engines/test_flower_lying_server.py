@@ -18,6 +18,7 @@ pytest.importorskip("flwr", reason="the Flower engine needs the extra fedgraphre
 
 from fedgraphrec.attacks.lying_server import LyingServer
 from fedgraphrec.attacks.malformed_records import malform
+from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.engines.flower.loopback import LoopbackLearner
 from fedgraphrec.runtime.flower.parts import encode_message
 from fedgraphrec.runtime.message import Message
@@ -56,27 +57,29 @@ def _flower_ring(adv: LyingServer) -> tuple[Any, _Spy]:
     return learner, spy
 
 
-def test_flower_rerun_and_reset_reach_the_node_handler(ring: None) -> None:
+def test_flower_rerun_and_reset_reach_the_node_handler_which_refuses_them(ring: None) -> None:
     learner, spy = _flower_ring(LyingServer("rerun", "receive"))
-    learner.server.step(0)
+    with pytest.raises(IntegrityError, match="'receive' may not follow 'receive'"):
+        learner.server.step(0)
     assert [s for s, _, n, _ in spy.seen if n == 1] == ["send", "receive", "receive"]
     adv = LyingServer("reset", reset_step=1)
     learner, spy = _flower_ring(adv)
     learner.server.step(0)
-    learner.server.step(1)
+    with pytest.raises(IntegrityError, match="a second hello"):
+        learner.server.step(1)
     node1 = [(s, t, hello is not None) for s, t, n, hello in spy.seen if n == 1]
-    assert node1[-3:] == [("setup", 1, True), ("send", 1, False), ("receive", 1, False)] and adv.fired
+    assert node1[-1] == ("setup", 1, True) and adv.fired
 
 
-def test_flower_forged_hello_switches_a_node_to_accounted_and_it_leaks(ring: None) -> None:
+def test_flower_forged_hello_switching_a_node_to_accounted_is_refused(ring: None) -> None:
     adv = LyingServer("reset-accounted", reset_step=1)
     learner, spy = _flower_ring(adv)
     learner.server.step(0)
-    with pytest.raises(ValueError, match="without payloads in real crypto mode"):
-        learner.server.step(1)  # the server's own bookkeeping notices the unsealed reply
+    with pytest.raises(IntegrityError, match="a second hello"):
+        learner.server.step(1)
     forged = [h for s, t, n, h in spy.seen if h is not None and t == 1]
     assert len(forged) == 1 and json.loads(forged[0]["config"])["crypto"] == "accounted"
-    assert adv.leaked  # the node sent its sealed rows in the clear
+    assert not adv.leaked  # the node sent nothing in the clear
 
 
 @pytest.mark.parametrize("attack", ["truncate", "dtype", "shape", "count"])
