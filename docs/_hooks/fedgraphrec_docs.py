@@ -1,9 +1,9 @@
 """MkDocs hook: the parts of the site generated from the code and the repository, so they cannot drift.
 
 * Pages kept outside ``docs/`` join the site unchanged: ``ARCHITECTURE.md`` (``architecture.md``),
-  ``SECURITY.md`` (``security.md``), every ``results/**/README.md`` and every ``results/**.png`` a
-  page shows (same paths), so the guide can link to the committed results and a broken link fails
-  ``mkdocs build --strict``.
+  ``SECURITY.md`` (``security.md``), every ``results/**/README.md`` and ``results/**/reproduce.md``
+  (a paper table's report) and every ``results/**.png`` a page or report shows (same paths), so the
+  guide can link to the committed results and a broken link fails ``mkdocs build --strict``.
 * ``<!-- settings: MODULE[:CLASS] [fallback=KEY,KEY,...] -->`` becomes a table of a settings
   dataclass: key, type, default (read from the dataclass) and the description from its docstring's
   ``Attributes:`` section. Without ``:CLASS`` every ``*Settings`` dataclass defined in MODULE is
@@ -39,12 +39,18 @@ def on_files(files: Any, config: Any) -> Any:
     from mkdocs.structure.files import File
 
     pages = dict(EXTERNAL)
-    for readme in sorted((ROOT / "results").rglob("README.md")):
-        rel = readme.relative_to(ROOT).as_posix()
-        pages[rel] = rel
+    for name in ("README.md", "reproduce.md"):  # result pages and the paper-table reports they cite
+        for readme in sorted((ROOT / "results").rglob(name)):
+            rel = readme.relative_to(ROOT).as_posix()
+            pages[rel] = rel
     for page in sorted((ROOT / "docs").rglob("*.md")):  # figures the pages show from results/
         for figure in re.findall(r"\((?:\.\./)+(results/[^)\s]+\.png)\)", page.read_text()):
             pages[figure] = figure
+    for report in sorted((ROOT / "results").rglob("reproduce.md")):  # figures a report shows
+        for figure in re.findall(r"\]\(([^)\s:]+\.png)\)", report.read_text()):
+            rel = (report.parent / figure).resolve().relative_to(ROOT).as_posix()
+            if (ROOT / rel).exists():
+                pages[rel] = rel
     for source, uri in pages.items():
         files.append(File.generated(config, uri, abs_src_path=str(ROOT / source)))
     return files
