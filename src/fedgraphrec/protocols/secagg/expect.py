@@ -36,8 +36,11 @@ from typing import Any
 import numpy as np
 
 from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.crypto.secagg_wire import ADVERTISE_BYTES
 from fedgraphrec.protocols.secagg.client import SecureSumClient
+from fedgraphrec.protocols.secagg.policy import SecAggPolicy
 from fedgraphrec.protocols.secagg.roles import ADVERTISE, KINDS, MASK, PLAIN, SHARE, SUFFIX, UNMASK
+from fedgraphrec.protocols.secagg.upload import threshold_for
 from fedgraphrec.runtime.expect import Expect, Expectation
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.sealing import SERVER
@@ -46,6 +49,7 @@ __all__ = [
     "SECURE_STAGES",
     "CheckedSecureSumClient",
     "SumSite",
+    "check_sum_threshold",
     "merge_edges",
     "sum_edges",
     "sum_expectation",
@@ -158,11 +162,21 @@ class CheckedSecureSumClient(SecureSumClient):
         return sum_expectation(stage, self.secagg_site(stage).prefix)
 
     def secagg_check(self, stage: str, step: int, request: Message) -> None:
-        """Check the request's fields against :meth:`secagg_site` (the node's own values).
+        """Check the request against the node's own values: :meth:`secagg_site`, then the threshold.
+
+        The threshold and the shares' receivers: :func:`check_sum_threshold`.
 
         Raises:
             IntegrityError: naming the stage and the field that differs.
         """
+        self._check_site(stage, step, request)
+        held = None
+        if stage == SHARE and request.fields.get("real") and self.state.secagg.session:
+            held = min(c.threshold for c in self._secagg_load(self.state.secagg.session).values())
+        fraction = SecAggPolicy.of(getattr(self, "settings", None)).fraction  # the client's own
+        check_sum_threshold(stage, request, fraction, held)
+
+    def _check_site(self, stage: str, step: int, request: Message) -> None:
         site = self.secagg_site(stage, step)
         f = request.fields
         where = f"secure aggregation stage {stage!r} ({site.prefix})"
@@ -216,3 +230,48 @@ class CheckedSecureSumClient(SecureSumClient):
         """Check the fields, then the unprotected baseline."""
         self.secagg_check(PLAIN, step, request)
         return super().stage_secagg_plain(step, request)
+
+
+def check_sum_threshold(stage: str, request: Message, fraction: float, held: int | None) -> None:
+    """The secure sum's threshold ``t`` must be the node's own fraction of the clients in the sum.
+
+    (And at ``mask``, the relayed shares must be for this node's clients in the sum, or the node
+    would look up a client it does not run in the sum.)
+
+    A server that lowered ``t`` (a field it sends) could collect, for one client, both the shares
+    of its self mask and those of its pairwise key, and unmask its input (the reason for
+    ``t > n/2``, :func:`~fedgraphrec.protocols.secagg.check_threshold`). The node checks ``t``
+    against the number of clients the server announces at ``advertise`` (at least this node's
+    own), and at ``share`` against the roster it received (``real`` mode: the roster's own size)
+    and against the ``t`` its clients were made with (``held``).
+
+    Raises:
+        IntegrityError: naming the stage and the field.
+    """
+    f = request.fields
+    where = f"secure aggregation stage {stage!r}"
+    if stage == MASK and "shares" in request:  # relayed shares are for this node's clients in the sum
+        receivers = request["shares"].receivers
+        if receivers is None or not np.isin(receivers, np.asarray(f["clients"], dtype=np.int64)).all():
+            raise IntegrityError(
+                f"{where}: part 'shares' names receivers that are not this node's in the sum"
+            )
+        return
+    if stage == ADVERTISE:
+        n = int(f["n_clients"])
+        if n < len(f["clients"]):
+            raise IntegrityError(f"{where}: field 'n_clients' is {n}, fewer than this node's own clients")
+    elif stage == SHARE:
+        n = int(f["n_advertised"])
+        if "roster" in request and request["roster"].value is not None:
+            blob = request["roster"].value[0]
+            if len(blob) != n * ADVERTISE_BYTES:
+                raise IntegrityError(f"{where}: field 'n_advertised' is {n}; the roster holds another number")
+    else:
+        return
+    t, need = int(f["threshold"]), threshold_for(n, fraction)
+    if t < need or (held is not None and held != t):
+        raise IntegrityError(
+            f"{where}: field 'threshold' is {t}; this node expects {need} of {n} clients"
+            + ("" if held is None else f" (its clients were made with {held})")
+        )

@@ -12,14 +12,12 @@ from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.baselines.fedncf import expect as E
 from fedgraphrec.protocols.baselines.fedncf import roles as R
-from fedgraphrec.protocols.baselines.fedncf.expect import check_sum_threshold
 from fedgraphrec.protocols.baselines.fedncf.local import LocalDeltas, local_train, neumf_scores
 from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
 from fedgraphrec.protocols.baselines.fedpergnn.expect import check_download, sampled_users
 from fedgraphrec.protocols.baselines.shard_sampling import ShardRound, sample_shard
 from fedgraphrec.protocols.secagg import SecAggState, SparseUpload
 from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
-from fedgraphrec.protocols.secagg.roles import SHARE
 from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message, Part
 
@@ -68,14 +66,6 @@ class FedNCFClient(CheckedSecureSumClient, ClientProgram[FedNCFState]):
         """The parts the node expects in ``stage`` (:func:`.expect.expectation`)."""
         sums = self.secagg_expect(stage) if stage.startswith("secagg/") else None
         return E.expectation(stage, self.state.user_gmf, sums)
-
-    def secagg_check(self, stage: str, step: int, request: Message) -> None:
-        """Secure aggregation's field checks, then the threshold (:func:`check_sum_threshold`)."""
-        super().secagg_check(stage, step, request)
-        held = None
-        if stage == SHARE and request.fields.get("real") and self.state.secagg.session:
-            held = min(c.threshold for c in self._secagg_load(self.state.secagg.session).values())
-        check_sum_threshold(stage, request, self.settings.secagg_threshold, held)
 
     def secagg_site(self, stage: str, step: int | None = None) -> SumSite:
         """The round's secure sum of this node's deltas (:func:`.expect.sum_site`)."""

@@ -20,22 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.crypto.secagg_wire import ADVERTISE_BYTES
 from fedgraphrec.protocols.baselines.fedncf import roles as R
 from fedgraphrec.protocols.baselines.shard_sampling import ShardRound
-from fedgraphrec.protocols.secagg import threshold_for
 from fedgraphrec.protocols.secagg.expect import SECURE_STAGES, SumSite, merge_edges, sum_edges
-from fedgraphrec.protocols.secagg.roles import ADVERTISE, MASK, SHARE
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
-from fedgraphrec.runtime.message import Message
 
 __all__ = [
     "ST_EVALUATE",
-    "check_sum_threshold",
     "expectation",
     "session",
     "stage_flow",
@@ -110,48 +104,3 @@ def sum_site(
             f"fedncf: secure aggregation stage {stage!r}: this node has no local update to aggregate now"
         )
     return SumSite(R.PH_UPLOAD, session(sr.round_index), length, sr.clients, frac_bits)
-
-
-def check_sum_threshold(stage: str, request: Message, fraction: float, held: int | None) -> None:
-    """The secure sum's threshold ``t`` must be the node's own fraction of the clients in the sum.
-
-    (And at ``mask``, the relayed shares must be for this node's clients in the sum, or the node
-    would look up a client it does not run in the sum.)
-
-    A server that lowered ``t`` (a field it sends) could collect, for one client, both the shares
-    of its self mask and those of its pairwise key, and unmask its input (the reason for
-    ``t > n/2``, :func:`~fedgraphrec.protocols.secagg.check_threshold`). The node checks ``t``
-    against the number of clients the server announces at ``advertise`` (at least this node's
-    own), and at ``share`` against the roster it received (``real`` mode: the roster's own size)
-    and against the ``t`` its clients were made with (``held``).
-
-    Raises:
-        IntegrityError: naming the stage and the field.
-    """
-    f = request.fields
-    where = f"secure aggregation stage {stage!r}"
-    if stage == MASK and "shares" in request:  # relayed shares are for this node's clients in the sum
-        receivers = request["shares"].receivers
-        if receivers is None or not np.isin(receivers, np.asarray(f["clients"], dtype=np.int64)).all():
-            raise IntegrityError(
-                f"{where}: part 'shares' names receivers that are not this node's in the sum"
-            )
-        return
-    if stage == ADVERTISE:
-        n = int(f["n_clients"])
-        if n < len(f["clients"]):
-            raise IntegrityError(f"{where}: field 'n_clients' is {n}, fewer than this node's own clients")
-    elif stage == SHARE:
-        n = int(f["n_advertised"])
-        if "roster" in request and request["roster"].value is not None:
-            blob = request["roster"].value[0]
-            if len(blob) != n * ADVERTISE_BYTES:
-                raise IntegrityError(f"{where}: field 'n_advertised' is {n}; the roster holds another number")
-    else:
-        return
-    t, need = int(f["threshold"]), threshold_for(n, fraction)
-    if t < need or (held is not None and held != t):
-        raise IntegrityError(
-            f"{where}: field 'threshold' is {t}; this node expects {need} of {n} clients"
-            + ("" if held is None else f" (its clients were made with {held})")
-        )

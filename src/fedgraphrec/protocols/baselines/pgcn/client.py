@@ -27,7 +27,6 @@ import torch
 
 from fedgraphrec.models.propagation import pair_weights, torch_csr
 from fedgraphrec.protocols.base import ClientProgram
-from fedgraphrec.protocols.baselines.fedncf.expect import check_sum_threshold
 from fedgraphrec.protocols.baselines.pgcn import expect as E
 from fedgraphrec.protocols.baselines.pgcn import roles as R
 from fedgraphrec.protocols.baselines.pgcn.local import star_gradients
@@ -35,7 +34,6 @@ from fedgraphrec.protocols.baselines.pgcn.settings import PGCNSettings
 from fedgraphrec.protocols.common import ShardRows, local_bpr
 from fedgraphrec.protocols.secagg import SecAggState, SparseUpload
 from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
-from fedgraphrec.protocols.secagg.roles import SHARE
 from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message
 
@@ -132,14 +130,6 @@ class PGCNClient(CheckedSecureSumClient, ClientProgram[PGCNState]):
             stage, None, self.occurrence, self.state, self.settings.n_layers, self.n_items, has_users
         )
         return E.expectation(stage, self.occurrence, self.settings.n_layers, self.state.item0)
-
-    def secagg_check(self, stage: str, step: int, request: Message) -> None:
-        """Secure aggregation's field checks, then the threshold (:func:`check_sum_threshold`)."""
-        super().secagg_check(stage, step, request)
-        held = None
-        if stage == SHARE and request.fields.get("real") and self.state.secagg.session:
-            held = min(c.threshold for c in self._secagg_load(self.state.secagg.session).values())
-        check_sum_threshold(stage, request, self.settings.secagg_threshold, held)
 
     def secagg_site(self, stage: str, step: int | None = None) -> SumSite:
         """The secure sum this node expects now (:func:`.expect.sum_site`)."""
