@@ -69,3 +69,9 @@ def test_a_hello_lowering_the_secure_aggregation_threshold_is_refused() -> None:
         handle_party(_request("setup", 0, low, key=b"k" * 32), RecordDict(), SPEC)
     own = {"secagg-threshold": 0.4, "secagg-semi-honest": True}  # the node's operator opted in
     handle_party(_request("setup", 0, low, key=b"k" * 32), RecordDict(), SPEC, node_config=own)
+
+
+@pytest.mark.parametrize(("setting", "weaker"), [("secagg_min_clients", 2), ("ldp_scale", 0.0001)])
+def test_a_hello_asking_for_a_smaller_sum_or_less_noise_is_refused(setting: str, weaker: object) -> None:
+    with pytest.raises(IntegrityError, match=f"{setting} = {weaker}"):
+        handle_party(_request("setup", 0, _cfg(**{setting: weaker}), key=b"k" * 32), RecordDict(), SPEC)

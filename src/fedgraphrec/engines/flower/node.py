@@ -13,7 +13,8 @@ The first message a node gets carries its *hello*: the run configuration (a
 :class:`~fedgraphrec.training.TrainConfig` as JSON) and the ids of the clients it hosts; the node
 keeps both, so every later message runs under the same settings. The hello fixes the session once
 per run: a second one is refused, and so is one whose protective settings (crypto mode,
-secure-aggregation threshold, semi-honest opt-in: :data:`PROTECTIVE`) are weaker than the node's own
+secure-aggregation threshold, minimum sum size and semi-honest opt-in, local-DP noise scale:
+:data:`PROTECTIVE`) are weaker than the node's own
 ``--node-config`` or, where the operator set none, the library's defaults.
 
 Simulation shortcuts that remain, stated plainly:
@@ -99,6 +100,8 @@ PROTECTIVE: dict[str, str] = {
     "crypto": "equal",
     "secagg_threshold": "at least",
     "secagg_semi_honest": "at most",
+    "secagg_min_clients": "at least",
+    "ldp_scale": "at least",
 }
 """Run settings that protect this node's clients, and how the hello's value must compare with the
 node's own (``node_config``, else the library's default): a hello that asks for less is refused."""
@@ -116,9 +119,10 @@ def check_hello(cfg: TrainConfig, node_config: Mapping[str, Any]) -> None:
     """Refuse a hello whose protective settings are weaker than the node's own configuration.
 
     ``crypto`` must equal the node's ``crypto`` when the node operator set one (otherwise the first
-    hello fixes it for the run); the secure-aggregation threshold may not be lower, and the
-    semi-honest opt-in may not be on unless the node's own configuration allows it (defaults: the
-    library's, so a node nobody configured still refuses a lowered threshold).
+    hello fixes it for the run); the secure-aggregation threshold and minimum sum size and the
+    local-DP noise scale (FedPerGNN's ``ldp_scale``) may not be lower, and the semi-honest opt-in may
+    not be on unless the node's own configuration allows it (defaults: the library's, so a node
+    nobody configured still refuses a lowered threshold).
 
     Raises:
         IntegrityError: naming the setting, what the server asked and what the node requires.
