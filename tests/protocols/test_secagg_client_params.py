@@ -24,21 +24,17 @@ from fedgraphrec.protocols.fedgrec.roles import UPLOAD, session
 from fedgraphrec.protocols.fedgrec.sampling import sample_clients
 from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload, secure_sum
 from fedgraphrec.protocols.secagg.expect import (
-    ADVERTISE,
-    PLAIN,
-    merge_edges,
-    sum_edges,
     sum_expectation,
-    sum_repeats,
 )
 from fedgraphrec.protocols.settings import SecureSumSettings
 from fedgraphrec.runtime import Network
-from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
+from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.transport import LocalTransport
 from fedgraphrec.training import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
+from tests.protocols.test_secagg_rounds import TOY_FLOW
 
 N, L, FRAC = 9, 4, 40
 Lie = Callable[[str, int, Message], None]
@@ -49,15 +45,6 @@ class ToySettings(SecureSumSettings):
     """The client's own settings: the secure-sum group plus its inputs."""
 
     x: Any = None
-
-
-TOY_FLOW = flow(
-    first=[ADVERTISE, PLAIN],
-    after=merge_edges(sum_edges([], [ADVERTISE, PLAIN]), sum_edges([], [ADVERTISE, PLAIN], secure=False)),
-    new_step=[ADVERTISE, PLAIN],
-    repeats={**sum_repeats(1), **sum_repeats(1, secure=False)},
-)
-"""Secure sums (or the plain baseline) one after another, one per step: what these tests run."""
 
 
 @dataclass

@@ -40,7 +40,6 @@ from fedgraphrec.crypto.secagg_wire import ADVERTISE_BYTES
 from fedgraphrec.protocols.secagg.client import SecureSumClient
 from fedgraphrec.protocols.secagg.policy import SecAggPolicy
 from fedgraphrec.protocols.secagg.roles import ADVERTISE, KINDS, MASK, PLAIN, SHARE, SUFFIX, UNMASK
-from fedgraphrec.protocols.secagg.upload import threshold_for
 from fedgraphrec.runtime.expect import Expect, Expectation
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.sealing import SERVER
@@ -173,8 +172,8 @@ class CheckedSecureSumClient(SecureSumClient):
         held = None
         if stage == SHARE and request.fields.get("real") and self.state.secagg.session:
             held = min(c.threshold for c in self._secagg_load(self.state.secagg.session).values())
-        fraction = SecAggPolicy.of(getattr(self, "settings", None)).fraction  # the client's own
-        check_sum_threshold(stage, request, fraction, held)
+        policy = SecAggPolicy.of(getattr(self, "settings", None))  # the client's own requirements
+        check_sum_threshold(stage, request, policy, held)
 
     def _check_site(self, stage: str, step: int, request: Message) -> None:
         site = self.secagg_site(stage, step)
@@ -232,8 +231,8 @@ class CheckedSecureSumClient(SecureSumClient):
         return super().stage_secagg_plain(step, request)
 
 
-def check_sum_threshold(stage: str, request: Message, fraction: float, held: int | None) -> None:
-    """The secure sum's threshold ``t`` must be the node's own fraction of the clients in the sum.
+def check_sum_threshold(stage: str, request: Message, policy: SecAggPolicy, held: int | None) -> None:
+    """The secure sum's threshold ``t`` must be what the node's own ``policy`` requires of the sum.
 
     (And at ``mask``, the relayed shares must be for this node's clients in the sum, or the node
     would look up a client it does not run in the sum.)
@@ -269,7 +268,7 @@ def check_sum_threshold(stage: str, request: Message, fraction: float, held: int
                 raise IntegrityError(f"{where}: field 'n_advertised' is {n}; the roster holds another number")
     else:
         return
-    t, need = int(f["threshold"]), threshold_for(n, fraction)
+    t, need = int(f["threshold"]), policy.required(n)  # one rule: the client's policy
     if t < need or (held is not None and held != t):
         raise IntegrityError(
             f"{where}: field 'threshold' is {t}; this node expects {need} of {n} clients"
