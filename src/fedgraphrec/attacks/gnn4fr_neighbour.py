@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.attacks.upload_inference import _auc
+from fedgraphrec.attacks.upload_inference import _auc, per_target_means
 from fedgraphrec.crypto import SharedKey
 from fedgraphrec.runtime import CodecError, Transcript, decode_rows
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, multicast, party_names
@@ -46,13 +46,8 @@ class NeighbourInference:
     random_precision: np.ndarray
 
     def summary(self) -> dict[str, float]:
-        """Means over victims."""
-        return {
-            "victims": float(len(self.victims)),
-            "mean_auc": float(np.nanmean(self.auc)),
-            "mean_precision": float(np.mean(self.precision)),
-            "mean_random_precision": float(np.mean(self.random_precision)),
-        }
+        """Means over victims (NaN AUCs of degenerate victims skipped)."""
+        return per_target_means(self)
 
 
 def gnn4fr_neighbour(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedgraphrec.attacks.upload_inference import _rank_membership
+from fedgraphrec.attacks.upload_inference import _rank_membership, per_target_means
 from fedgraphrec.runtime import Transcript
 
 __all__ = [
@@ -92,13 +92,8 @@ class GradientRanking:
     random_precision: np.ndarray
 
     def summary(self) -> dict[str, float]:
-        """Means over targets."""
-        return {
-            "targets": float(len(self.auc)),
-            "mean_auc": float(np.nanmean(self.auc)),
-            "mean_precision": float(np.mean(self.precision)),
-            "mean_random_precision": float(np.mean(self.random_precision)),
-        }
+        """Means over targets (NaN AUCs of degenerate targets skipped)."""
+        return per_target_means(self, count="targets")
 
 
 def private_item_ranking(
