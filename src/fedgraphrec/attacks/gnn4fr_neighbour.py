@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.attacks.upload_inference import _auc, per_target_means
+from fedgraphrec.attacks.upload_inference import MembershipRanking, _auc, per_target_means
 from fedgraphrec.crypto import SharedKey
 from fedgraphrec.runtime import CodecError, Transcript, decode_rows
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, multicast, party_names
@@ -37,13 +37,10 @@ __all__ = ["NeighbourInference", "gnn4fr_neighbour"]
 
 
 @dataclass(frozen=True)
-class NeighbourInference:
-    """Per attacked victim: AUC and top-|I_u| precision of the membership score."""
+class NeighbourInference(MembershipRanking):
+    """Per attacked victim (ids in ``victims``): AUC and top-|I_u| precision of the membership score."""
 
     victims: np.ndarray
-    auc: np.ndarray
-    precision: np.ndarray
-    random_precision: np.ndarray
 
     def summary(self) -> dict[str, float]:
         """Means over victims (NaN AUCs of degenerate victims skipped)."""
@@ -116,7 +113,9 @@ def gnn4fr_neighbour(
         else:
             precs.append(float(truth[np.argsort(-score, kind="stable")[:k]].mean()) if k else 0.0)
         rands.append(float(truth.mean()))
-    return NeighbourInference(victims, np.array(aucs), np.array(precs), np.array(rands))
+    return NeighbourInference(
+        auc=np.array(aucs), precision=np.array(precs), random_precision=np.array(rands), victims=victims
+    )
 
 
 def _read(

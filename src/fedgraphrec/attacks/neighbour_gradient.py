@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedgraphrec.attacks.upload_inference import _rank_membership, per_target_means
+from fedgraphrec.attacks.upload_inference import MembershipRanking, _rank_membership
 from fedgraphrec.runtime import Transcript
 
 __all__ = [
@@ -84,16 +84,8 @@ def private_item_hits(
 
 
 @dataclass(frozen=True)
-class GradientRanking:
+class GradientRanking(MembershipRanking):
     """Per target: AUC of private vs not-held items, top-``|P|`` precision, its random baseline."""
-
-    auc: np.ndarray
-    precision: np.ndarray
-    random_precision: np.ndarray
-
-    def summary(self) -> dict[str, float]:
-        """Means over targets (NaN AUCs of degenerate targets skipped)."""
-        return per_target_means(self, count="targets")
 
 
 def private_item_ranking(

@@ -24,7 +24,7 @@ from scipy.stats import rankdata
 
 from fedgraphrec.runtime import Transcript
 
-__all__ = ["UploadInference", "per_target_means", "upload_inference"]
+__all__ = ["MembershipRanking", "UploadInference", "per_target_means", "upload_inference"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,22 @@ def per_target_means(result: object, count: str = "victims") -> dict[str, float]
         if name != count:
             out[f"mean_{name}"] = float(np.nanmean(values) if name == "auc" else np.mean(values))
     return out
+
+
+@dataclass(frozen=True)
+class MembershipRanking:
+    """Per attacked target: membership-score AUC, top-|positives| precision and random-guess precision.
+
+    The three numbers :func:`_rank_membership` returns for one target, stacked over the targets.
+    """
+
+    auc: np.ndarray
+    precision: np.ndarray
+    random_precision: np.ndarray
+
+    def summary(self) -> dict[str, float]:
+        """Means over targets (NaN AUCs of degenerate targets skipped)."""
+        return per_target_means(self, count="targets")
 
 
 def _auc(scores: np.ndarray, labels: np.ndarray) -> float:
