@@ -1,0 +1,114 @@
+"""The papers' numbers and budgets are data files that ship with the package and feed the tables."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from fedgraphrec.reproduce import papers
+from fedgraphrec.reproduce.formula_tables import FIG13
+from fedgraphrec.reproduce.paper_figures import FIGURES
+from fedgraphrec.reproduce.papers import PaperDataError, Section, paper, paper_names
+from fedgraphrec.reproduce.tables import TABLES
+
+_SRC = Path(papers.__file__).parent
+
+
+def test_each_data_file_loads_and_is_valid_toml() -> None:
+    names = paper_names()
+    assert {"fedgrec", "gnn4fr", "lpgcn"} <= set(names)
+    for name in names:
+        raw = resources.files("fedgraphrec.reproduce").joinpath("papers", f"{name}.toml").read_text()
+        assert paper(name).data == tomllib.loads(raw)
+
+
+def test_table_cells_are_the_files_numbers() -> None:
+    t4 = paper("lpgcn").section("t4")
+    row = next(r for r in TABLES["lpgcn-t4-gowalla"].rows if r.label == "LP-GCN (LightGCN+)")
+    recall, ndcg, recall_std, _ = t4.section("paper").section("gowalla").numbers("LP-GCN (LightGCN+)")
+    assert row.paper == {"recall@20": recall, "ndcg@20": ndcg}
+    assert row.paper_std["recall@20"] == recall_std
+    assert row.method == t4.section("methods").text("LP-GCN (LightGCN+)")
+    assert [r.label for r in TABLES["lpgcn-t4-yelp2018"].rows] == list(
+        t4.section("paper").section("yelp2018").names()
+    )
+    t1 = paper("fedgrec").section("t1")
+    fedgrec = next(r for r in TABLES["fedgrec-t1-yelp2018"].rows if r.label == "FedGRec-3")
+    assert fedgrec.paper["ndcg@20"] == t1.section("paper").section("yelp2018").numbers("FedGRec-3")[1]
+    assert fedgrec.rounds and "FedGRec-3" in t1.texts("rounds")
+    g1 = paper("gnn4fr").section("t1")
+    assert TABLES["gnn4fr-t1"].base == g1.texts("base")
+    assert (
+        TABLES["gnn4fr-t1"].rows[0].paper["precision@5"]
+        == g1.section("paper").section("ml-100k").numbers("LightGCN")[0]
+    )
+
+
+def test_budgets_and_tuned_rates_come_from_the_files() -> None:
+    cpu = paper("lpgcn").section("t4").section("budgets").section("cpu")
+    plan = TABLES["lpgcn-t4-gowalla"].budgets["cpu"]
+    assert plan.overrides == cpu.texts("overrides") and "lr=0.005" in plan.overrides
+    assert plan.seeds == cpu.integers("seeds") and plan.note == cpu.text("note")
+    rounds = paper("fedgrec").section("t1").section("budgets").section("cpu").texts("round_overrides")
+    assert TABLES["fedgrec-t1-gowalla"].budgets["cpu"].round_overrides == rounds
+    t3 = paper("fedgrec").section("t34").section("paper")
+    assert FIGURES["fedgrec-t3"].paper[("FedGRec-last", 2.0)] == {
+        "ndcg@20": t3.section("FedGRec-last").numbers("ndcg@20")[1]
+    }
+    f11 = paper("lpgcn").section("f11")
+    assert FIGURES["lpgcn-f11"].series[0].xs == f11.numbers("layers")
+    assert FIGURES["lpgcn-f11"].budgets["cpu"].note == f11.section("budgets").section("cpu").text("note")
+    gowalla = paper("lpgcn").section("f13").section("datasets").section("gowalla")
+    assert FIG13["lpgcn-f13-gowalla"][1:4] == (
+        gowalla.integer("layers"),
+        gowalla.number("k_min"),
+        gowalla.number("k_max"),
+    )
+
+
+def test_a_missing_or_mistyped_key_names_the_file_and_key() -> None:
+    sec = Section("papers/toy.toml: t1", {"seeds": [1, "2"], "note": 3, "layers": 4})
+    with pytest.raises(PaperDataError, match=r"papers/toy.toml: t1\.metrics: missing"):
+        sec.texts("metrics")
+    with pytest.raises(PaperDataError, match=r"papers/toy.toml: t1\.seeds: expected an array of integers"):
+        sec.integers("seeds")
+    with pytest.raises(PaperDataError, match=r"t1\.note: expected a string"):
+        sec.text("note")
+    assert sec.number("layers") == 4.0
+    with pytest.raises(
+        PaperDataError, match=r"papers/nope\.toml: no such paper data file; available: .*lpgcn"
+    ):
+        paper("nope")
+
+
+def test_the_data_files_ship_with_the_package() -> None:
+    pyproject = tomllib.loads((_SRC.parents[2] / "pyproject.toml").read_text())
+    assert "reproduce/papers/*.toml" in pyproject["tool"]["setuptools"]["package-data"]["fedgraphrec"]
+
+
+def test_no_paper_number_left_in_the_table_modules() -> None:
+    """The table modules hold no float literal of a paper cell (they read papers/*.toml)."""
+    cells = {
+        v
+        for name in ("lpgcn", "fedgrec", "gnn4fr")
+        for v in _floats(paper(name).data)
+        if 0 < v < 1 and len(repr(v)) >= 5  # the printed four-decimal cells, not 0.1 / 0.5
+    }
+    for module in ("tables", "paper_figures", "formula_tables"):
+        tree = ast.parse((_SRC / f"{module}.py").read_text())
+        found = {
+            n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)
+        }
+        assert not found & cells, f"reproduce/{module}.py: paper numbers {sorted(found & cells)} as literals"
+
+
+def _floats(data: object) -> list[float]:
+    if isinstance(data, dict):
+        return [v for x in data.values() for v in _floats(x)]
+    if isinstance(data, list):
+        return [v for x in data for v in _floats(x)]
+    return [data] if isinstance(data, float) else []
