@@ -69,7 +69,7 @@ def _monotone_share(values: Sequence[float], rising: bool) -> float:
 def reproduce_fig13(name: str, out_dir: str | Path, *, reuse: Sequence[str | Path] = ()) -> dict[str, Any]:
     """LP-GCN Fig. 13: the range of the convolution-client share k and the trends of C and R.
 
-    Runs :func:`~fedgraphrec.protocols.lpgcn.fig13.fig13_sweep` on the dataset's training
+    Runs :func:`~fedgraphrec.reproduce.lpgcn_fig13.fig13_sweep` on the dataset's training
     graph (α = 0, d = 64, seeds 0–2; minutes on Gowalla), or with ``reuse`` reads
     ``fig13_<dataset>.csv`` written by ``benchmarks/lpgcn_conv_clients.py``. The paper gives only
     the end points of k and the directions ("C rises and R falls as k grows"), so those are the
@@ -97,7 +97,7 @@ def reproduce_fig13(name: str, out_dir: str | Path, *, reuse: Sequence[str | Pat
     else:
         from fedgraphrec.data import Interactions
         from fedgraphrec.data.registry import load_dataset
-        from fedgraphrec.protocols.lpgcn.fig13 import fig13_sweep
+        from fedgraphrec.reproduce.lpgcn_fig13 import fig13_sweep
 
         data = load_dataset(dataset)
         if not isinstance(data, Interactions):
