@@ -27,8 +27,7 @@ encryption). **Assumptions** ([I], stated in the README too):
   users and all their (symmetrised) neighbours ``C_t = B_t ∪ N(B_t)`` (the sparsity-aware but
   location-revealing variant) — per iteration ``ct·(|C_t| + 2|B_t|) d + share·2|B_t| d``.
 
-Run: ``python -m fedgraphrec.reproduce.p4gcn_comm --datasets filmtrust ciao douban epinions
---table1 results/p4gcn/table1 --out results/p4gcn/table3``.
+Run: ``fedgraphrec reproduce p4gcn-t3 --reuse results/p4gcn/table1 --out results/reproduce/p4gcn-t3``.
 """
 
 from __future__ import annotations

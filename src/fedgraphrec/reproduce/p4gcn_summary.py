@@ -1,6 +1,6 @@
 """The paper's P4GCN Table 1/2 numbers (stored once, :data:`PAPER`) and a side-by-side table of runs.
 
-``python -m scripts.p4gcn_summary results/p4gcn/table1 > table1.md`` prints :func:`summarize` of a folder.
+``python benchmarks/p4gcn_runs.py summary results/p4gcn/table1`` prints :func:`summarize` of a folder.
 """
 
 from __future__ import annotations
