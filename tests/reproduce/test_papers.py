@@ -112,3 +112,25 @@ def _floats(data: object) -> list[float]:
     if isinstance(data, list):
         return [v for x in data for v in _floats(x)]
     return [data] if isinstance(data, float) else []
+
+
+def test_p4gcn_tables_read_their_numbers_and_budgets() -> None:
+    from fedgraphrec.reproduce.p4gcn_comm import PAPER_TABLE3
+    from fedgraphrec.reproduce.p4gcn_summary import PAPER
+    from fedgraphrec.reproduce.runs import RUN_TABLES
+
+    data = paper("p4gcn-tables")
+    numbers = data.section("t12").section("paper").section("douban")
+    row = next(r for r in RUN_TABLES["p4gcn-t1-douban"].rows if r.method == "p4gcn")
+    assert (row.paper["rmse"], row.paper["mae"]) == numbers.numbers("p4gcn") == PAPER["douban"]["p4gcn"]
+    plan = data.section("t12").section("budgets")
+    cpu = RUN_TABLES["p4gcn-t1-epinions"].budgets["cpu"]
+    assert cpu.overrides == (*plan.texts("common"), *plan.section("cpu").texts("epinions"))
+    assert "2e-2" in cpu.overrides  # the tuned rate of the Epinions budget comes from the file
+    assert RUN_TABLES["p4gcn-t1-douban"].row_args["cpu"]["LightGCN"] == (
+        plan.section("cpu_rows").section("douban").texts("LightGCN")
+    )
+    assert PAPER_TABLE3["ciao"]["s3rec"] == data.section("t3").section("paper").section("ciao").numbers(
+        "s3rec"
+    )
+    assert FIGURES["p4gcn-f4"].series[0].xs == data.section("figures").numbers("eps")

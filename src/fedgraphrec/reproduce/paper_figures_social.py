@@ -24,21 +24,15 @@ from fedgraphrec.reproduce.claims import (
     series_points,
     trend,
 )
+from fedgraphrec.reproduce.papers import paper
 from fedgraphrec.reproduce.runs import DGREC_ROW_ARGS
-from fedgraphrec.reproduce.tables import Budget
+from fedgraphrec.reproduce.tables import Budget, budgets_of
 
 __all__ = ["chance", "dgrec_figures", "p4gcn_f4", "p4gcn_f5"]
 
 
-_P4_CPU = ("--lr", "5e-3", "--epochs", "10", "--batch", "1024", "--patience", "3")
-_P4_BUDGETS = {
-    "cpu": Budget(
-        _P4_CPU, (0, 1, 2), f"p4gcn_table {' '.join(_P4_CPU)} (Table 1: 20 epochs, batch 256), seeds 0–2"
-    ),
-    "full": Budget(
-        ("--lr", "5e-3", "--patience", "10", "--epochs", "200", "--batch", "256"), (0, 1, 2), "200 epochs"
-    ),
-}
+_P4 = paper("p4gcn-tables").section("figures")  # the paper's grids and our budgets
+_P4_BUDGETS = budgets_of(_P4.section("budgets"))
 _P4_NOTE = "FilmTrust: seeded 80/10/10 split, trust graph symmetrised; P4GCN on the plain HE backend"
 
 
@@ -71,7 +65,7 @@ def _p4(
 
 def p4gcn_f4() -> Figure:
     """P4GCN Fig. 4: test RMSE against ε, with and without fusion, beside the local and no-DP references."""
-    eps = (1.0, 3.0, 5.0, 10.0, 15.0, 20.0)
+    eps = _P4.numbers("eps")
     fu, nf, loc, ideal = "P4GCN (fusion)", "P4GCN w/o fusion", "LightGCN (no social data)", "P4GCN* (no DP)"
     return _p4(
         "p4gcn-f4",
@@ -96,7 +90,7 @@ def p4gcn_f4() -> Figure:
 
 def p4gcn_f5() -> Figure:
     """P4GCN Fig. 5: test RMSE against the social weight β, with and without DP."""
-    betas = (0.01, 0.1, 1.0, 10.0, 100.0)
+    betas = _P4.numbers("betas")
     dp, ideal = "P4GCN (DP)", "P4GCN* (no DP)"
     return _p4(
         "p4gcn-f5",

@@ -22,6 +22,7 @@ import numpy as np
 
 from fedgraphrec.reproduce.p4gcn_summary import PAPER as P4GCN_PAPER
 from fedgraphrec.reproduce.pairwise import pairwise
+from fedgraphrec.reproduce.papers import paper
 from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
 from fedgraphrec.reproduce.tables import Budget
 
@@ -76,14 +77,11 @@ _P4GCN_T1 = {
     for ds in ("filmtrust", "ciao", "douban", "epinions")
 }
 _P4GCN_T2_FILMTRUST = {label: P4GCN_PAPER["filmtrust"][_P4GCN_METHOD[label]] for label in _P4GCN_T2_LABELS}
-# the paper's tables use its data-dependent calibration: reproduced as such, labelled not a guarantee
-_P4GCN_COMMON = ("--lr", "5e-3", "--patience", "3", "--sensitivity", "paper-local")
-_P4GCN_BUDGETS = {  # dataset → cpu-budget runner arguments (the ones of results/p4gcn/README.md)
-    "filmtrust": ("--epochs", "20", "--batch", "256"),
-    "douban": ("--epochs", "12", "--batch", "1024"),
-    "ciao": ("--epochs", "3", "--batch", "4096", "--patience", "2"),
-    "epinions": ("--epochs", "1", "--batch", "16384", "--patience", "1", "--lr", "2e-2"),
-}
+# Budgets (runner arguments, seeds) are data: papers/p4gcn-tables.toml, t12.budgets.
+_P4GCN_PLAN = paper("p4gcn-tables").section("t12").section("budgets")
+_P4GCN_COMMON = _P4GCN_PLAN.texts("common")
+_P4GCN_FULL = _P4GCN_PLAN.texts("full")
+_P4GCN_BUDGETS = {ds: _P4GCN_PLAN.section("cpu").texts(ds) for ds in _P4GCN_PLAN.section("cpu").names()}
 _P4GCN_NOTE = {
     "filmtrust": "FilmTrust: seeded 80/10/10 split of the ratings, the trust graph symmetrised (A1)",
     "douban": "Douban (Monti): the fixed split, 10 % of train held out for validation",
@@ -96,6 +94,14 @@ def _rating_rows(numbers: dict[str, tuple[float, float]]) -> tuple[PaperRow, ...
     return tuple(
         PaperRow(label, _P4GCN_METHOD[label], {"rmse": v[0], "mae": v[1]}) for label, v in numbers.items()
     )
+
+
+def _p4gcn_row_args(dataset: str) -> dict[str, tuple[str, ...]]:
+    """Rows of ``dataset``'s CPU budget the committed runs trained differently (label → arguments)."""
+    rows = _P4GCN_PLAN.section("cpu_rows")
+    if not rows.has(dataset):
+        return {}
+    return {label: rows.section(dataset).texts(label) for label in rows.section(dataset).names()}
 
 
 def _p4gcn_tables() -> list[RunTable]:
@@ -114,17 +120,17 @@ def _p4gcn_tables() -> list[RunTable]:
                 budgets={
                     "cpu": Budget(
                         cpu_args,
-                        (0, 1, 2),
+                        _P4GCN_PLAN.integers("cpu_seeds"),
                         "CPU budget: d = 64, Adam, early stopping on validation RMSE; p4gcn_table "
                         f"arguments {' '.join(cpu_args)} (a later one overrides an earlier); 3 seeds",
                     ),
                     "full": Budget(
-                        ("--lr", "5e-3", "--patience", "10", "--epochs", "200", "--batch", "256"),
-                        (0, 1, 2, 3, 4),
+                        _P4GCN_FULL,
+                        _P4GCN_PLAN.integers("full_seeds"),
                         "full budget: up to 200 epochs, patience 10, batch 256, 5 seeds",
                     ),
                 },
-                row_args={"cpu": {"LightGCN": ("--epochs", "20")}} if ds == "douban" else {},
+                row_args={"cpu": rows} if (rows := _p4gcn_row_args(ds)) else {},
             )
         )
     t2_args = (*_P4GCN_COMMON, *_P4GCN_BUDGETS["filmtrust"])
@@ -138,10 +144,14 @@ def _p4gcn_tables() -> list[RunTable]:
             kind="p4gcn",
             rows=_rating_rows(_P4GCN_T2_FILMTRUST),
             budgets={
-                "cpu": Budget(t2_args, (0,), f"CPU budget: runner arguments {' '.join(t2_args)}; seed 0"),
+                "cpu": Budget(
+                    t2_args,
+                    _P4GCN_PLAN.integers("t2_cpu_seeds"),
+                    f"CPU budget: runner arguments {' '.join(t2_args)}; seed 0",
+                ),
                 "full": Budget(
-                    ("--lr", "5e-3", "--patience", "10", "--epochs", "200", "--batch", "256"),
-                    (0, 1, 2, 3, 4),
+                    _P4GCN_FULL,
+                    _P4GCN_PLAN.integers("full_seeds"),
                     "full budget: up to 200 epochs, patience 10, 5 seeds",
                 ),
             },
