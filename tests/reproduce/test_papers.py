@@ -90,20 +90,36 @@ def test_the_data_files_ship_with_the_package() -> None:
     assert "reproduce/papers/*.toml" in pyproject["tool"]["setuptools"]["package-data"]["fedgraphrec"]
 
 
-def test_no_paper_number_left_in_the_table_modules() -> None:
-    """The table modules hold no float literal of a paper cell (they read papers/*.toml)."""
-    cells = {
+def test_no_paper_number_left_in_the_reproduce_modules() -> None:
+    """No reproduce module holds a float literal equal to a paper cell (they read papers/*.toml)."""
+    cells = {  # printed cells of three or more significant digits (0.1937, 3.15), not 0.001
         v
-        for name in ("lpgcn", "fedgrec", "gnn4fr")
-        for v in _floats(paper(name).data)
-        if 0 < v < 1 and len(repr(v)) >= 5  # the printed four-decimal cells, not 0.1 / 0.5
+        for name in paper_names()
+        for v in _floats(_paper_parts(paper(name).data))
+        if len(repr(v).replace(".", "").strip("0")) >= 3
     }
-    for module in ("tables", "paper_figures", "formula_tables"):
-        tree = ast.parse((_SRC / f"{module}.py").read_text())
+    assert len(cells) > 100
+    for module in sorted(_SRC.glob("*.py")):
+        tree = ast.parse(module.read_text())
         found = {
             n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)
         }
-        assert not found & cells, f"reproduce/{module}.py: paper numbers {sorted(found & cells)} as literals"
+        assert not found & cells, (
+            f"reproduce/{module.name}: paper numbers {sorted(found & cells)} as literals"
+        )
+
+
+def _paper_parts(data: object) -> list[object]:
+    """The ``paper`` sub-tables of a data file (the printed cells, not our budgets or grids)."""
+    if not isinstance(data, dict):
+        return []
+    parts: list[object] = []
+    for key, value in data.items():
+        parts += [value] if key == "paper" else _paper_parts(value)
+    return parts
+    return [
+        v if k == "paper" else p for k, v in data.items() for p in ([v] if k == "paper" else _paper_parts(v))
+    ]
 
 
 def _floats(data: object) -> list[float]:
@@ -134,3 +150,18 @@ def test_p4gcn_tables_read_their_numbers_and_budgets() -> None:
         "s3rec"
     )
     assert FIGURES["p4gcn-f4"].series[0].xs == data.section("figures").numbers("eps")
+
+
+def test_dgrec_tables_read_their_numbers_and_budgets() -> None:
+    from fedgraphrec.reproduce.runs import DGREC_ROW_ARGS, RUN_TABLES
+
+    data = paper("dgrec-tables")
+    recall, ndcg, *_ = data.section("t2").section("paper").section("weeplaces").numbers("DGREC")
+    row = next(r for r in RUN_TABLES["dgrec-t2-ciao"].rows if r.label == "DGREC")
+    assert row.paper == {"recall@20": recall / 100, "ndcg@20": ndcg / 100}
+    assert DGREC_ROW_ARGS["DLGNN"] == data.section("budgets").section("rows").texts("DLGNN")
+    assert RUN_TABLES["dgrec-t2-flixster"].budgets["cpu"].overrides == data.section("budgets").texts(
+        "cpu_flixster"
+    )
+    ablation = data.section("t3").section("paper").section("w/non-pearson")
+    assert FIGURES["dgrec-t3"].paper[("w/non-pearson", 1.0)]["ndcg@20"] == ablation.number("ndcg@20") / 100

@@ -163,18 +163,9 @@ def _p4gcn_tables() -> list[RunTable]:
 # ---------------------------------------------------------------------------------------------
 # DGREC (spec dgrec.md §8.6, Table 2; ×100 in the paper, fractions here).
 
-_DGREC_T2_FLIXSTER = {
-    "DMF": (3.15, 2.52, 0.20, 0.17),
-    "DLGNN": (3.30, 2.84, 0.37, 0.28),
-    "DGREC": (3.75, 3.27, 0.41, 0.25),
-}
-# Ciao stands in for the paper's Weeplaces: the same kinds of side information (friendships → the
-# inter-user graph, categories → tags) and the same "< 10 interactions" rule (iterated 10-core).
-_DGREC_T2_WEEPLACES = {
-    "DMF": (15.46, 9.77, 0.22, 0.14),
-    "DLGNN": (18.50, 11.89, 0.26, 0.19),
-    "DGREC": (19.91, 12.76, 0.31, 0.18),
-}
+# The paper's numbers and our budgets are data: papers/dgrec-tables.toml.
+_DG = paper("dgrec-tables")
+_DG_PLAN = _DG.section("budgets")
 _DGREC_VARIANT = {
     "DMF": "dmf", "DLGNN": "dlgnn", "DGREC": "dgrec", "DGREC, no noise (clipped mean)": "no-noise",
     "Popularity (train counts)": "popularity", "Random ranking": "random",
@@ -188,23 +179,22 @@ _DGREC_PAIRS = tuple(
         ("DMF", "Popularity (train counts)"), ("DLGNN", "Popularity (train counts)"),
     )
 )  # fmt: skip
-# DMF/DLGNN under the CPU budget: as many member gradient steps as DGREC's 2 × 300 group steps
-# (13.8k groups of ≈ 4 vs 600 of ≈ 101), every user a centre each epoch; lr per method from
-# {0.5, 5, 20} on seed 0 (DMF diverges at 20; DLGNN 5 → 2.35 %, 20 → 3.23 % recall@20), see
-# results/dgrec/README.md "Diagnosis". ``--centres 3000`` is every user on Flixster and ciao-10core.
-_DGREC_SMALL_GROUPS = ("--epochs", "6", "--centres", "3000")
+# DMF/DLGNN under the CPU budget: as many member gradient steps as DGREC's group steps, every user a
+# centre each epoch, each method's tuned lr (see the data file and results/dgrec/README.md "Diagnosis").
 DGREC_ROW_ARGS: dict[str, tuple[str, ...]] = {
-    "DMF": (*_DGREC_SMALL_GROUPS, "--lr", "5"),
-    "DLGNN": (*_DGREC_SMALL_GROUPS, "--lr", "20"),
+    label: _DG_PLAN.section("rows").texts(label) for label in _DG_PLAN.section("rows").names()
 }
 _DGREC_FULL = Budget(
-    ("--epochs", "100", "--centres", "100000", "--lr", "0.6"),
-    (0, 1, 2, 3, 4),
+    _DG_PLAN.texts("full"),
+    _DG_PLAN.integers("full_seeds"),
     "full budget: 100 epochs, every user a group centre once per epoch, 5 seeds",
 )
 
 
-def _dgrec_rows(paper: dict[str, tuple[float, float, float, float]]) -> tuple[PaperRow, ...]:
+def _dgrec_rows(dataset: str) -> tuple[PaperRow, ...]:
+    """Table 2's rows on ``dataset`` (the paper's % → fractions) and our reference rows."""
+    numbers = _DG.section("t2").section("paper").section(dataset)
+    printed = {label: numbers.numbers(label) for label in numbers.names()}
     return tuple(
         PaperRow(
             label,
@@ -212,14 +202,20 @@ def _dgrec_rows(paper: dict[str, tuple[float, float, float, float]]) -> tuple[Pa
             {"recall@20": v[0] / 100, "ndcg@20": v[1] / 100},
             {"recall@20": v[2] / 100, "ndcg@20": v[3] / 100},
         )
-        for label, v in {**paper, **{k: _NO_PAPER for k in list(_DGREC_VARIANT)[3:]}}.items()
+        for label, v in {**printed, **{k: _NO_PAPER for k in list(_DGREC_VARIANT)[3:]}}.items()
     )
 
 
 # DGREC's CPU budget (Eq.-2 loss scale). Flixster: 6 epochs, each variant's best lr (sweeps_eq2.jsonl)
-_DGREC_CPU_ARGS = ("--epochs", "2", "--centres", "300", "--lr", "0.6")
-_DGREC_FLIXSTER_CPU_ARGS = ("--epochs", "6", "--centres", "300", "--lr", "0.2")
-_FLIXSTER_ROW_ARGS = {**DGREC_ROW_ARGS, "DGREC, no noise (clipped mean)": ("--lr", "15")}
+_DGREC_CPU_ARGS = _DG_PLAN.texts("cpu")
+_DGREC_FLIXSTER_CPU_ARGS = _DG_PLAN.texts("cpu_flixster")
+_FLIXSTER_ROW_ARGS = {
+    **DGREC_ROW_ARGS,
+    **{
+        label: _DG_PLAN.section("rows_flixster").texts(label)
+        for label in _DG_PLAN.section("rows_flixster").names()
+    },
+}
 
 
 def _dgrec_tables() -> list[RunTable]:
@@ -231,11 +227,11 @@ def _dgrec_tables() -> list[RunTable]:
             dataset="flixster",
             data_note="Flixster (Monti's 3,000 × 3,000, fixed split; −45.9 % interactions vs the paper's)",
             kind="dgrec",
-            rows=_dgrec_rows(_DGREC_T2_FLIXSTER),
+            rows=_dgrec_rows("flixster"),
             budgets={
                 "cpu": Budget(
                     _DGREC_FLIXSTER_CPU_ARGS,
-                    (0, 1, 2),
+                    _DG_PLAN.integers("cpu_seeds"),
                     "CPU budget: DGREC 6 epochs of 300 group centres, lr 0.2, its no-noise reference the "
                     "same at lr 15 (each variant's best lr on seed 1); DMF/DLGNN (1-hop groups of ≈ 4) 6 "
                     "epochs with every user a centre, lr 5 / 20; 3 seeds (see results/dgrec/README.md)",
@@ -256,11 +252,11 @@ def _dgrec_tables() -> list[RunTable]:
                 "Weeplaces (8,720 × 7,407, 546,781): trust links as friendships, 23 categories as tags"
             ),
             kind="dgrec",
-            rows=_dgrec_rows(_DGREC_T2_WEEPLACES),
+            rows=_dgrec_rows("weeplaces"),
             budgets={
                 "cpu": Budget(
                     _DGREC_CPU_ARGS,
-                    (0, 1, 2),
+                    _DG_PLAN.integers("cpu_seeds"),
                     "CPU budget as on Flixster: DGREC 2 epochs of 300 group centres (lr 0.6); DMF/DLGNN 6 "
                     "epochs with every user a centre (lr 5 / 20, the Flixster choices, not re-tuned); "
                     "3 seeds (see results/dgrec/README.md)",
