@@ -159,9 +159,13 @@ def test_dgrec_tables_read_their_numbers_and_budgets() -> None:
     recall, ndcg, *_ = data.section("t2").section("paper").section("weeplaces").numbers("DGREC")
     row = next(r for r in RUN_TABLES["dgrec-t2-ciao"].rows if r.label == "DGREC")
     assert row.paper == {"recall@20": recall / 100, "ndcg@20": ndcg / 100}
-    assert DGREC_ROW_ARGS["DLGNN"] == data.section("budgets").section("rows").texts("DLGNN")
-    assert RUN_TABLES["dgrec-t2-flixster"].budgets["cpu"].overrides == data.section("budgets").texts(
-        "cpu_flixster"
+    assert DGREC_ROW_ARGS["DLGNN"] == data.section("t2").section("rows").texts("DLGNN")
+    cpu = data.section("t2").section("budgets").section("cpu-flixster")
+    plan = RUN_TABLES["dgrec-t2-flixster"].budgets["cpu"]
+    assert (plan.overrides, plan.seeds, plan.note) == (
+        cpu.texts("overrides"),
+        cpu.integers("seeds"),
+        cpu.text("note"),
     )
     ablation = data.section("t3").section("paper").section("w/non-pearson")
     assert FIGURES["dgrec-t3"].paper[("w/non-pearson", 1.0)]["ndcg@20"] == ablation.number("ndcg@20") / 100

@@ -26,7 +26,7 @@ from fedgraphrec.reproduce.claims import (
 )
 from fedgraphrec.reproduce.papers import paper
 from fedgraphrec.reproduce.runs import DGREC_ROW_ARGS
-from fedgraphrec.reproduce.tables import Budget, budgets_of
+from fedgraphrec.reproduce.tables import budget_of, budgets_of
 
 __all__ = ["chance", "dgrec_figures", "p4gcn_f4", "p4gcn_f5"]
 
@@ -132,16 +132,10 @@ def _not_best_at(label: str, x: float) -> Callable[[Results, str], float]:
 # at this budget, results/dgrec/README.md). Eq.-2 loss scale, lr 0.6.
 _DG_DATA = "ciao-10core"
 _DG = paper("dgrec-tables")  # the paper's numbers and grids, our budgets
-_DG_CPU = _DG.section("budgets").texts("cpu")
 _DG_NOTE = (
     "Ciao iterated 10-core (2,540 × 3,018, registry dataset ciao-10core) stands in for the paper's Weeplaces"
 )
-_DG_SEEDS = _DG.section("budgets").integers("cpu_seeds")
-_DG_FULL = Budget(
-    _DG.section("budgets").texts("full"),
-    _DG.section("budgets").integers("full_seeds"),
-    "100 epochs, every user a centre",
-)
+_DG_FULL = budget_of(_DG.section("figures").section("full"))
 _T3 = _DG.section("t3").section("paper")
 _DG_T3 = {  # Weeplaces recall / ndcg (%), spec §8.8: label → (variant, recall, ndcg)
     label: (
@@ -168,13 +162,7 @@ def chance(res: Results, metric: str) -> float:
 
 
 _DG_CHANCE = Claim("runs above twice chance (share)", chance, metrics=("recall@20",))
-# dgrec-t3: three seeds, so each ablation's difference from DGREC has a σ
-_DG_CPU_BUDGET = Budget(
-    _DG_CPU,
-    _DG_SEEDS,
-    "DGREC and each ablation 2 epochs × 300 group centres, lr 0.6 (Eq.-2 loss scale); seeds 0–2 "
-    "(full DGREC's runs are dgrec-t2-ciao's)",
-)
+_DG_CPU_BUDGET = budget_of(_DG.section("t3").section("budgets").section("cpu"))  # dgrec-t3
 
 
 def _dgrec(name: str, title: str, source: str, series: tuple[Series, ...], **kw: Any) -> Figure:
@@ -203,7 +191,6 @@ def dgrec_figures() -> list[Figure]:
     paper = {(label, 1.0): {"recall@20": v[1] / 100, "ndcg@20": v[2] / 100} for label, v in _DG_T3.items()}
     ratios = _DG.section("f2").numbers("ratios")
     f3 = _DG.section("f3")
-    sharing = f3.texts("cpu")
     refs = tuple(Series(r.label, r.method, (1.0,)) for r in _DG_REFS)
     return [
         _dgrec(
@@ -236,7 +223,7 @@ def dgrec_figures() -> list[Figure]:
                 Claim("DGREC above DLGNN at ratio 1", beats("DGREC", "DLGNN", False, (1.0,))),
             ),
             budgets={
-                "cpu": Budget(_DG_CPU, _DG_SEEDS, "DGREC 2 epochs × 300 group centres, lr 0.6; seeds 0–2"),
+                "cpu": budget_of(_DG.section("f2").section("budgets").section("cpu")),
                 "full": _DG_FULL,
             },
             flat=True,
@@ -261,9 +248,7 @@ def dgrec_figures() -> list[Figure]:
             xlabel="n_i / d_i / H / n_u / δ / β",
             arg="",
             budgets={
-                "cpu": Budget(
-                    sharing, f3.integers("cpu_seeds"), "1 epoch × 300 group centres, lr 0.6, seed 0"
-                ),
+                "cpu": budget_of(f3.section("budgets").section("cpu")),
                 "full": _DG_FULL,
             },
             claims=(

@@ -24,7 +24,7 @@ from fedgraphrec.reproduce.p4gcn_summary import PAPER as P4GCN_PAPER
 from fedgraphrec.reproduce.pairwise import pairwise
 from fedgraphrec.reproduce.papers import paper
 from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
-from fedgraphrec.reproduce.tables import Budget
+from fedgraphrec.reproduce.tables import Budget, budget_of, budgets_of
 
 __all__ = [
     "DGREC_ROW_ARGS",
@@ -80,7 +80,6 @@ _P4GCN_T2_FILMTRUST = {label: P4GCN_PAPER["filmtrust"][_P4GCN_METHOD[label]] for
 # Budgets (runner arguments, seeds) are data: papers/p4gcn-tables.toml, t12.budgets.
 _P4GCN_PLAN = paper("p4gcn-tables").section("t12").section("budgets")
 _P4GCN_COMMON = _P4GCN_PLAN.texts("common")
-_P4GCN_FULL = _P4GCN_PLAN.texts("full")
 _P4GCN_BUDGETS = {ds: _P4GCN_PLAN.section("cpu").texts(ds) for ds in _P4GCN_PLAN.section("cpu").names()}
 _P4GCN_NOTE = {
     "filmtrust": "FilmTrust: seeded 80/10/10 split of the ratings, the trust graph symmetrised (A1)",
@@ -106,6 +105,7 @@ def _p4gcn_row_args(dataset: str) -> dict[str, tuple[str, ...]]:
 
 def _p4gcn_tables() -> list[RunTable]:
     tables = []
+    seeds = _P4GCN_PLAN.integers("cpu_seeds")
     for ds, numbers in _P4GCN_T1.items():
         cpu_args = (*_P4GCN_COMMON, *_P4GCN_BUDGETS[ds])
         tables.append(
@@ -120,20 +120,17 @@ def _p4gcn_tables() -> list[RunTable]:
                 budgets={
                     "cpu": Budget(
                         cpu_args,
-                        _P4GCN_PLAN.integers("cpu_seeds"),
+                        seeds,
                         "CPU budget: d = 64, Adam, early stopping on validation RMSE; p4gcn_table "
-                        f"arguments {' '.join(cpu_args)} (a later one overrides an earlier); 3 seeds",
+                        f"arguments {' '.join(cpu_args)} (a later one overrides an earlier); "
+                        f"{len(seeds)} seeds",
                     ),
-                    "full": Budget(
-                        _P4GCN_FULL,
-                        _P4GCN_PLAN.integers("full_seeds"),
-                        "full budget: up to 200 epochs, patience 10, batch 256, 5 seeds",
-                    ),
+                    "full": budget_of(_P4GCN_PLAN.section("full-t1")),
                 },
                 row_args={"cpu": rows} if (rows := _p4gcn_row_args(ds)) else {},
             )
         )
-    t2_args = (*_P4GCN_COMMON, *_P4GCN_BUDGETS["filmtrust"])
+    t2_args, t2_seeds = (*_P4GCN_COMMON, *_P4GCN_BUDGETS["filmtrust"]), _P4GCN_PLAN.integers("t2_cpu_seeds")
     tables.append(
         RunTable(
             name="p4gcn-t2-filmtrust",
@@ -146,14 +143,10 @@ def _p4gcn_tables() -> list[RunTable]:
             budgets={
                 "cpu": Budget(
                     t2_args,
-                    _P4GCN_PLAN.integers("t2_cpu_seeds"),
-                    f"CPU budget: runner arguments {' '.join(t2_args)}; seed 0",
+                    t2_seeds,
+                    f"CPU budget: runner arguments {' '.join(t2_args)}; seed {', '.join(map(str, t2_seeds))}",
                 ),
-                "full": Budget(
-                    _P4GCN_FULL,
-                    _P4GCN_PLAN.integers("full_seeds"),
-                    "full budget: up to 200 epochs, patience 10, 5 seeds",
-                ),
+                "full": budget_of(_P4GCN_PLAN.section("full-t2")),
             },
         )
     )
@@ -164,8 +157,7 @@ def _p4gcn_tables() -> list[RunTable]:
 # DGREC (spec dgrec.md §8.6, Table 2; ×100 in the paper, fractions here).
 
 # The paper's numbers and our budgets are data: papers/dgrec-tables.toml.
-_DG = paper("dgrec-tables")
-_DG_PLAN = _DG.section("budgets")
+_DG_T2 = paper("dgrec-tables").section("t2")
 _DGREC_VARIANT = {
     "DMF": "dmf", "DLGNN": "dlgnn", "DGREC": "dgrec", "DGREC, no noise (clipped mean)": "no-noise",
     "Popularity (train counts)": "popularity", "Random ranking": "random",
@@ -182,18 +174,14 @@ _DGREC_PAIRS = tuple(
 # DMF/DLGNN under the CPU budget: as many member gradient steps as DGREC's group steps, every user a
 # centre each epoch, each method's tuned lr (see the data file and results/dgrec/README.md "Diagnosis").
 DGREC_ROW_ARGS: dict[str, tuple[str, ...]] = {
-    label: _DG_PLAN.section("rows").texts(label) for label in _DG_PLAN.section("rows").names()
+    label: _DG_T2.section("rows").texts(label) for label in _DG_T2.section("rows").names()
 }
-_DGREC_FULL = Budget(
-    _DG_PLAN.texts("full"),
-    _DG_PLAN.integers("full_seeds"),
-    "full budget: 100 epochs, every user a group centre once per epoch, 5 seeds",
-)
+_DGREC_BUDGETS = budgets_of(_DG_T2.section("budgets"))
 
 
 def _dgrec_rows(dataset: str) -> tuple[PaperRow, ...]:
     """Table 2's rows on ``dataset`` (the paper's % → fractions) and our reference rows."""
-    numbers = _DG.section("t2").section("paper").section(dataset)
+    numbers = _DG_T2.section("paper").section(dataset)
     printed = {label: numbers.numbers(label) for label in numbers.names()}
     return tuple(
         PaperRow(
@@ -206,14 +194,11 @@ def _dgrec_rows(dataset: str) -> tuple[PaperRow, ...]:
     )
 
 
-# DGREC's CPU budget (Eq.-2 loss scale). Flixster: 6 epochs, each variant's best lr (sweeps_eq2.jsonl)
-_DGREC_CPU_ARGS = _DG_PLAN.texts("cpu")
-_DGREC_FLIXSTER_CPU_ARGS = _DG_PLAN.texts("cpu_flixster")
 _FLIXSTER_ROW_ARGS = {
     **DGREC_ROW_ARGS,
     **{
-        label: _DG_PLAN.section("rows_flixster").texts(label)
-        for label in _DG_PLAN.section("rows_flixster").names()
+        label: _DG_T2.section("rows-flixster").texts(label)
+        for label in _DG_T2.section("rows-flixster").names()
     },
 }
 
@@ -228,16 +213,7 @@ def _dgrec_tables() -> list[RunTable]:
             data_note="Flixster (Monti's 3,000 × 3,000, fixed split; −45.9 % interactions vs the paper's)",
             kind="dgrec",
             rows=_dgrec_rows("flixster"),
-            budgets={
-                "cpu": Budget(
-                    _DGREC_FLIXSTER_CPU_ARGS,
-                    _DG_PLAN.integers("cpu_seeds"),
-                    "CPU budget: DGREC 6 epochs of 300 group centres, lr 0.2, its no-noise reference the "
-                    "same at lr 15 (each variant's best lr on seed 1); DMF/DLGNN (1-hop groups of ≈ 4) 6 "
-                    "epochs with every user a centre, lr 5 / 20; 3 seeds (see results/dgrec/README.md)",
-                ),
-                "full": _DGREC_FULL,
-            },
+            budgets={"cpu": _DGREC_BUDGETS["cpu-flixster"], "full": _DGREC_BUDGETS["full"]},
             row_args={"cpu": _FLIXSTER_ROW_ARGS},
             pairs=_DGREC_PAIRS,
         ),
@@ -253,16 +229,7 @@ def _dgrec_tables() -> list[RunTable]:
             ),
             kind="dgrec",
             rows=_dgrec_rows("weeplaces"),
-            budgets={
-                "cpu": Budget(
-                    _DGREC_CPU_ARGS,
-                    _DG_PLAN.integers("cpu_seeds"),
-                    "CPU budget as on Flixster: DGREC 2 epochs of 300 group centres (lr 0.6); DMF/DLGNN 6 "
-                    "epochs with every user a centre (lr 5 / 20, the Flixster choices, not re-tuned); "
-                    "3 seeds (see results/dgrec/README.md)",
-                ),
-                "full": _DGREC_FULL,
-            },
+            budgets={"cpu": _DGREC_BUDGETS["cpu-ciao"], "full": _DGREC_BUDGETS["full"]},
             row_args={"cpu": DGREC_ROW_ARGS},
             pairs=_DGREC_PAIRS,
         ),
