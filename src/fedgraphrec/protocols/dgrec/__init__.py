@@ -1,6 +1,6 @@
 """DGREC: decentralised hypergraph recommender with one-bit LDP gradient flooding (spec ``dgrec.md``).
 
-Modules: :mod:`.sampling` (Algorithm 1), :mod:`.gossip` (Algorithm 2 over the runtime network),
+Modules: :mod:`.sampling` (Algorithm 1), :mod:`.gossip` (the users' peer programs: public items and Algorithm 2's flooding),
 :mod:`.hypergraph` (per-user inner-item hypergraphs), :mod:`.model` (batched per-user local models),
 :mod:`.trainer` (the training loop, sharing modes and ablation switches).
 """

@@ -4,9 +4,10 @@ Per step, a centre user samples its group ``U`` (Algorithm 1); every member comp
 gradient on its own model and data (one BPR minibatch of ``batch`` positives with one uniform negative
 each), updates its stored loss and count, and shares its gradient of the shared parameters:
 
-* ``sharing="one_bit"`` (DGREC): clip + one-bit encode, flood for 2H rounds (Algorithm 2) over the
-  :class:`~fedgraphrec.runtime.network.Network` (ledger; transcripts when asked), decode the mean;
-* ``"laplace"`` (w/non-sharing): clip + Laplace(2δ/β) noise, shared as floats, averaged;
+* ``sharing="one_bit"`` (DGREC): clip + one-bit encode, flood for 2H rounds (Algorithm 2) between
+  the users' peer programs (:mod:`.gossip`, over :class:`~fedgraphrec.runtime.peer.PeerTransport`:
+  ledger, transcripts when asked), each member decoding the mean of what it holds;
+* ``"laplace"`` (w/non-sharing): clip + Laplace(2δ/β) noise, flooded as floats, averaged;
 * ``"clipped"`` (the no-noise reference): gradients clipped to ``[-δ, δ]`` and averaged as floats,
   which is what the one-bit decoder estimates without bias; the difference from ``one_bit`` is
   the encoding noise alone;
