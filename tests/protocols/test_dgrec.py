@@ -95,7 +95,7 @@ def _toy(seed: int = 0) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
 def test_no_raw_gradient_or_private_item_in_any_transcript() -> None:
     train, social, tags = _toy()
     net = Network(40, transcripts=True)
-    s = DGRECSettings(model=ModelConfig(d=4, n_interests=3, d_interest=3, hidden=(4, 4)), public_ratio=0.5)
+    s = DGRECSettings(d=4, n_interests=3, d_interest=3, hidden=(4, 4), public_ratio=0.5)
     rec = DGREC(train, social, tags, s, seed=3, network=net)
     private = rec.train - rec.public.multiply(rec.train)
     private.eliminate_zeros()
@@ -118,7 +118,7 @@ def test_no_raw_gradient_or_private_item_in_any_transcript() -> None:
 
 def test_group_update_is_decoded_mean_and_outsiders_untouched() -> None:
     train, social, tags = _toy(1)
-    s = DGRECSettings(model=ModelConfig(d=4, n_interests=3, d_interest=3, hidden=(4, 4)), hops=1, fanout=2)
+    s = DGRECSettings(d=4, n_interests=3, d_interest=3, hidden=(4, 4), hops=1, fanout=2)
     rec = DGREC(train, social, tags, s, seed=0)
     before = {k: v.clone() for k, v in rec.models.params.items()}
     rec.step(0)

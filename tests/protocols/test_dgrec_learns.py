@@ -58,8 +58,8 @@ def _planted(n_users: int = 80, n_items: int = 120, groups: int = 4) -> tuple[sp
 
 def _dgrec(loss_scale: str, sharing: str = "one_bit") -> tuple[DGREC, sp.csr_matrix]:
     train, test, social, tags = _planted()
-    model = ModelConfig(d=8, n_interests=3, d_interest=6, hidden=(16, 8), loss_scale=loss_scale)
-    s = DGRECSettings(model=model, hops=2, fanout=3, lr=0.6, sharing=sharing, max_items=64)
+    model = dict(d=8, n_interests=3, d_interest=6, hidden=(16, 8), loss_scale=loss_scale)
+    s = DGRECSettings(**model, hops=2, fanout=3, lr=0.6, sharing=sharing, max_items=64)  # type: ignore[arg-type]
     return DGREC(train, social, tags, s, seed=0), test
 
 

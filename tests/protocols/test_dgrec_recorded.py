@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings, ModelConfig
+from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings
 from fedgraphrec.runtime.network import Network
 
 RECORDED_LOSS = 17.976664347526356
@@ -42,8 +42,9 @@ def _data() -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
 
 def test_one_epoch_matches_the_recorded_run() -> None:
     train, social, tags = _data()
-    model = ModelConfig(d=4, n_interests=3, d_interest=3, hidden=(4, 4))
-    s = DGRECSettings(model=model, public_ratio=0.5, sharing="one_bit", hops=2, lr=0.05)
+    s = DGRECSettings(
+        d=4, n_interests=3, d_interest=3, hidden=(4, 4), public_ratio=0.5, sharing="one_bit", hops=2, lr=0.05
+    )
     net = Network(40)
     rec = DGREC(train, social, tags, s, seed=3, network=net)
     assert rec.epoch(0) == pytest.approx(RECORDED_LOSS, rel=1e-9)

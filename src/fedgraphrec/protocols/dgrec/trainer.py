@@ -25,7 +25,7 @@ training items (all of them by default). Evaluation is full ranking with each us
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,54 +37,16 @@ from fedgraphrec.privacy.noise_source import laplace_from_uniform, noise_source
 from fedgraphrec.privacy.one_bit import decode, encode
 from fedgraphrec.protocols.dgrec.gossip import UserPeer, float_bytes, flood, message_bytes, share_public_items
 from fedgraphrec.protocols.dgrec.hypergraph import UserHypergraphs, build_hypergraphs, public_split
-from fedgraphrec.protocols.dgrec.model import ModelConfig, UserModels
+from fedgraphrec.protocols.dgrec.model import UserModels
 from fedgraphrec.protocols.dgrec.sampling import sample_group, sampling_weights
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 from fedgraphrec.runtime.network import Network
 from fedgraphrec.runtime.peer import PeerTransport
 from fedgraphrec.seeding import hiding_rng, numpy_rng, torch_generator
 
-__all__ = ["DGREC", "DGRECSettings", "comm_bits_formula"]
+__all__ = ["DGREC", "comm_bits_formula"]
 
-SHARING = ("one_bit", "laplace", "clipped", "plain", "none")
 _FLOAT_KINDS = {"plain": "float_gradient", "clipped": "clipped_gradient", "laplace": "laplace_gradient"}
-
-
-@dataclass(frozen=True)
-class DGRECSettings:
-    """Protocol settings (defaults: paper's H = 4, n_u = 3, δ = 0.1, β = 1; lr 0.6 for the Eq.-2 loss).
-
-    lr: under one-bit sharing a decoded step moves a coordinate by at most ``lr·δ`` in expectation,
-    so with the Eq.-2 loss scale (per-user gradients of the order of δ) the working range is about
-    0.3–3 (``results/dgrec/README.md``); the paper's grid (≤ 0.01) is not in these units.
-
-    ``secure_noise`` draws the one-bit encodings' Bernoulli thresholds and the Laplace noise from the
-    OS CSPRNG (:class:`~fedgraphrec.privacy.noise_source.SecureNoise`) instead of the run seed: the
-    stated LDP ε then holds against whoever knows the seed, and runs are no longer bit-for-bit
-    reproducible. ``secure_sampling`` draws each group's members (and their BPR negatives) from a fresh
-    :func:`~fedgraphrec.seeding.secure_rng` per step instead of the stream ``("sample", step)``.
-    """
-
-    model: ModelConfig = field(default_factory=ModelConfig)
-    hops: int = 4
-    fanout: int = 3
-    delta: float = 0.1
-    beta: float = 1.0
-    lr: float = 0.6
-    batch: int = 16
-    max_items: int = 128
-    public_ratio: float = 1.0
-    neighbours: bool = True
-    hypergraph: bool = True
-    sharing: str = "one_bit"
-    centres_per_epoch: int | None = None
-    secure_noise: bool = False
-    secure_sampling: bool = False
-
-    def __post_init__(self) -> None:
-        if self.sharing not in SHARING:
-            raise ValueError(f"sharing must be one of {SHARING}, got {self.sharing!r}")
-        if self.lr <= 0 or self.batch < 1:
-            raise ValueError(f"lr must be > 0 and batch >= 1, got lr={self.lr}, batch={self.batch}")
 
 
 class DGREC:
@@ -310,21 +272,45 @@ class DGREC:
             self.step(int(c))
         return float(self.loss[active].mean())
 
+    def state_dict(self) -> dict[str, Any]:
+        """Every user's model, the sampling state and the seeded streams (tensors and plain data).
+
+        A CSPRNG noise source (``secure_noise``) has no state to save: a resumed run draws fresh noise.
+        """
+        return {
+            "params": {k: v.clone() for k, v in self.models.params.items()},
+            "loss": torch.from_numpy(self.loss.copy()),
+            "count": torch.from_numpy(self.count.copy()),
+            "step_no": self.step_no,
+            "encode_stream": self._enc.get_state(),
+            "id_stream": self._ids.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the population must be built with the same data, settings, seed)."""
+        for k, v in state["params"].items():
+            self.models.params[k].copy_(v)
+        self.loss[:] = state["loss"].numpy()
+        self.count[:] = state["count"].numpy()
+        self.step_no = int(state["step_no"])
+        self._enc.set_state(state["encode_stream"])
+        self._ids.set_state(state["id_stream"])
+
     @torch.no_grad()
+    def score_users(self, users: torch.Tensor) -> torch.Tensor:
+        """Full-catalogue scores ``[len(users), n_items]``, each user by its own model."""
+        m, g = self.models, self.graphs
+        p = {k: v[users] for k, v in m.params.items()}
+        e_u, _ = m.user_vectors(p, g.items[users], g.mask[users], g.prop[users])
+        return m.score(p, e_u, torch.arange(m.n_items).expand(len(users), -1))
+
     def evaluate(
         self, test: sp.csr_matrix, exclude: list[sp.csr_matrix | None], users: np.ndarray | None = None
     ) -> dict[str, float]:
         """recall@20 / ndcg@20 with each user's own model (full ranking; ``users``: a subset)."""
-        m, g = self.models, self.graphs
-        all_items = torch.arange(m.n_items)
-
-        def score(u: torch.Tensor) -> torch.Tensor:
-            p = {k: v[u] for k, v in m.params.items()}
-            e_u, _ = m.user_vectors(p, g.items[u], g.mask[u], g.prop[u])
-            return m.score(p, e_u, all_items.expand(len(u), -1))
-
+        m = self.models
         res = evaluate_scores(
-            score, m.n_users, m.n_items, test, exclude, ks=(20,), users=users, chunk_size=64
+            self.score_users, m.n_users, m.n_items, test, exclude, ks=(20,), users=users, chunk_size=64
         )
         return {"recall@20": float(res.metrics["recall@20"]), "ndcg@20": float(res.metrics["ndcg@20"])}
 
