@@ -54,7 +54,7 @@ __all__ = ["Peer", "PeerExpect", "PeerMessage", "PeerProtection", "PeerTransport
 PeerProtection = Literal["plain", "sealed"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PeerMessage:
     """One message from one peer to another.
 
@@ -218,9 +218,32 @@ class PeerTransport:
         peer = self.peers[m.receiver]
         step = self.net.step
         exp = peer.expect(step)
-        who = f"from {party(self.role, m.sender)} to {party(self.role, m.receiver)}"
         if exp is None:
+            who = f"from {party(self.role, m.sender)} to {party(self.role, m.receiver)}"
             raise IntegrityError(f"{m.phase} (step {step}): the message {who} was not expected at all")
+        if (
+            m.phase == exp.phase
+            and m.protection == exp.protection
+            and (exp.kind is None or m.kind == exp.kind)
+            and (exp.size is None or m.size == exp.size)
+            and (exp.senders is None or m.sender in exp.senders)
+        ):
+            pass  # the common case: everything as expected
+        else:
+            who = f"from {party(self.role, m.sender)} to {party(self.role, m.receiver)}"
+            wrong = ", ".join(self._differences(m, exp))
+            raise IntegrityError(f"{exp.phase} (step {step}): the message {who} has {wrong}")
+        if real:
+            b = Binding(self.net.protocol, exp.phase, step)
+            sender, receiver = party(self.role, m.sender), party(self.role, m.receiver)
+            channel = self._channel(m.receiver, m.sender, exp.phase)
+            (opened,) = channel.open(b, [m.payload], [b.aad(sender, receiver)], [sender], [receiver])
+            m = replace(m, payload=opened if exp.blobs else decode_tensor(opened))
+        peer.receive(m, step)
+
+    @staticmethod
+    def _differences(m: PeerMessage, exp: PeerExpect) -> list[str]:
+        """What in ``m`` differs from the receiver's expectation, in words."""
         wrong = [
             f"{name} {got!r} (expected {want!r})"
             for name, got, want in (
@@ -233,15 +256,7 @@ class PeerTransport:
         ]
         if exp.senders is not None and m.sender not in exp.senders:
             wrong.append("a sender that is not one of the receiver's expected peers")
-        if wrong:
-            raise IntegrityError(f"{exp.phase} (step {step}): the message {who} has " + ", ".join(wrong))
-        if real:
-            b = Binding(self.net.protocol, exp.phase, step)
-            sender, receiver = party(self.role, m.sender), party(self.role, m.receiver)
-            channel = self._channel(m.receiver, m.sender, exp.phase)
-            (opened,) = channel.open(b, [m.payload], [b.aad(sender, receiver)], [sender], [receiver])
-            m = replace(m, payload=opened if exp.blobs else decode_tensor(opened))
-        peer.receive(m, step)
+        return wrong
 
 
 def _as_tensor(value: Any) -> torch.Tensor:

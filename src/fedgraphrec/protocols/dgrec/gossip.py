@@ -102,6 +102,7 @@ class UserPeer:
         self.received_public: dict[int, np.ndarray] = {}
         self._expect: PeerExpect | None = None
         self._tree: frozenset[int] = frozenset()
+        self._order: list[int] = []
         self._held: dict[int, torch.Tensor] = {}
         self._new: list[tuple[int, int, torch.Tensor]] = []  # (id, from, payload) of the last round
         self._n_s = 0
@@ -122,6 +123,7 @@ class UserPeer:
     def join(self, tree: set[int], message: tuple[int, torch.Tensor], kind: str, size: int) -> None:
         """Take part in a group's flooding with tree neighbours ``tree`` and own ``(id, payload)``."""
         self._tree = frozenset(tree)
+        self._order = sorted(tree)
         self._held = {int(message[0]): message[1]}
         self._new = [(int(message[0]), self.ident, message[1])]
         self._n_s, self._kind, self._size = int(message[1].numel()), kind, size
@@ -131,7 +133,7 @@ class UserPeer:
         out = [
             PeerMessage(phase, self._kind, self.ident, w, payload, self._size, tag=mid)
             for mid, origin, payload in self._new
-            for w in sorted(self._tree)
+            for w in self._order
             if w != origin
         ]
         self._new = []
@@ -166,7 +168,7 @@ class UserPeer:
         x = message.payload
         want = torch.int8 if self._kind == "one_bit_gradient" else None
         if (
-            not isinstance(x, torch.Tensor)
+            not (type(x) is torch.Tensor or isinstance(x, torch.Tensor))
             or x.numel() != self._n_s
             or (want is not None and x.dtype != want)
         ):
