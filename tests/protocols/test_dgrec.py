@@ -190,3 +190,16 @@ def test_a_peer_refuses_flood_messages_from_outside_its_links_out_of_round_or_ma
         t.send([forged(1, 0, payload=torch.ones(5))])
     with pytest.raises(IntegrityError, match="delivered twice"):
         t.send([forged(1, 0, tag=10)])  # 0's own id coming back
+
+
+def test_public_item_lists_are_refused_after_set_up() -> None:
+    from fedgraphrec.crypto.errors import IntegrityError
+    from fedgraphrec.runtime.peer import PeerMessage
+
+    train, social, tags = _toy()
+    rec = DGREC(train, social, tags, DGRECSettings(d=4, n_interests=3, d_interest=3, hidden=(4, 4)), seed=0)
+    assert all(len(p.received_public) == len(p.neighbours) for p in rec.peers.values())
+    u, v = (int(x) for x in np.transpose(rec.social.nonzero())[0])
+    late = PeerMessage("dgrec/public_items", "public_items", u, v, np.zeros(1, np.int64), 8)
+    with pytest.raises(IntegrityError, match="not expected at all"):
+        rec.transport.send([late])

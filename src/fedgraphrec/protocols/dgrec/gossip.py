@@ -119,6 +119,10 @@ class UserPeer:
             for v in sorted(self.neighbours)
         ]
 
+    def end_setup(self) -> None:
+        """The set-up is over: public item lists are no longer accepted."""
+        self._expect = None
+
     # ------------------------------------------------------------------ a group step
     def join(self, tree: set[int], message: tuple[int, torch.Tensor], kind: str, size: int) -> None:
         """Take part in a group's flooding with tree neighbours ``tree`` and own ``(id, payload)``."""
@@ -191,6 +195,8 @@ def share_public_items(transport: PeerTransport, peers: Mapping[int, UserPeer]) 
     """Set-up: every user sends its public item list to its social neighbours (one batch)."""
     batch = [m for u in sorted(peers) for m in peers[u].public_outbox()]
     transport.send(batch)
+    for peer in peers.values():
+        peer.end_setup()
 
 
 def flood(
