@@ -30,8 +30,9 @@ import torch
 
 from fedgraphrec.attacks.upload_inference import MembershipRanking, _auc, per_target_means
 from fedgraphrec.crypto import SharedKey
-from fedgraphrec.runtime import CodecError, Transcript, decode_rows
+from fedgraphrec.runtime.codec import CodecError, decode_rows
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, multicast, party_names
+from fedgraphrec.runtime.transcript import Transcript
 
 __all__ = ["NeighbourInference", "gnn4fr_neighbour"]
 
