@@ -35,7 +35,7 @@ SETTINGS = [
 
 def local_rounds(cfg: Any, out: Path, nodes: int) -> list[tuple[str, float]]:
     """Stage and wall time of every transport round of an in-process run with ``nodes`` nodes."""
-    from fedgraphrec.runtime.transport import LocalTransport
+    from fedgraphrec.runtime.local import LocalTransport
     from fedgraphrec.training import Trainer
     from fedgraphrec.training.protocol_learner import ProtocolLearner
 

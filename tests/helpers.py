@@ -50,7 +50,7 @@ class ProgramsRun:
     ) -> None:
         from fedgraphrec.protocols.base import NodeData, shard_of
         from fedgraphrec.runtime import Network
-        from fedgraphrec.runtime.transport import LocalTransport
+        from fedgraphrec.runtime.local import LocalTransport
 
         n_users, n_items = train.shape
         self.net = Network(n_users, crypto=crypto, transcripts=transcripts, protocol=spec.name)

@@ -25,7 +25,7 @@ from fedgraphrec.engines.flower.learner import FlowerLearner
 from fedgraphrec.engines.flower.local import APP_DIR, local_federation
 from fedgraphrec.engines.flower.party_app import deploy, simulate
 from fedgraphrec.runtime.flower.transport import FlowerTransport
-from fedgraphrec.runtime.transport import LocalTransport
+from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables

@@ -13,8 +13,8 @@ from fedgraphrec.models import LightGCN, LightGCNPlus, NormalizedBipartite
 from fedgraphrec.protocols.base import NodeData, shard_of
 from fedgraphrec.protocols.lpgcn import SPEC, LPGCNClient, LPGCNServer, LPGCNSettings
 from fedgraphrec.runtime import Network
+from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.network import Adversary
-from fedgraphrec.runtime.transport import LocalTransport
 
 
 @dataclass

@@ -22,8 +22,8 @@ from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.base import NodeData, ServerProgram, shard_of
 from fedgraphrec.protocols.fedgrec import SPEC, FedGRecSettings
 from fedgraphrec.runtime import Network
+from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import LocalTransport
 from tests.helpers import random_train
 
 Tamper = Callable[[str, int, int, Message], Message]

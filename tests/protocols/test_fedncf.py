@@ -18,7 +18,7 @@ from fedgraphrec.protocols.base import EvalSplits, NodeData, shard_of
 from fedgraphrec.protocols.baselines.fedncf import FedNCFClient, FedNCFServer, FedNCFSettings, ncf_pair_logits
 from fedgraphrec.protocols.baselines.shard_sampling import sample_shard
 from fedgraphrec.runtime import Network
-from fedgraphrec.runtime.transport import LocalTransport
+from fedgraphrec.runtime.local import LocalTransport
 from tests.helpers import random_train, rel_err
 
 D = 4

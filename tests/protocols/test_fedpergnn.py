@@ -18,8 +18,8 @@ from fedgraphrec.protocols.base import EvalSplits, NodeData, shard_of
 from fedgraphrec.protocols.baselines.fedpergnn import FedPerGNNClient, FedPerGNNServer, FedPerGNNSettings
 from fedgraphrec.protocols.baselines.shard_sampling import sample_shard
 from fedgraphrec.runtime import Network
+from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
-from fedgraphrec.runtime.transport import LocalTransport
 from tests.helpers import random_train, rel_err
 
 D = 4

@@ -17,7 +17,7 @@ from fedgraphrec.models.lightgcn import fism_operator
 from fedgraphrec.protocols.base import NodeData, shard_of
 from fedgraphrec.protocols.baselines.pgcn import PGCNClient, PGCNServer, PGCNSettings
 from fedgraphrec.runtime import Network
-from fedgraphrec.runtime.transport import LocalTransport
+from fedgraphrec.runtime.local import LocalTransport
 from tests.helpers import random_train, rel_err
 
 D, LAMBDA = 4, 1e-2

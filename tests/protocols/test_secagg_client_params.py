@@ -29,8 +29,8 @@ from fedgraphrec.protocols.secagg.expect import (
 from fedgraphrec.protocols.settings import SecureSumSettings
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.expect import Expectation, StageFlow
+from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.runtime.transport import LocalTransport
 from fedgraphrec.training import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions

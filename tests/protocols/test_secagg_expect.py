@@ -32,8 +32,8 @@ from fedgraphrec.protocols.secagg.expect import (
 )
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
+from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.runtime.transport import LocalTransport
 
 N, L, FRAC = 9, 6, 40
 Tamper = Callable[[str, int, Message], Message]

@@ -31,8 +31,8 @@ from fedgraphrec.protocols.secagg.expect import (
 from fedgraphrec.protocols.secure_aggregation import secure_aggregate
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
+from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import LocalTransport
 
 N, L, FRAC = 9, 6, 40
 

@@ -16,9 +16,10 @@ import torch
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.base import NodeData, shard_of
 from fedgraphrec.runtime import Network
+from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
-from fedgraphrec.runtime.transport import LocalTransport, LostNodeError
+from fedgraphrec.runtime.transport import LostNodeError
 from tests.ring_protocol import RingClient, RingServer, RingState
 
 N, D = 7, 3

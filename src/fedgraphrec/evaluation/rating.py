@@ -17,7 +17,22 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["mae", "rmse"]
+__all__ = ["LOWER_IS_BETTER", "better", "mae", "rmse", "worst"]
+
+LOWER_IS_BETTER: frozenset[str] = frozenset({"rmse", "mae"})
+"""Metrics (by name, as in a run's metric records) where a smaller value is the better model: the
+rating errors. Every other metric (recall@K, ndcg@K, …) is higher-is-better."""
+
+
+def better(metric: str, a: float, b: float) -> bool:
+    """Whether value ``a`` of ``metric`` is strictly better than ``b`` (model selection, early stopping)."""
+    return a < b if metric in LOWER_IS_BETTER else a > b
+
+
+def worst(metric: str) -> float:
+    """The value every real value of ``metric`` beats (``+inf`` for an error, ``-inf`` otherwise)."""
+    return float("inf") if metric in LOWER_IS_BETTER else float("-inf")
+
 
 ArrayLike = np.ndarray | torch.Tensor | Sequence[float]
 

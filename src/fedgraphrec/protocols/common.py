@@ -1,8 +1,8 @@
 """Names and local pieces shared by the server-mediated protocols.
 
 Role names and the item-token size (LP-GCN, GNN4FR), a shard's training rows (:class:`ShardRows`),
-the local BPR loss of a user minibatch (:func:`local_bpr`, :class:`LocalBPR`), the layer mean of
-LightGCN-style propagation (:func:`layer_mean`) and one Adam step (:func:`adam_step`).
+the local BPR loss of a user minibatch (:func:`local_bpr`, :class:`LocalBPR`) and the layer mean of
+LightGCN-style propagation (:func:`layer_mean`); the one Adam step is :func:`~fedgraphrec.protocols.optim.adam_step`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ __all__ = [
     "TOKEN_BYTES",
     "LocalBPR",
     "ShardRows",
-    "adam_step",
     "layer_mean",
     "local_bpr",
 ]
@@ -134,26 +133,3 @@ def local_bpr(
     )
 
 
-def adam_step(
-    param: torch.Tensor,
-    grad: torch.Tensor,
-    exp_avg: torch.Tensor,
-    exp_avg_sq: torch.Tensor,
-    step: int,
-    lr: float,
-    betas: tuple[float, float] = (0.9, 0.999),
-    eps: float = 1e-8,
-) -> None:
-    r"""One Adam step on rows a party owns, in place (PyTorch's single-tensor Adam, no weight decay).
-
-    Adam is element-wise, so owners that each step their own rows every minibatch (with a zero
-    gradient where they got none) reproduce one dense Adam over the whole table (spec ``lpgcn.md``
-    §11.8). ``step`` is the step number after this one (1 for the first).
-    """
-    beta1, beta2 = betas
-    exp_avg.lerp_(grad, 1 - beta1)
-    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    bias1 = 1 - beta1**step
-    bias2_sqrt = (1 - beta2**step) ** 0.5
-    denom = exp_avg_sq.sqrt().div_(bias2_sqrt).add_(eps)  # PyTorch's arithmetic, one temporary
-    param.addcdiv_(exp_avg, denom, value=-lr / bias1)

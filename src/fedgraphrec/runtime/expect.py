@@ -29,8 +29,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.runtime.network import Protection
-from fedgraphrec.runtime.part import Part, Shape
+from fedgraphrec.runtime.part import Part, Protection, Shape
 from fedgraphrec.runtime.sealing import SERVER
 
 __all__ = ["Expect", "Expectation", "FlowState", "StageFlow", "check_content", "check_parts", "flow"]

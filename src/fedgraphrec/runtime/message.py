@@ -6,7 +6,7 @@ and answers for all of them at once. One request from the server to a node, or o
 kind between parties of two roles. A part says
 
 * what it is (``kind``, for transcripts and audits) and how it is protected
-  (:data:`~fedgraphrec.runtime.network.Protection`);
+  (:data:`~fedgraphrec.runtime.part.Protection`);
 * who sends each logical message and who receives it (client ids; ``None`` for the server);
 * its content, in one of three shapes:
 

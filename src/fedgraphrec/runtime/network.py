@@ -8,7 +8,7 @@ relaying server are sealed and opened by the network itself (:meth:`Network.seal
 receiver (:mod:`~fedgraphrec.runtime.sealing`), so a protocol never handles a cipher or an
 associated-data string.
 
-Every message declares its :data:`Protection`:
+Every message declares its :data:`~fedgraphrec.runtime.part.Protection`:
 
 - ``plain`` — the receiver (and the relaying server) may read it;
 - ``sealed`` — AEAD under a key the server lacks; in ``real`` mode the payloads must be
@@ -40,6 +40,7 @@ import numpy as np
 
 from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.runtime.ledger import Ledger
+from fedgraphrec.runtime.part import PROTECTIONS, Protection
 from fedgraphrec.runtime.sealing import Binding, GroupChannel
 from fedgraphrec.runtime.transcript import Received, Transcript
 
@@ -47,11 +48,9 @@ if TYPE_CHECKING:
     from fedgraphrec.runtime.message import Message
     from fedgraphrec.runtime.part import Part
 
-__all__ = ["Adversary", "CryptoMode", "LyingAdversary", "Network", "Protection"]
+__all__ = ["Adversary", "CryptoMode", "LyingAdversary", "Network"]
 
 CryptoMode = Literal["real", "accounted"]
-Protection = Literal["plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric"]
-_PROTECTIONS = ("plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric")
 
 
 class Adversary(Protocol):
@@ -306,8 +305,8 @@ class Network:
 def _protection(protected: bool | None, protection: Protection | None, phase: str) -> Protection:
     if protection is None:
         return "sealed" if protected else "plain"
-    if protection not in _PROTECTIONS:
-        raise ValueError(f"{phase}: protection must be one of {_PROTECTIONS}, got {protection!r}")
+    if protection not in PROTECTIONS:
+        raise ValueError(f"{phase}: protection must be one of {PROTECTIONS}, got {protection!r}")
     if protected is not None and protected != (protection != "plain"):
         raise ValueError(f"{phase}: protected={protected} contradicts protection={protection!r}")
     return protection

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
@@ -21,12 +21,13 @@ import torch
 from fedgraphrec.crypto.aead import ciphertext_size
 from fedgraphrec.runtime.blocks import _take, block_bounds, gather_blocks
 from fedgraphrec.runtime.codec import encoded_size
-from fedgraphrec.runtime.network import Protection
 
-__all__ = ["Part", "Shape"]
+__all__ = ["PROTECTIONS", "Part", "Protection", "Shape"]
 
 Shape = Literal["rows", "broadcast", "blobs"]
-_PROTECTIONS = ("plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric")
+Protection = Literal["plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric"]
+"""How a part is protected on the way (:mod:`fedgraphrec.runtime.network` says what each one means)."""
+PROTECTIONS: tuple[str, ...] = get_args(Protection)
 
 
 def _dtype_of(value: Any) -> torch.dtype:
@@ -106,10 +107,8 @@ class Part:
     _sizes: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.protection not in _PROTECTIONS:
-            raise ValueError(
-                f"{self.kind}: protection must be one of {_PROTECTIONS}, got {self.protection!r}"
-            )
+        if self.protection not in PROTECTIONS:
+            raise ValueError(f"{self.kind}: protection must be one of {PROTECTIONS}, got {self.protection!r}")
         if self.shape not in ("rows", "broadcast", "blobs"):
             raise ValueError(f"{self.kind}: shape must be rows, broadcast or blobs, got {self.shape!r}")
         for name in ("senders", "receivers", "counts", "seal_to", "index"):

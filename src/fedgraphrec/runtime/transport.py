@@ -18,8 +18,8 @@ and returns each node's reply. On the way, for every :class:`~fedgraphrec.runtim
   pairwise keys) as they are, never sealing them again, and books stand-ins of ``accounted`` mode
   (``Part.repeat``, ``Part.summed``) at the sizes ``real`` mode sends; those are refused in ``real``.
 
-Two implementations carry the rounds: :class:`LocalTransport` (the nodes are objects in this
-process; parts are handed over without copying or encoding) and the Flower transport
+Two implementations carry the rounds: :class:`~fedgraphrec.runtime.local.LocalTransport` (the nodes
+are objects in this process; parts are handed over without copying or encoding) and the Flower transport
 (:mod:`fedgraphrec.runtime.flower.transport`: ``grid.send_and_receive``, parts as Flower records,
 node state in ``context.state``). The node side is the same :class:`NodeEndpoint` in both, so a
 client program cannot tell which engine runs it.
@@ -28,9 +28,8 @@ Where the parts live: this module holds the interface (:class:`Transport`, :clas
 the node side (:class:`~fedgraphrec.runtime.endpoint.NodeEndpoint`,
 :class:`~fedgraphrec.runtime.endpoint.Node`, :func:`~fedgraphrec.runtime.endpoint.require_senders`)
 is in :mod:`fedgraphrec.runtime.endpoint` and the in-process engine
-(:class:`~fedgraphrec.runtime.local.LocalTransport`) in :mod:`fedgraphrec.runtime.local`. All of
-them are re-exported here (``LocalTransport`` on first use, since it builds on :class:`Transport`),
-so ``fedgraphrec.runtime.transport`` still names them.
+(:class:`~fedgraphrec.runtime.local.LocalTransport`) in :mod:`fedgraphrec.runtime.local`, which builds
+on this module (never the other way round: no import circle).
 """
 
 from __future__ import annotations
@@ -38,8 +37,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import replace
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
 from fedgraphrec.runtime.endpoint import Node, NodeEndpoint, require_senders
 from fedgraphrec.runtime.message import Message
@@ -48,10 +45,7 @@ from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.sealing import SERVER
 from fedgraphrec.runtime.transcript import Received
 
-if TYPE_CHECKING:
-    from fedgraphrec.runtime.local import LocalTransport
-
-__all__ = ["LocalTransport", "LostNodeError", "Node", "NodeEndpoint", "Transport", "require_senders"]
+__all__ = ["LostNodeError", "Node", "NodeEndpoint", "Transport", "require_senders"]
 
 
 class LostNodeError(RuntimeError):
@@ -219,12 +213,3 @@ class Transport(ABC):
                 protection=part.protection,
             ),
         )
-
-
-def __getattr__(name: str) -> Any:
-    """``LocalTransport`` from :mod:`fedgraphrec.runtime.local`, imported on first use (no import cycle)."""
-    if name != "LocalTransport":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = import_module("fedgraphrec.runtime.local").LocalTransport
-    globals()[name] = value
-    return value

@@ -11,14 +11,14 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol
 
 import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.models import BPRMF, NCF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
 from fedgraphrec.privacy.noise_source import SecureNoise
-from fedgraphrec.runtime import CryptoMode, Ledger
+from fedgraphrec.runtime import Ledger
 from fedgraphrec.seeding import secure_draws, seeded_generator, torch_generator
 from fedgraphrec.training.config import TrainConfig
 
@@ -26,11 +26,9 @@ __all__ = [
     "DTYPES",
     "BatchStats",
     "Learner",
-    "NetworkOptions",
     "RoundLearner",
     "build_model",
     "init_generator",
-    "network_options",
     "secure_init",
 ]
 
@@ -73,18 +71,6 @@ class Learner(Protocol):
     def pop_deviation(self) -> float | None:
         """Largest deviation from the oracle since the last call (``None`` when not verifying)."""
         ...
-
-
-class NetworkOptions(TypedDict):
-    """Keyword arguments every protocol's constructor takes for its :class:`~fedgraphrec.runtime.Network`."""
-
-    crypto: CryptoMode
-    transcripts: bool
-
-
-def network_options(cfg: TrainConfig) -> NetworkOptions:
-    """Crypto mode and transcripts of a run, as protocol constructor arguments."""
-    return {"crypto": "real" if cfg.crypto == "real" else "accounted", "transcripts": cfg.transcripts}
 
 
 def secure_init(cfg: TrainConfig) -> bool:

@@ -19,6 +19,7 @@ import torch
 
 from fedgraphrec.data import Interactions, Ratings, carve_validation, load_dataset
 from fedgraphrec.evaluation import evaluate_embeddings, evaluate_scores
+from fedgraphrec.evaluation.rating import better, worst
 from fedgraphrec.training.checkpoint import SECRETS, load_checkpoint, save_checkpoint
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learners import BatchStats, Learner, make_learner
@@ -109,6 +110,17 @@ class Trainer:
         learner: build the learner with this instead of :func:`make_learner` (the Flower engine's
             learner drives the same loop). A learner with ``run_summary()`` adds its entries to
             ``summary.json``.
+
+    Optional learner hooks, used when present:
+
+    * ``train_round(epoch) -> BatchStats``: one epoch is one call (round-based and epoch-level
+      learners); no BPR triples are drawn for such a learner (the sampler is never built).
+    * ``evaluate_splits(splits, ks) -> {split: {metric: value}}``: the learner evaluates itself
+      (rating protocols report ``rmse``/``mae``); tried first, before ``evaluate_federated``,
+      ``score_users`` and ``embeddings``.
+
+    Selection and early stopping follow the metric's direction
+    (:data:`~fedgraphrec.evaluation.rating.LOWER_IS_BETTER`: ``rmse`` and ``mae`` improve downwards).
     """
 
     def __init__(
@@ -131,11 +143,18 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         self.data = prepare_interactions(cfg) if data is None else data
         self.learner: Learner = (make_learner if learner is None else learner)(cfg, self.data)
-        scheme: SamplerScheme = "users" if cfg.sampler == "users" else "interactions"
-        self.sampler = BPRSampler(self.data.train, cfg.seed, scheme)
+        self._sampler: BPRSampler | None = None
         self._rounds: Callable[[int], BatchStats] | None = getattr(self.learner, "train_round", None)
-        self.state = _LoopState()
+        self.state = _LoopState(best_value=worst(cfg.metric))
         self.history: list[dict[str, Any]] = []
+
+    @property
+    def sampler(self) -> BPRSampler:
+        """The BPR triples of minibatch learners, built on first use (a round learner never needs it)."""
+        if self._sampler is None:
+            scheme: SamplerScheme = "users" if self.cfg.sampler == "users" else "interactions"
+            self._sampler = BPRSampler(self.data.train, self.cfg.seed, scheme)
+        return self._sampler
 
     # ---------------------------------------------------------------- checkpoints
     def _save_checkpoint(self) -> None:
@@ -178,8 +197,16 @@ class Trainer:
         federated: Callable[[list[int]], dict[str, dict[str, float]]] | None = getattr(
             self.learner, "evaluate_federated", None
         )
-        splits = (["valid"] if self.data.valid is not None else []) + ["test"]
-        if federated is not None:  # the nodes score their own clients (engines across processes)
+        own: Callable[[list[str], list[int]], dict[str, dict[str, float]]] | None = getattr(
+            self.learner, "evaluate_splits", None
+        )
+        has_valid = getattr(self.data, "valid", None) is not None
+        splits = (["valid"] if has_valid else []) + ["test"]
+        if own is not None:  # the learner evaluates itself (rating metrics, its own splits)
+            got = own(splits, self.cfg.ks)
+            for name in splits:
+                record[name] = got[name]
+        elif federated is not None:  # the nodes score their own clients (engines across processes)
             got = federated(self.cfg.ks)
             for name in splits:
                 record[name] = got[name]
@@ -192,11 +219,11 @@ class Trainer:
                 record[name] = evaluate_embeddings_on(U, V, self.data, self.cfg.ks, name)
         record["eval_seconds"] = time.perf_counter() - t0
         cfg, st = self.cfg, self.state
-        split = {"valid": "valid" if self.data.valid is not None else None, "test": "test"}.get(cfg.select)
+        split = {"valid": "valid" if has_valid else None, "test": "test"}.get(cfg.select)
         if split is None:  # "last", or "valid" without a validation split
             return
         value = record[split][cfg.metric]
-        if value > st.best_value:
+        if better(cfg.metric, value, st.best_value):
             st.best_value, st.best_epoch, st.bad_evals = value, record["epoch"], 0
         else:
             st.bad_evals += 1

@@ -20,7 +20,6 @@ from per-user streams instead, with different numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -31,45 +30,19 @@ from fedgraphrec.models.propagation import pair_weights, torch_csr
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.common import ShardRows
 from fedgraphrec.protocols.fedgrec import expect as accepts
-from fedgraphrec.protocols.fedgrec.local import PendingUpload, local_round
+from fedgraphrec.protocols.fedgrec.local import local_round
 from fedgraphrec.protocols.fedgrec.roles import QUERY, session
-from fedgraphrec.protocols.fedgrec.sampling import RoundSample, draw_round
+from fedgraphrec.protocols.fedgrec.sampling import draw_round
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
-from fedgraphrec.protocols.secagg import SecAggState, SparseUpload
+from fedgraphrec.protocols.fedgrec.state import FedGRecState
+from fedgraphrec.protocols.secagg import SparseUpload
 from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
 from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message, Part
 
-__all__ = ["FedGRecClient", "FedGRecState"]
+__all__ = ["FedGRecClient"]
 
 _ID_BYTES = 4
-
-
-def _empty() -> np.ndarray:
-    return np.zeros(0, dtype=np.int64)
-
-
-@dataclass
-class FedGRecState:
-    """What the node keeps for its users between messages.
-
-    Attributes:
-        user: ``(K+1, n, d)``: every user's ``e_u^0`` and stored latents ``e_u^1..e_u^K``.
-        deg_t: every item's degree ``|N_t|`` (the broadcast result of Eq. 9).
-        sample: the current round's draws for this node's sampled users.
-        pending: Step 4's input of the current round (until the secure sum that includes it).
-        round: the current round (Step 4's secure sum must be this round's).
-        final: the users' representations after the prediction stage.
-        secagg: the open secure-aggregation session.
-    """
-
-    user: torch.Tensor
-    deg_t: np.ndarray = field(default_factory=_empty)
-    sample: RoundSample | None = None
-    pending: PendingUpload | None = None
-    round: int = -1
-    final: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
-    secagg: SecAggState = field(default_factory=SecAggState)
 
 
 class FedGRecClient(CheckedSecureSumClient, ClientProgram[FedGRecState]):
@@ -223,7 +196,7 @@ class FedGRecClient(CheckedSecureSumClient, ClientProgram[FedGRecState]):
         """The round's simulated dropouts among this node's users (none in the warm-up)."""
         rs = self.state.sample
         if rs is None or not label.startswith(session("round", None) + "/"):
-            return _empty()
+            return np.zeros(0, dtype=np.int64)
         return rs.drop_before if when == "before" else rs.drop_after
 
     def secagg_included(self, label: str, included: np.ndarray) -> None:

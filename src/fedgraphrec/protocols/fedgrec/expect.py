@@ -26,7 +26,7 @@ Each refusal is an :class:`~fedgraphrec.crypto.errors.IntegrityError` naming the
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -46,6 +46,8 @@ from fedgraphrec.protocols.fedgrec.roles import (
     session,
 )
 from fedgraphrec.protocols.fedgrec.sampling import sample_clients
+from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
+from fedgraphrec.protocols.fedgrec.state import FedGRecState
 from fedgraphrec.protocols.secagg.expect import (
     SECURE_STAGES,
     SumSite,
@@ -58,9 +60,6 @@ from fedgraphrec.protocols.secagg.roles import PLAIN
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
 from fedgraphrec.runtime.message import Message
 
-if TYPE_CHECKING:
-    from fedgraphrec.protocols.fedgrec.client import FedGRecClient
-
 __all__ = ["EVALUATE", "PREDICT_REPEATS", "check_request", "expectation", "site", "stage_flow"]
 
 EVALUATE = "evaluate"
@@ -72,11 +71,34 @@ It sends nothing back; each run only recomputes the users' representations."""
 _SUMS = (*SECURE_STAGES, PLAIN)
 
 
+class FedGRecNode(Protocol):
+    """What this module reads of a node's program (:class:`~.client.FedGRecClient` has it all).
+
+    A structural type rather than the client class, because the client calls this module: the
+    expectations depend on the node's view, not on the program that answers the stages.
+    """
+
+    @property
+    def settings(self) -> FedGRecSettings: ...
+    @property
+    def state(self) -> FedGRecState: ...
+    @property
+    def occurrence(self) -> int: ...
+    @property
+    def clients(self) -> np.ndarray: ...
+    @property
+    def n_items(self) -> int: ...
+    @property
+    def deg_u(self) -> np.ndarray: ...
+    @property
+    def degrees(self) -> np.ndarray: ...
+
+
 def _refuse(stage: str, why: str) -> IntegrityError:
     return IntegrityError(f"fedgrec stage {stage!r}: {why}")
 
 
-def stage_flow(program: FedGRecClient) -> StageFlow:
+def stage_flow(program: FedGRecNode) -> StageFlow:
     """The node's stage order (module docstring), from its settings and its own users."""
     s = program.settings
     evaluation = {PREDICT: [EVALUATE, PREDICT], EVALUATE: [PREDICT]}
@@ -98,7 +120,7 @@ def stage_flow(program: FedGRecClient) -> StageFlow:
     return flow(first=[ENROLL], after=edges, new_step=[QUERY, PREDICT], repeats=repeats)
 
 
-def site(program: FedGRecClient, stage: str, step: int | None = None) -> SumSite:
+def site(program: FedGRecNode, stage: str, step: int | None = None) -> SumSite:
     """The secure sum this node expects now (Eq. 9, Eq. 7 of order ``k``, or Step 4).
 
     Before its first round a node is in the warm-up: the first sum of the step is Eq. 9's (its
@@ -132,7 +154,7 @@ def site(program: FedGRecClient, stage: str, step: int | None = None) -> SumSite
     return SumSite(UPLOAD, label, length, st.sample.clients, frac)
 
 
-def _check_state(program: FedGRecClient, stage: str) -> None:
+def _check_state(program: FedGRecNode, stage: str) -> None:
     """Refuse a stage the node's own state rules out (warm-up stages in a round, a round before it)."""
     st = program.state
     warm = st.sample is None  # the node has not been in a round yet
@@ -148,7 +170,7 @@ def _check_state(program: FedGRecClient, stage: str) -> None:
         raise _refuse(stage, "evaluation before the item degrees of the warm-up")
 
 
-def expectation(program: FedGRecClient, stage: str) -> Expectation:
+def expectation(program: FedGRecNode, stage: str) -> Expectation:
     """The parts the node expects in ``stage`` (module docstring), once its state allows the stage.
 
     Raises:
@@ -177,7 +199,7 @@ def expectation(program: FedGRecClient, stage: str) -> Expectation:
     return {}  # set-up, queries: nothing from the server but fields
 
 
-def check_request(program: FedGRecClient, stage: str, step: int, request: Message) -> None:
+def check_request(program: FedGRecNode, stage: str, step: int, request: Message) -> None:
     """Check the fields (and table shapes) of ``request`` the node knows itself (module docstring).
 
     Raises:
@@ -214,7 +236,7 @@ def check_request(program: FedGRecClient, stage: str, step: int, request: Messag
         shape("items", (n, (s.K + 1) * d if s.aggregation == "concat" else d))
 
 
-def _check_query(program: FedGRecClient, step: int, f: Any) -> None:
+def _check_query(program: FedGRecNode, step: int, f: Any) -> None:
     """Step 1's fields: the round is the step, the sampled users are the public stream's draw."""
     s = program.settings
     if f.get("round") != step:

@@ -15,21 +15,44 @@ must end before the next begins.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+import numpy as np
 import torch
 
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.gnn4fr.roles import CLIENT, KEY_HOLDER, Phase, Stage
+from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
+from fedgraphrec.protocols.gnn4fr.state import GNN4FRState
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
 from fedgraphrec.runtime.part import Part
-
-if TYPE_CHECKING:
-    from fedgraphrec.protocols.gnn4fr.client_setup import SetupClient
 
 __all__ = ["check_field", "check_rows", "expectation", "gnn4fr_flow"]
 
 PROTOCOL = "gnn4fr"
+
+
+class GNN4FRNode(Protocol):
+    """What :func:`expectation` reads of a node's program (:class:`~.client_setup.SetupClient` has it).
+
+    A structural type rather than the program class, because the program calls this module: what a
+    node accepts depends on its view (settings, state, the stage's occurrence), not on its stages.
+    """
+
+    @property
+    def settings(self) -> GNN4FRSettings: ...
+    @property
+    def state(self) -> GNN4FRState: ...
+    @property
+    def occurrence(self) -> int: ...
+    @property
+    def clients(self) -> np.ndarray: ...
+    @property
+    def n_items(self) -> int: ...
+    @property
+    def dtype(self) -> torch.dtype: ...
+    @property
+    def L(self) -> int: ...
 
 
 def gnn4fr_flow(n_layers: int, paper_literal: bool, key_node: bool) -> StageFlow:
@@ -110,7 +133,7 @@ def _rows(phase: str, kind: str, count: int, dtype: torch.dtype, width: int, nam
     )  # fmt: skip
 
 
-def _forward_done(prog: SetupClient, stage: str, predict: bool) -> None:
+def _forward_done(prog: GNN4FRNode, stage: str, predict: bool) -> None:
     st = prog.state.step
     if st.complete or st.predict != predict:
         cycle = "prediction" if predict else "minibatch"
@@ -119,7 +142,7 @@ def _forward_done(prog: SetupClient, stage: str, predict: bool) -> None:
         raise _fail(stage, f"the forward pass ran {int(st.u_layers.shape[0]) - 1} of {prog.L} layers")
 
 
-def expectation(prog: SetupClient, stage: str) -> Expectation:
+def expectation(prog: GNN4FRNode, stage: str) -> Expectation:
     """The parts ``prog`` expects in ``stage``, from its own state and :attr:`occurrence`.
 
     Raises:

@@ -51,7 +51,6 @@ class LocalGraph:
     Attributes:
         items: the node's items (global ids, sorted).
         known: the node's clients and all their neighbours (global ids, sorted).
-        known_degree: ``|I_v|`` of every known user.
         own_at: position of each of the node's clients in ``known``.
         item_holders: ``|U_i|`` of every node item.
         rt_item, rt_user, rt_value: edges (item, known user) of every node item, value
@@ -66,7 +65,6 @@ class LocalGraph:
 
     items: np.ndarray
     known: np.ndarray
-    known_degree: np.ndarray
     own_at: np.ndarray
     item_holders: np.ndarray
     rt_item: np.ndarray
@@ -160,7 +158,6 @@ def build_local_graph(
     return LocalGraph(
         items=items,
         known=known,
-        known_degree=degree,
         own_at=own_at,
         item_holders=holders,
         rt_item=rt_item,

@@ -19,7 +19,7 @@ what the default transposed backward (:mod:`.client`) saves.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,14 +27,12 @@ import torch
 
 from fedgraphrec.crypto import FixedPoint, IntegrityError, ciphertext_size, pair_clients, split
 from fedgraphrec.models.propagation import torch_csr
+from fedgraphrec.protocols.gnn4fr.client_setup import SetupClient
 from fedgraphrec.protocols.gnn4fr.roles import CLIENT, SERVER, TOKEN_BYTES, Phase, Stage, token_ints
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
 from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.seeding import numpy_rng
-
-if TYPE_CHECKING:
-    from fedgraphrec.protocols.gnn4fr.client import GNN4FRClient
 
 __all__ = ["backward", "gradients", "loss_reply", "ring", "update", "upload"]
 
@@ -47,7 +45,7 @@ def ring(n: int, seed: int) -> np.ndarray:
 class _Pairs:
     """The node's per-pair matrices: M (pair rows of the edge shares), own (edge shares to own rows)."""
 
-    def __init__(self, prog: GNN4FRClient) -> None:
+    def __init__(self, prog: SetupClient) -> None:
         g = prog._graph()
         n_items, dt = max(len(g.items), 1), prog.dtype
         e_user, e_item = g.own_user, g.own_item
@@ -78,14 +76,14 @@ class _Pairs:
         self.edge_order = np.argsort(self.edge_key, kind="stable")
 
 
-def _pairs(prog: GNN4FRClient) -> _Pairs:
+def _pairs(prog: SetupClient) -> _Pairs:
     got = prog.__dict__.get("_paper_pairs")
     if got is None:
         got = prog.__dict__["_paper_pairs"] = _Pairs(prog)
     return got
 
 
-def _edges_of(prog: GNN4FRClient, user_pos: np.ndarray, items: np.ndarray, what: str) -> np.ndarray:
+def _edges_of(prog: SetupClient, user_pos: np.ndarray, items: np.ndarray, what: str) -> np.ndarray:
     """Positions of the node edges (client position, item) (an IntegrityError names ``what`` if absent)."""
     p, ids = _pairs(prog), prog.state.item_ids
     at = np.minimum(np.searchsorted(ids, items), max(len(ids) - 1, 0))
@@ -101,7 +99,7 @@ def _edges_of(prog: GNN4FRClient, user_pos: np.ndarray, items: np.ndarray, what:
     return p.edge_order[found]
 
 
-def loss_reply(prog: GNN4FRClient, out: Message, loc: Any, req_holder: np.ndarray) -> Message:
+def loss_reply(prog: SetupClient, out: Message, loc: Any, req_holder: np.ndarray) -> Message:
     """Positives' direct gradients stay on the client's edge; negatives' go sealed to their holder.
 
     ``req_holder`` is the holder that answered each negative request (the key-client for the items
@@ -133,7 +131,7 @@ def _request_of(
     return np.searchsorted(req_user * m + req_item, users * m + items)
 
 
-def gradients(prog: GNN4FRClient, request: Message) -> Message:
+def gradients(prog: SetupClient, request: Message) -> Message:
     """Negatives' direct gradients arrived at their holders: the top layer; pair rows of layer L."""
     st, L = prog.state.step, prog.L
     part = request["grads"]
@@ -159,7 +157,7 @@ def gradients(prog: GNN4FRClient, request: Message) -> Message:
 
 
 def _custody_paper(
-    prog: GNN4FRClient, items: np.ndarray, d: torch.Tensor, r: torch.Tensor, part: Part
+    prog: SetupClient, items: np.ndarray, d: torch.Tensor, r: torch.Tensor, part: Part
 ) -> None:
     """The key-client's custody steps with the direct gradients it received (nobody propagates them)."""
     cust = prog.state.custody
@@ -173,7 +171,7 @@ def _custody_paper(
     cust.step(grad, prog.settings.lr)
 
 
-def _pair_rows(prog: GNN4FRClient, layer: int) -> Message:
+def _pair_rows(prog: SetupClient, layer: int) -> Message:
     p = _pairs(prog)
     rows = p.M @ prog.state.step.g_edge
     part = Part(
@@ -183,7 +181,7 @@ def _pair_rows(prog: GNN4FRClient, layer: int) -> Message:
     return Message({"rows": part})
 
 
-def _gradient_rows(prog: GNN4FRClient, part: Part, blob: bytes) -> torch.Tensor:
+def _gradient_rows(prog: SetupClient, part: Part, blob: bytes) -> torch.Tensor:
     """A negative's direct and regulariser gradient rows ``(2, d)``, in the node's dtype (never cast)."""
     try:
         rows = decode_tensor(blob)
@@ -198,7 +196,7 @@ def _gradient_rows(prog: GNN4FRClient, part: Part, blob: bytes) -> torch.Tensor:
     return rows
 
 
-def backward(prog: GNN4FRClient, request: Message, layer: int) -> Message:
+def backward(prog: SetupClient, request: Message, layer: int) -> Message:
     """Neighbours' pair rows of layer ``layer + 1`` arrived: clients' and edges' layer-``layer`` gradients.
 
     ``layer`` is the node's own count (the caller checked the request's field against it).
@@ -216,7 +214,7 @@ def backward(prog: GNN4FRClient, request: Message, layer: int) -> Message:
     return _pair_rows(prog, layer) if layer else _shares(prog)
 
 
-def _shares(prog: GNN4FRClient) -> Message:
+def _shares(prog: SetupClient) -> Message:
     """Fixed-point encode the layer-0 edge shares; split each client's dense vector; seal a share to succ."""
     st, g, m = prog.state.step, prog._graph(), prog.n_items
     d = int(st.g_edge.shape[1])
@@ -249,7 +247,7 @@ def _shares(prog: GNN4FRClient) -> Message:
     return Message({"shares": part})
 
 
-def upload(prog: GNN4FRClient, request: Message) -> Message:
+def upload(prog: SetupClient, request: Message) -> Message:
     """Kept share + the predecessor's share, uploaded masked (uniform in the ring)."""
     st, m = prog.state.step, prog.n_items
     part = request["shares"]
@@ -274,7 +272,7 @@ def upload(prog: GNN4FRClient, request: Message) -> Message:
     return Message({"uploads": up.with_sizes(sizes)})
 
 
-def update(prog: GNN4FRClient, request: Message) -> Message:
+def update(prog: SetupClient, request: Message) -> Message:
     """The dense sum arrived: every holder applies the same Adam step to its copies."""
     st, m = prog.state.step, prog.n_items
     part = request["sum"]

@@ -69,7 +69,6 @@ class Phase:
     NEGATIVE_GRADIENTS = "loss/negative-gradients"
     ITEM_GRADIENTS = "loss/item-gradients"
     ITEM_GRADIENT_TOKENS = "loss/item-gradient-tokens"
-    SERVER_GRADIENTS = "loss/server-item-gradients"
     SHARES = "aggregate/shares"
     UPLOADS = "aggregate/uploads"
     SUM = "aggregate/sum"

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.protocols.gnn4fr.graph import LocalGraph
+from fedgraphrec.protocols.optim import adam_step
 from fedgraphrec.runtime.state import SECRET
 
 __all__ = ["Adam", "GNN4FRState", "StepState"]
@@ -25,7 +26,7 @@ def _none() -> torch.Tensor:
 
 @dataclass
 class Adam:
-    """Adam over a block of rows (torch's single-tensor update, elementwise, so shards add up)."""
+    """A block of rows with its Adam moments (elementwise, so shards add up); the node's state."""
 
     param: torch.Tensor
     exp_avg: torch.Tensor
@@ -41,14 +42,9 @@ class Adam:
     def step(
         self, grad: torch.Tensor, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
     ) -> None:
-        """One update with ``grad`` (``torch.optim.Adam`` defaults, no weight decay)."""
+        """One update with ``grad`` (:func:`~fedgraphrec.protocols.optim.adam_step`)."""
         self.steps += 1
-        self.exp_avg.lerp_(grad, 1 - beta1)
-        self.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        bias1 = 1 - beta1**self.steps
-        bias2_sqrt = (1 - beta2**self.steps) ** 0.5
-        denom = (self.exp_avg_sq.sqrt() / bias2_sqrt).add_(eps)
-        self.param.addcdiv_(self.exp_avg, denom, value=-lr / bias1)
+        adam_step(self.param, grad, self.exp_avg, self.exp_avg_sq, self.steps, lr, (beta1, beta2), eps)
 
 
 @dataclass

@@ -34,7 +34,6 @@ import numpy as np
 import torch
 
 from fedgraphrec.privacy.noise_source import SecureNoise
-from fedgraphrec.protocols.common import adam_step
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
 from fedgraphrec.protocols.lpgcn.client_state import StepState
 from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES, token_order
@@ -48,6 +47,7 @@ from fedgraphrec.protocols.lpgcn.roles import (
     item_phase,
     user_phase,
 )
+from fedgraphrec.protocols.optim import adam_step
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.seeding import torch_generator
 

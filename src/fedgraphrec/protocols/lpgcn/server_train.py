@@ -20,7 +20,6 @@ import torch
 
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.base import StepStats
-from fedgraphrec.protocols.common import adam_step
 from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES, token_order
 from fedgraphrec.protocols.lpgcn.roles import (
     AGGREGATE,
@@ -36,6 +35,7 @@ from fedgraphrec.protocols.lpgcn.roles import (
     item_phase,
 )
 from fedgraphrec.protocols.lpgcn.server_setup import SetupRounds
+from fedgraphrec.protocols.optim import adam_step
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["TrainingRounds"]
