@@ -2,7 +2,8 @@
 
 Role names and the item-token size (LP-GCN, GNN4FR), a shard's training rows (:class:`ShardRows`),
 the local BPR loss of a user minibatch (:func:`local_bpr`, :class:`LocalBPR`) and the layer mean of
-LightGCN-style propagation (:func:`layer_mean`); the one Adam step is :func:`~fedgraphrec.protocols.optim.adam_step`.
+LightGCN-style propagation (:func:`layer_mean`); the one Adam step is
+:func:`~fedgraphrec.protocols.optim.adam_step`.
 """
 
 from __future__ import annotations
