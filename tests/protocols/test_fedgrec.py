@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto.secagg import SecAggAbortError
+from fedgraphrec.crypto.secagg.wire import SecAggAbortError
 from fedgraphrec.models import NormalizedBipartite, propagate_layers
 from fedgraphrec.protocols.fedgrec import SPEC, FedGRecSettings, sample_round
 from fedgraphrec.protocols.fedgrec.reference import reference_round
