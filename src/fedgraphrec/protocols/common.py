@@ -25,13 +25,14 @@ from fedgraphrec.crypto import (
     unwrap_key,
     wrap_key,
 )
+from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.runtime import Network
 
 __all__ = [
     "CLIENT",
     "KEY_HOLDER",
     "SERVER",
-    "TOKEN_BYTES",
     "KeySetup",
     "LocalBPR",
     "ShardRows",
@@ -43,8 +44,6 @@ __all__ = [
     "upload_item_tokens",
 ]
 
-PUBLIC_KEY_BYTES = 32
-TOKEN_BYTES = 16
 SERVER = "server"
 CLIENT = "client"
 KEY_HOLDER = "key-client"  # u_c of Algorithm 2, who draws the shared key S

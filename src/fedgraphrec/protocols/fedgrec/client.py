@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from fedgraphrec.crypto.secagg.wire import ID_BYTES
 from fedgraphrec.models.propagation import pair_weights, torch_csr
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.common import ShardRows
@@ -41,8 +42,6 @@ from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["FedGRecClient", "FedGRecState"]
-
-_ID_BYTES = 4
 
 
 def _empty() -> np.ndarray:
@@ -174,7 +173,7 @@ class FedGRecClient(CheckedSecureSumClient, ClientProgram[FedGRecState]):
         items = q_items[np.lexsort((q_items, q_seg))]
         n_query = rs.n_queried
         part = Part(QUERY, "item-ids", "client", "server", items, senders=rs.clients, counts=n_query)
-        return Message({"query": part.with_sizes(n_query * _ID_BYTES)})
+        return Message({"query": part.with_sizes(n_query * ID_BYTES)})
 
     def stage_train_download(self, step: int, request: Message) -> Message:
         """Steps 2–3 for this node's sampled users on the downloaded rows; reports the local losses."""

@@ -20,6 +20,7 @@ from fedgraphrec.crypto import (
     unwrap_key,
     wrap_key,
 )
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.gnn4fr.expect import check_field, expectation, gnn4fr_flow
 from fedgraphrec.protocols.gnn4fr.graph import LocalGraph, build_local_graph, decode_routing
@@ -27,7 +28,6 @@ from fedgraphrec.protocols.gnn4fr.roles import (
     CLIENT,
     KEY_HOLDER,
     SERVER,
-    TOKEN_BYTES,
     Phase,
     Stage,
     item_tokens,

@@ -39,10 +39,11 @@ from fedgraphrec.crypto import (
     unwrap_key,
     wrap_key,
 )
+from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES
 from fedgraphrec.crypto.errors import DecryptionError
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.lpgcn.expect import ExpectedParts
 from fedgraphrec.protocols.lpgcn.holdings import (
-    TOKEN_BYTES,
     TokenIndex,
     keyed,
     upload_order,
@@ -61,8 +62,6 @@ from fedgraphrec.protocols.lpgcn.roles import (
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["SetupStages", "grouped"]
-
-PUBLIC_KEY_BYTES = 32
 
 
 def grouped(owners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -33,11 +33,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.protocols.common import adam_step
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
 from fedgraphrec.protocols.lpgcn.client_state import StepState
-from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES, token_order
+from fedgraphrec.protocols.lpgcn.holdings import token_order
 from fedgraphrec.protocols.lpgcn.roles import (
     BACKWARD,
     CLIENT,

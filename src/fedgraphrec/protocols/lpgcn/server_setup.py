@@ -19,9 +19,10 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import ServerProgram
 from fedgraphrec.protocols.lpgcn.cover import plan_convolution
-from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES, TokenIndex, key_client_of
+from fedgraphrec.protocols.lpgcn.holdings import TokenIndex, key_client_of
 from fedgraphrec.protocols.lpgcn.roles import (
     CLIENT,
     CONV_CLIENT,

@@ -29,8 +29,6 @@ from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["PGCNServer"]
 
-_DEGREE_BYTES = 4
-
 
 class PGCNServer(ServerProgram):
     """P-GCN's server (module docstring; built as any :class:`~.base.ServerProgram`)."""
