@@ -74,24 +74,14 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------- the stage vocabulary
-ADVERTISE: Final = "advertise"
-"""Stage 0: each client's two public keys up; the roster ``U1`` down."""
-SHARE: Final = "share"
-"""Stage 1: each client's encrypted Shamir shares up; ``U2`` = the senders."""
-MASK: Final = "mask"
-"""Stage 2: the shares forwarded to their holders; masked inputs up; ``U3`` = the uploaders."""
-UNMASK: Final = "unmask"
-"""Stage 3: ``U3`` down; the revealed shares up; the server removes the masks."""
-STAGES: Final = (ADVERTISE, SHARE, MASK, UNMASK)
-"""The four stages of one session, in order. Every name of a stage derives from these: the
-transport stage ``secagg/<stage>`` (:mod:`fedgraphrec.protocols.secagg.roles`), a node's session
-record and its refusals, and (through :data:`STAGE_TITLE`) the ledger phases and abort messages."""
-STAGE_TITLE: Final = {
-    ADVERTISE: "advertise-keys",
-    SHARE: "share-keys",
-    MASK: "masked-input",
-    UNMASK: "unmask",
-}
+STAGES: Final = ("advertise", "share", "mask", "unmask")
+"""The four stages of one session, in order (module docstring): advertise keys, share keys, masked
+input, unmask. Every name of a stage derives from these: the transport stage ``secagg/<stage>``
+(:mod:`fedgraphrec.protocols.secagg.roles`), a node's session record and its refusals, and (through
+:data:`STAGE_TITLE`) the ledger phases and abort messages."""
+ADVERTISE, SHARE, MASK, UNMASK = STAGES
+_TITLES = ("advertise-keys", "share-keys", "masked-input", "unmask")
+STAGE_TITLE: Final = dict(zip(STAGES, _TITLES, strict=True))
 """Each stage's descriptive name: ledger phase suffix ``secagg-<title>``, message kind, abort messages."""
 
 # ---------------------------------------------------------------------------- sizes on the wire
