@@ -36,8 +36,9 @@ from fedgraphrec.protocols.fedgrec.local import PendingUpload, local_round
 from fedgraphrec.protocols.fedgrec.roles import QUERY, session
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample, draw_round
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
-from fedgraphrec.protocols.secagg import SecAggState, SparseUpload
+from fedgraphrec.protocols.secagg.client import SecAggState
 from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
+from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message, Part
 

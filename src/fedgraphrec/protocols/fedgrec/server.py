@@ -47,7 +47,8 @@ from fedgraphrec.protocols.fedgrec.roles import (
 )
 from fedgraphrec.protocols.fedgrec.sampling import sample_clients
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
-from fedgraphrec.protocols.secagg import SumResult, plain_sum, secure_sum, threshold_for
+from fedgraphrec.protocols.secagg.policy import threshold_for
+from fedgraphrec.protocols.secagg.server import SumResult, plain_sum, secure_sum
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["FedGRecServer"]

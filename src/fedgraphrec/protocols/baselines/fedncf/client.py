@@ -17,8 +17,9 @@ from fedgraphrec.protocols.baselines.fedncf.local import LocalDeltas, local_trai
 from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
 from fedgraphrec.protocols.baselines.fedpergnn.expect import check_download, sampled_users
 from fedgraphrec.protocols.baselines.shard_sampling import ShardRound, sample_shard
-from fedgraphrec.protocols.secagg import SecAggState, SparseUpload
+from fedgraphrec.protocols.secagg.client import SecAggState
 from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
+from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message, Part
 
