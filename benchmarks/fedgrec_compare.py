@@ -21,21 +21,19 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-PAPER_TABLE1 = {  # spec fedgrec.md §5.6: (Recall@20, NDCG@20) after 10^5 rounds
-    "gowalla": {
-        "FedeRank": (0.1440, 0.1164),
-        "FedGRec-1": (0.1712, 0.1376),
-        "FedGRec-2": (0.1695, 0.1412),
-        "FedGRec-3": (0.1654, 0.1362),
-        "LightGCN-3 (centralized)": (0.1823, 0.1555),
-    },
-    "yelp2018": {
-        "FedeRank": (0.0503, 0.0405),
-        "FedGRec-1": (0.0598, 0.0491),
-        "FedGRec-2": (0.0607, 0.0497),
-        "FedGRec-3": (0.0615, 0.0503),
-        "LightGCN-3 (centralized)": (0.0639, 0.0525),
-    },
+from fedgraphrec.reproduce.papers import paper
+
+# spec fedgrec.md §5.6 (papers/fedgrec.toml): (Recall@20, NDCG@20) after 10^5 rounds
+_ROWS = {  # label here → row of the paper's table
+    "FedeRank": "FedeRank",
+    "FedGRec-1": "FedGRec-1",
+    "FedGRec-2": "FedGRec-2",
+    "FedGRec-3": "FedGRec-3",
+    "LightGCN-3 (centralized)": "LightGCN-3",
+}
+_T1 = paper("fedgrec").section("t1").section("paper")
+PAPER_TABLE1 = {
+    ds: {label: _T1.section(ds).numbers(row)[:2] for label, row in _ROWS.items()} for ds in _T1.names()
 }
 
 

@@ -3,10 +3,10 @@
 Both start from the same warmed-up state and process the same sampled users, negatives and pairs
 (round ``r`` of the run seed); the batched round is the party programs' (one node, in process,
 :class:`~fedgraphrec.training.protocol_learner.ProtocolLearner`), the per-user version is
-:func:`fedgraphrec.protocols.fedgrec.reference.reference_round` (autograd and ``torch.optim.Adam``
+:func:`benchmarks.fedgrec_reference.reference_round` (autograd and ``torch.optim.Adam``
 per user, every queried row a parameter). Prints the median of ``--rounds`` rounds and the ratio.
 
-    FEDGRAPHREC_DATA=../shared/datasets python benchmarks/fedgrec_round.py --dataset gowalla --json out.json
+    FEDGRAPHREC_DATA=../shared/datasets python -m benchmarks.fedgrec_round --dataset gowalla --json out.json
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import time
 
 import torch
 
+from benchmarks.fedgrec_reference import reference_round
 from fedgraphrec.protocols.fedgrec import sample_round
-from fedgraphrec.protocols.fedgrec.reference import reference_round
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions

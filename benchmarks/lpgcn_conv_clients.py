@@ -8,7 +8,7 @@ For one dataset (``specs/lpgcn.md`` §8, §9.7; arXiv:2412.01141 §6.3.5):
    drawn uniformly from :math:`\mathcal I \setminus \mathcal I_u` with
    ``numpy_rng(seed, "lpgcn", "virtual")`` (Algorithm 2, lines 8–11);
 2. the greedy minimum cover :math:`\overline{\mathcal U}_0` (Algorithm 3), timed;
-3. the Fig. 13 sweep (:func:`fedgraphrec.protocols.lpgcn.communication.fig13_sweep`): for every
+3. the Fig. 13 sweep (:func:`fedgraphrec.reproduce.lpgcn_fig13.fig13_sweep`): for every
    :math:`\rho` in ``--fractions`` add :math:`\mathrm{round}(\rho n)` random users to the
    candidates, assign convolution-items at random, and evaluate Eq. 30 (:math:`C`, bytes per client
    and iteration, forward neighbour-user embeddings of all :math:`L` layers), Eq. 32 (:math:`R`, mean
@@ -49,15 +49,22 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedgraphrec.data import Interactions, binary_csr, load_dataset, split_interactions
-from fedgraphrec.protocols.lpgcn.communication import fig13_sweep
 from fedgraphrec.protocols.lpgcn.cover import greedy_set_cover
+from fedgraphrec.reproduce.lpgcn_fig13 import fig13_sweep
+from fedgraphrec.reproduce.papers import paper
 from fedgraphrec.seeding import numpy_rng
 
-# Paper, §6.3.5 / Fig. 13: best L, minimum k % (lower end of the Fig. 13 range), upper end, C in "KB".
+# Paper, §6.3.5 / Fig. 13 (papers/lpgcn.toml): best L, minimum k % (lower end of the Fig. 13 range),
+# upper end, C in "KB".
+_F13 = paper("lpgcn").section("f13").section("datasets")
 PAPER: dict[str, tuple[int, float, float, float]] = {
-    "gowalla": (4, 7.57, 59.30, 19.8),
-    "yelp2018": (3, 7.26, 57.05, 22.0),
-    "amazon-book": (4, 7.72, 64.50, 33.5),
+    ds: (
+        _F13.section(ds).integer("layers"),
+        _F13.section(ds).number("k_min"),
+        _F13.section(ds).number("k_max"),
+        _F13.section(ds).number("cost_kb"),
+    )
+    for ds in _F13.names()
 }
 
 COLUMNS = (

@@ -115,4 +115,4 @@ def test_no_global_random_state() -> None:
 def test_one_command_line() -> None:
     """The CLI is typer's (``fedgraphrec.cli``): no argparse entry point hides inside the package."""
     users = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if "argparse" in p.read_text()]
-    assert not users, f"argparse in {users}; research runners belong in scripts/"
+    assert not users, f"argparse in {users}; research runners belong in benchmarks/"

@@ -5,7 +5,7 @@ set -u
 export FEDGRAPHREC_DATA=${FEDGRAPHREC_DATA:-/work/shared/datasets} PYTHONPATH=src OMP_NUM_THREADS=1
 PY=${PY:-/work/main/.venv/bin/python}
 OUT=results/dgrec/runs
-run() { $PY -m fedgraphrec.cli dgrec "$@" --dataset flixster --epochs 2 --centres 300 --lr 0.5 --out $OUT; }
+run() { v=$1; shift; $PY benchmarks/dgrec_runs.py run --variant "$v" "$@" --dataset flixster --epochs 2 --centres 300 --lr 0.5 --out $OUT; }
 lane1() { run dgrec --seed 0; run dmf --seed 0; run dlgnn --seed 0; run non-item-graph --seed 0; run non-pearson --seed 0; run dgrec --seed 0 --public-ratio 0.2; }
 lane2() { run dgrec --seed 1; run dmf --seed 1; run dlgnn --seed 1; run non-neighbor --seed 0; run non-sharing --seed 0; run dgrec --seed 0 --public-ratio 0.6; }
 lane3() { run dgrec --seed 2; run dmf --seed 2; run dlgnn --seed 2; run local-only --seed 0; run non-attention --seed 0; run dgrec --seed 0 --public-ratio 0.4; }

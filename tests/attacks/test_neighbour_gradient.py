@@ -12,7 +12,7 @@ from fedgraphrec.attacks.neighbour_gradient import (
     private_item_ranking,
 )
 from fedgraphrec.privacy.one_bit import encode
-from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings, ModelConfig
+from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings
 from fedgraphrec.runtime.network import Network
 
 
@@ -23,7 +23,7 @@ def test_plain_gradients_leak_private_items_one_bit_encodings_do_not() -> None:
     train.data[:] = 1.0
     social = sp.random(n_users, n_users, density=0.1, random_state=rng, format="csr")
     tags = (sp.random(n_items, 10, density=0.2, random_state=rng, format="csr") > 0).astype(float).tocsr()
-    s = DGRECSettings(model=ModelConfig(d=d, n_interests=3, d_interest=3, hidden=(4, 4)), public_ratio=0.5)
+    s = DGRECSettings(d=d, n_interests=3, d_interest=3, hidden=(4, 4), public_ratio=0.5)
     rec = DGREC(train.tocsr(), social, tags, s, seed=0)
     users = np.flatnonzero(np.diff(rec.train.indptr) >= 4)
     grads = rec.local_gradients(users, np.random.default_rng(1))
@@ -43,7 +43,7 @@ def test_ranking_from_the_transcript_plain_leaks_one_bit_does_not() -> None:
     train.data[:] = 1.0
     social = sp.random(n_users, n_users, density=0.1, random_state=rng, format="csr")
     tags = (sp.random(n_items, 10, density=0.2, random_state=rng, format="csr") > 0).astype(float).tocsr()
-    s = DGRECSettings(model=ModelConfig(d=d, n_interests=3, d_interest=3, hidden=(4, 4)), public_ratio=0.5)
+    s = DGRECSettings(d=d, n_interests=3, d_interest=3, hidden=(4, 4), public_ratio=0.5)
     net = Network(n_users, transcripts=True)
     rec = DGREC(train.tocsr(), social, tags, s, seed=0, network=net)
     for c in (3, 17, 41):

@@ -170,9 +170,9 @@ def _settings_fields(command: str, protocol: object) -> set[str]:
 
         target = RatingSettings  # type: ignore[assignment]
     elif command == "train" and protocol == "dgrec":
-        from fedgraphrec.training.dgrec import DGRECRunSettings
+        from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 
-        target = DGRECRunSettings  # type: ignore[assignment]
+        target = DGRECSettings  # type: ignore[assignment]
     return {f.name for f in dataclasses.fields(target)} | set(ALIASES)
 
 

@@ -13,6 +13,7 @@ from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings, ModelConfig
 from fedgraphrec.protocols.dgrec.gossip import flood, message_bytes
 from fedgraphrec.protocols.dgrec.sampling import sample_group, sampling_weights
 from fedgraphrec.runtime.network import Network
+from fedgraphrec.runtime.peer import PeerTransport
 
 
 def _random_graph(n: int, p: float, seed: int) -> sp.csr_matrix:
@@ -69,7 +70,7 @@ def test_flooding_delivers_every_encoded_vector_in_2h_rounds_and_ledger_counts_l
     gen = torch.Generator().manual_seed(0)
     msgs = {v: (1000 + i, encode(torch.randn(n_s), 0.1, 1.0, gen)) for i, v in enumerate(sorted(links))}
     net = Network(300, transcripts=True)
-    held = flood(links, msgs, 3, net)
+    held = flood(links, msgs, 3, PeerTransport(net))
     ids = {m[0] for m in msgs.values()}
     assert all(set(h) == ids for h in held.values())
     # each member receives every other member's message exactly once (de-duplicated flooding)
@@ -94,7 +95,7 @@ def _toy(seed: int = 0) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
 def test_no_raw_gradient_or_private_item_in_any_transcript() -> None:
     train, social, tags = _toy()
     net = Network(40, transcripts=True)
-    s = DGRECSettings(model=ModelConfig(d=4, n_interests=3, d_interest=3, hidden=(4, 4)), public_ratio=0.5)
+    s = DGRECSettings(d=4, n_interests=3, d_interest=3, hidden=(4, 4), public_ratio=0.5)
     rec = DGREC(train, social, tags, s, seed=3, network=net)
     private = rec.train - rec.public.multiply(rec.train)
     private.eliminate_zeros()
@@ -117,7 +118,7 @@ def test_no_raw_gradient_or_private_item_in_any_transcript() -> None:
 
 def test_group_update_is_decoded_mean_and_outsiders_untouched() -> None:
     train, social, tags = _toy(1)
-    s = DGRECSettings(model=ModelConfig(d=4, n_interests=3, d_interest=3, hidden=(4, 4)), hops=1, fanout=2)
+    s = DGRECSettings(d=4, n_interests=3, d_interest=3, hidden=(4, 4), hops=1, fanout=2)
     rec = DGREC(train, social, tags, s, seed=0)
     before = {k: v.clone() for k, v in rec.models.params.items()}
     rec.step(0)
@@ -158,3 +159,47 @@ def test_communication_formula_ratio_is_dr_over_2h() -> None:
     ours, floats = comm_bits_formula(1000, 4, 3)
     assert ours == 2 * 4 * 1000 * 40 and floats == 64 * 1000 * 40
     assert floats / ours == 8
+
+
+def test_a_peer_refuses_flood_messages_from_outside_its_links_out_of_round_or_malformed() -> None:
+    from fedgraphrec.crypto.errors import IntegrityError
+    from fedgraphrec.protocols.dgrec.gossip import UserPeer, flood_tree
+    from fedgraphrec.runtime.peer import PeerMessage
+
+    t = PeerTransport(Network(4))
+    tree = flood_tree({0: {1}, 1: {0, 2}, 2: {1}}, 0)
+    size = message_bytes(5)
+    for v in range(4):
+        t.register(v, UserPeer(v, frozenset(), np.zeros(0, np.int64), 0))
+    for v in range(3):
+        t.peers[v].join(tree[v], (10 + v, torch.ones(5, dtype=torch.int8)), "one_bit_gradient", size)  # type: ignore[attr-defined]
+        t.peers[v].start_round("dgrec/flood/round=0")  # type: ignore[attr-defined]
+    x = torch.ones(5, dtype=torch.int8)
+
+    def forged(sender: int, receiver: int, phase: str = "dgrec/flood/round=0", **kw: object) -> PeerMessage:
+        args: dict = {"payload": x, "size": size, "tag": 99, **kw}
+        return PeerMessage(phase, "one_bit_gradient", sender, receiver, **args)
+
+    with pytest.raises(IntegrityError, match="expected peers"):
+        t.send([forged(2, 0)])  # 2 is not 0's neighbour in the group
+    with pytest.raises(IntegrityError, match="not expected at all"):
+        t.send([forged(2, 3)])  # 3 is not in the group
+    with pytest.raises(IntegrityError, match="phase"):
+        t.send([forged(1, 0, "dgrec/flood/round=1")])  # a later round's message now
+    with pytest.raises(IntegrityError, match="wrong shape or dtype"):
+        t.send([forged(1, 0, payload=torch.ones(5))])
+    with pytest.raises(IntegrityError, match="delivered twice"):
+        t.send([forged(1, 0, tag=10)])  # 0's own id coming back
+
+
+def test_public_item_lists_are_refused_after_set_up() -> None:
+    from fedgraphrec.crypto.errors import IntegrityError
+    from fedgraphrec.runtime.peer import PeerMessage
+
+    train, social, tags = _toy()
+    rec = DGREC(train, social, tags, DGRECSettings(d=4, n_interests=3, d_interest=3, hidden=(4, 4)), seed=0)
+    assert all(len(p.received_public) == len(p.neighbours) for p in rec.peers.values())
+    u, v = (int(x) for x in np.transpose(rec.social.nonzero())[0])
+    late = PeerMessage("dgrec/public_items", "public_items", u, v, np.zeros(1, np.int64), 8)
+    with pytest.raises(IntegrityError, match="not expected at all"):
+        rec.transport.send([late])

@@ -95,7 +95,7 @@ def test_bipartite_ablation_graph_and_step() -> None:
     assert nodes == [0, 1, 2, 3, 5, 6]  # items 0-3, then tags 0 and 1 as ids 5 + t
     prop = g.prop[0, :k, :k].numpy()
     assert np.allclose(prop, prop.T) and prop[0, 1] == 0 and prop[0, 4] > 0  # item–tag edges only
-    s = DGRECSettings(model=ModelConfig(d=4, n_interests=2, d_interest=2, hidden=(4, 3)), hypergraph=False)
+    s = DGRECSettings(d=4, n_interests=2, d_interest=2, hidden=(4, 3), hypergraph=False)
     rec = DGREC(train, social, tags, s, seed=0)
     assert rec.models.params["E"].shape == (3, 5 + 3, 4)
     assert rec.step(0) >= 1

@@ -9,7 +9,7 @@ import torch
 
 from fedgraphrec.evaluation.ranking import evaluate_embeddings
 from fedgraphrec.privacy.noise_source import laplace_from_uniform
-from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings, ModelConfig
+from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings
 from fedgraphrec.seeding import numpy_rng
 
 
@@ -27,7 +27,7 @@ def _toy_mf(hops: int = 1) -> DGREC:
     train = (sp.random(30, 25, density=0.2, random_state=rng, format="csr") > 0).astype(np.float64).tocsr()
     social = (sp.random(30, 30, density=0.2, random_state=rng, format="csr") > 0).astype(np.float64).tocsr()
     tags = sp.identity(25, format="csr")
-    s = DGRECSettings(model=ModelConfig(kind="mf", d=4), sharing="plain", hops=hops, lr=0.5)
+    s = DGRECSettings(kind="mf", d=4, sharing="plain", hops=hops, lr=0.5)
     return DGREC(train, social, tags, s, seed=0)
 
 
@@ -75,7 +75,7 @@ def _toy_one_bit(secure: bool) -> DGREC:
     rng = np.random.default_rng(0)
     train = (sp.random(30, 25, density=0.2, random_state=rng, format="csr") > 0).astype(np.float64).tocsr()
     social = (sp.random(30, 30, density=0.2, random_state=rng, format="csr") > 0).astype(np.float64).tocsr()
-    s = DGRECSettings(model=ModelConfig(kind="mf", d=4), hops=1, lr=0.5, secure_noise=secure)
+    s = DGRECSettings(kind="mf", d=4, hops=1, lr=0.5, secure_noise=secure)
     return DGREC(train, social, sp.identity(25, format="csr"), s, seed=0)
 
 

@@ -9,10 +9,10 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+from benchmarks.fedgrec_reference import reference_round
 from fedgraphrec.crypto.secagg.wire import SecAggAbortError
 from fedgraphrec.models import NormalizedBipartite, propagate_layers
 from fedgraphrec.protocols.fedgrec import SPEC, FedGRecSettings, sample_round
-from fedgraphrec.protocols.fedgrec.reference import reference_round
 from tests.helpers import ProgramsRun, random_train, rel_err
 
 D = 4

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto import ciphertext_size
-from fedgraphrec.protocols.lpgcn.communication import neighbour_sets, per_client_cost
+from fedgraphrec.reproduce.lpgcn_communication import neighbour_sets, per_client_cost
 from fedgraphrec.runtime import encoded_size
 from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train

@@ -11,8 +11,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings, ModelConfig
-from fedgraphrec.training.dgrec import DGRECRunSettings
+from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings
+from fedgraphrec.training.dgrec_learner import hiding_settings
 from fedgraphrec.training.loading import load_settings
 from fedgraphrec.training.rating import RatingSettings
 from tests.protocols.test_p4gcn import _proto
@@ -38,21 +38,19 @@ def test_p4gcn_w1_differs_between_runs_of_one_seed_when_secure() -> None:
 
 
 def test_dgrec_run_settings_derive_both_hiding_draws_from_reproducible() -> None:
-    default = DGRECRunSettings().overrides()
-    assert default["secure_noise"] is False and default["secure_sampling"] is False
-    hidden = DGRECRunSettings(reproducible=False).overrides()
-    assert hidden["secure_noise"] is True and hidden["secure_sampling"] is True
-    only_noise = DGRECRunSettings(secure_noise=True).overrides()
-    assert only_noise["secure_noise"] is True and only_noise["secure_sampling"] is False
+    default = hiding_settings(DGRECSettings(), reproducible=True)
+    assert default.secure_noise is False and default.secure_sampling is False
+    hidden = hiding_settings(DGRECSettings(), reproducible=False)
+    assert hidden.secure_noise is True and hidden.secure_sampling is True
+    only_noise = hiding_settings(DGRECSettings(secure_noise=True), reproducible=True)
+    assert only_noise.secure_noise is True and only_noise.secure_sampling is False
 
 
 def _toy(secure_sampling: bool) -> DGREC:
     rng = np.random.default_rng(0)
     train = (sp.random(30, 25, density=0.2, random_state=rng, format="csr") > 0).astype(np.float64).tocsr()
     social = (sp.random(30, 30, density=0.2, random_state=rng, format="csr") > 0).astype(np.float64).tocsr()
-    s = DGRECSettings(
-        model=ModelConfig(kind="mf", d=4), sharing="plain", hops=2, lr=0.5, secure_sampling=secure_sampling
-    )
+    s = DGRECSettings(kind="mf", d=4, sharing="plain", hops=2, lr=0.5, secure_sampling=secure_sampling)
     return DGREC(train, social, sp.identity(25, format="csr"), s, seed=0)
 
 

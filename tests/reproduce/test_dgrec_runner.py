@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fedgraphrec.reproduce.dgrec_runs import settings_for
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
+
+settings_for = DGRECSettings.for_variant
 
 
 def test_dgrec_settings_for_lets_an_override_replace_a_variant_value() -> None:
@@ -16,7 +18,7 @@ def test_load_side_with_a_filter_keeps_side_information_aligned_to_the_compact_i
     """Top-N items + k-core: the social graph and tags follow the kept users and items."""
     import numpy as np
 
-    from fedgraphrec.reproduce.dgrec_runs import data_sizes, load_side
+    from fedgraphrec.training.dgrec import load_data, load_side
 
     full = load_side("synthetic-ratings")
     train, test, social, tags = load_side("synthetic-ratings", top_items=80, min_user=3, min_item=2)
@@ -25,7 +27,7 @@ def test_load_side_with_a_filter_keeps_side_information_aligned_to_the_compact_i
     assert social.shape == (train.shape[0], train.shape[0])
     assert tags.shape[0] == train.shape[1]
     assert np.asarray(tags.sum(axis=0)).min() > 0  # tags left without items are dropped
-    sizes = data_sizes(train, test, social, tags)
+    sizes = load_data("synthetic-ratings", top_items=80, min_user=3, min_item=2).sizes()
     assert sizes["users"] == train.shape[0] and sizes["test"] == test.nnz
 
 
@@ -33,7 +35,7 @@ def test_load_side_rejects_bad_filter_values_and_ciao_10core_is_a_registry_datas
     import pytest
 
     from fedgraphrec.data import REGISTRY
-    from fedgraphrec.reproduce.dgrec_runs import load_side
+    from fedgraphrec.training.dgrec import load_side
 
     spec = REGISTRY["ciao-10core"]
     assert spec.format == "derived"
@@ -46,13 +48,13 @@ def test_run_settings_reach_every_dgrec_setting_and_refuse_bad_values() -> None:
     """``--set`` keys: protocol (δ, β, lr, H, n_u, batch, …) and model (d, n_i, d_i, hidden, λ, scale)."""
     import pytest
 
-    from fedgraphrec.training.dgrec import DGRECRunSettings, settings_for
+    from fedgraphrec.training.dgrec import dgrec_settings
 
-    rs = DGRECRunSettings(
-        delta=0.2, beta=2.0, lr=1.0, hops=2, fanout=2, batch=8, max_items=64, d=8, n_interests=3,
-        d_interest=5, hidden=[8, 4], l2=0.01, loss_scale="mean", centres_per_epoch=10,
-    )  # fmt: skip
-    s = settings_for(rs.variant, **rs.overrides())
+    sets = [
+        "delta=0.2", "beta=2.0", "lr=1.0", "hops=2", "fanout=2", "batch=8", "max_items=64", "d=8",
+        "n_interests=3", "d_interest=5", "hidden=[8, 4]", "l2=0.01", "loss_scale='mean'", "centres_per_epoch=10",
+    ]  # fmt: skip
+    s = dgrec_settings(None, sets)
     assert (s.delta, s.beta, s.lr, s.hops, s.fanout, s.batch, s.max_items) == (0.2, 2.0, 1.0, 2, 2, 8, 64)
     m = s.model
     assert (m.d, m.n_interests, m.d_interest, m.hidden, m.l2, m.loss_scale) == (8, 3, 5, (8, 4), 0.01, "mean")
@@ -63,7 +65,7 @@ def test_run_settings_reach_every_dgrec_setting_and_refuse_bad_values() -> None:
         ({"lr": -1.0}, "lr"),
     ):
         with pytest.raises(ValueError, match=match):
-            DGRECRunSettings(**bad)  # type: ignore[arg-type]
+            DGRECSettings(**bad)  # type: ignore[arg-type]
 
 
 def test_reference_rows_are_written_like_runs(tmp_path) -> None:
@@ -81,9 +83,9 @@ def test_reference_rows_are_written_like_runs(tmp_path) -> None:
 
 def test_model_overrides_merge_with_the_variants_model() -> None:
     """Fig. 3's n_i / d_i sweep: overriding n_interests keeps the variant's own model kind."""
-    s = settings_for("dlgnn", model={"n_interests": 12})
+    s = settings_for("dlgnn", n_interests=12)
     assert (s.model.kind, s.model.n_interests, s.model.d_interest) == ("lgn", 12, 10)
-    assert settings_for("dgrec", model={"d_interest": 30}).model.d_interest == 30
+    assert settings_for("dgrec", d_interest=30).model.d_interest == 30
 
 
 def test_train_runner_passes_fig3_arguments_and_refuses_unknown_ones(monkeypatch, tmp_path) -> None:

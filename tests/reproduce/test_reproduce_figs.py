@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from fedgraphrec.evaluation.reference import REFERENCES
+from fedgraphrec.protocols.dgrec.settings import VARIANTS
 from fedgraphrec.reproduce import claims as figure_claims
 from fedgraphrec.reproduce import p4gcn_table, paper_figures
-from fedgraphrec.reproduce.dgrec_runs import REFERENCES, VARIANTS
 from fedgraphrec.reproduce.figures import (
     FIGURES,
     Figure,

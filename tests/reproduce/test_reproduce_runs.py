@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from fedgraphrec.evaluation.reference import REFERENCES
+from fedgraphrec.protocols.dgrec.settings import VARIANTS
 from fedgraphrec.reproduce import p4gcn_table
-from fedgraphrec.reproduce.dgrec_runs import REFERENCES, VARIANTS
 from fedgraphrec.reproduce.runs import RUN_TABLES, reproduce_runs
 
 

@@ -87,7 +87,7 @@ def test_network_records_transcripts_only_when_enabled():
 
 
 def test_row_codec_matches_tensor_codec_and_rejects_foreign_payloads():
-    from fedgraphrec.runtime import decode_rows, encode_rows
+    from fedgraphrec.runtime.codec import decode_rows, encode_rows
 
     rows = torch.arange(12, dtype=torch.float64).reshape(4, 3)
     payloads = encode_rows(rows)
@@ -97,37 +97,3 @@ def test_row_codec_matches_tensor_codec_and_rejects_foreign_payloads():
         decode_rows([encode_tensor(torch.ones(1, 3))], 3, torch.float64)  # float32 header
     with pytest.raises(CodecError):
         decode_rows([payloads[0][:-1]], 3, torch.float64)
-
-
-def test_relay_rows_opens_each_copy_and_rejects_an_altered_one() -> None:
-    """Copies of one row share a decryption only when byte-identical; an altered copy is rejected."""
-    import numpy as np
-    import pytest
-    import torch
-
-    from fedgraphrec.crypto import IntegrityError, SharedKey
-    from fedgraphrec.runtime import Network
-    from fedgraphrec.runtime.rows import relay_rows
-
-    class Tampering(Network):
-        def transmit(self, phase, sender, receiver, sizes, **kw):  # type: ignore[no-untyped-def]
-            got = super().transmit(phase, sender, receiver, sizes, **kw)
-            if sender == "server" and got is not None:
-                got = list(got)
-                blob = bytearray(got[3])  # receiver 3 gets a copy of row 0 with one flipped bit
-                blob[-1] ^= 1
-                got[3] = bytes(blob)
-            return got
-
-    key = SharedKey.generate()
-    rows = torch.arange(12, dtype=torch.float64).reshape(3, 4)
-    route = (np.array([0, 1, 0, 0, 2, 1]), np.arange(6))
-    kw = dict(sender_role="client", receiver_role="client", kind="row", row_ciphertext_bytes=0)
-    net = Network(6, "real", protocol="t")
-    net.use_group_key(key)
-    opened = relay_rows(net, "p", rows, route, **kw)  # type: ignore[arg-type]
-    assert torch.equal(opened, rows[route[0]])
-    bad = Tampering(6, "real", protocol="t")
-    bad.use_group_key(key)
-    with pytest.raises(IntegrityError, match=r"p \(step -1\): the message from client:0 to client:3"):
-        relay_rows(bad, "p", rows, route, **kw)  # type: ignore[arg-type]

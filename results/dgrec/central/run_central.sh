@@ -4,7 +4,7 @@
 set -euo pipefail
 export PYTHONPATH=src OMP_NUM_THREADS=1 FEDGRAPHREC_DATA=${FEDGRAPHREC_DATA:-/work/shared/datasets}
 PY=${PY:-python}
-R="$PY -m fedgraphrec.experiments.dgrec_central"
+R="$PY benchmarks/dgrec_central.py"
 O=results/dgrec/central
 for s in 0 1 2; do
   $R lightgcn-side --dataset flixster --epochs 100 --seed $s --out $O

@@ -3,6 +3,6 @@
 set -euo pipefail
 export PYTHONPATH=src OMP_NUM_THREADS=1 FEDGRAPHREC_DATA=${FEDGRAPHREC_DATA:-/work/shared/datasets}
 PY=${PY:-python}
-R="$PY -m fedgraphrec.experiments.dgrec_central"
-$R lightgcn-side --dataset ciao-10core --epochs 100 --lr 0.005 --seed 0 --out results/dgrec/central/checks
-$R fedgnn --dataset flixster --epochs 100 --lr 0.005 --seed 0 --out results/dgrec/central/checks
+R="$PY benchmarks/dgrec_central.py"
+$R lightgcn-side --dataset ciao-10core --epochs 100 --set lr=0.005 --seed 0 --out results/dgrec/central/checks
+$R fedgnn --dataset flixster --epochs 100 --set lr=0.005 --seed 0 --out results/dgrec/central/checks

@@ -28,31 +28,24 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.attacks.upload_inference import _auc
+from fedgraphrec.attacks.upload_inference import MembershipRanking, _auc, per_target_means
 from fedgraphrec.crypto import SharedKey
-from fedgraphrec.runtime import CodecError, Transcript, decode_rows
+from fedgraphrec.runtime.codec import CodecError, decode_rows
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, multicast, party_names
+from fedgraphrec.runtime.transcript import Transcript
 
 __all__ = ["NeighbourInference", "gnn4fr_neighbour"]
 
 
 @dataclass(frozen=True)
-class NeighbourInference:
-    """Per attacked victim: AUC and top-|I_u| precision of the membership score."""
+class NeighbourInference(MembershipRanking):
+    """Per attacked victim (ids in ``victims``): AUC and top-|I_u| precision of the membership score."""
 
     victims: np.ndarray
-    auc: np.ndarray
-    precision: np.ndarray
-    random_precision: np.ndarray
 
     def summary(self) -> dict[str, float]:
-        """Means over victims."""
-        return {
-            "victims": float(len(self.victims)),
-            "mean_auc": float(np.nanmean(self.auc)),
-            "mean_precision": float(np.mean(self.precision)),
-            "mean_random_precision": float(np.mean(self.random_precision)),
-        }
+        """Means over victims (NaN AUCs of degenerate victims skipped)."""
+        return per_target_means(self)
 
 
 def gnn4fr_neighbour(
@@ -121,7 +114,9 @@ def gnn4fr_neighbour(
         else:
             precs.append(float(truth[np.argsort(-score, kind="stable")[:k]].mean()) if k else 0.0)
         rands.append(float(truth.mean()))
-    return NeighbourInference(victims, np.array(aucs), np.array(precs), np.array(rands))
+    return NeighbourInference(
+        auc=np.array(aucs), precision=np.array(precs), random_precision=np.array(rands), victims=victims
+    )
 
 
 def _read(

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.attacks.upload_inference import _auc
+from fedgraphrec.attacks.upload_inference import _auc, per_target_means
 from fedgraphrec.crypto import ClientKeyPair, SharedKey, open_sealed
 from fedgraphrec.crypto.tokens import TOKEN_BYTES, ItemTokenizer
 from fedgraphrec.protocols.lpgcn.holdings import verification_aad
@@ -55,15 +55,7 @@ class CollusionResult:
 
     def summary(self) -> dict[str, float]:
         """Means over victims (NaN AUCs of degenerate victims skipped)."""
-        return {
-            "victims": float(len(self.victims)),
-            "mean_recovered": float(np.mean(self.recovered)),
-            "mean_held_precision": float(np.mean(self.held_precision)),
-            "mean_precision": float(np.mean(self.precision)),
-            "mean_recall": float(np.mean(self.recall)),
-            "mean_auc": float(np.nanmean(self.auc)),
-            "mean_random_precision": float(np.mean(self.random_precision)),
-        }
+        return per_target_means(self)
 
 
 def _entries(transcript: Transcript, role: str, phase: str) -> list[tuple[int, int, bytes]]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedgraphrec.attacks.upload_inference import _rank_membership
+from fedgraphrec.attacks.upload_inference import MembershipRanking, _rank_membership
 from fedgraphrec.runtime import Transcript
 
 __all__ = [
@@ -84,21 +84,8 @@ def private_item_hits(
 
 
 @dataclass(frozen=True)
-class GradientRanking:
+class GradientRanking(MembershipRanking):
     """Per target: AUC of private vs not-held items, top-``|P|`` precision, its random baseline."""
-
-    auc: np.ndarray
-    precision: np.ndarray
-    random_precision: np.ndarray
-
-    def summary(self) -> dict[str, float]:
-        """Means over targets."""
-        return {
-            "targets": float(len(self.auc)),
-            "mean_auc": float(np.nanmean(self.auc)),
-            "mean_precision": float(np.mean(self.precision)),
-            "mean_random_precision": float(np.mean(self.random_precision)),
-        }
 
 
 def private_item_ranking(

@@ -16,7 +16,7 @@ random guess), together with the precision of the upload's support taken as the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,7 +24,7 @@ from scipy.stats import rankdata
 
 from fedgraphrec.runtime import Transcript
 
-__all__ = ["UploadInference", "upload_inference"]
+__all__ = ["MembershipRanking", "UploadInference", "per_target_means", "upload_inference"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,38 @@ class UploadInference:
             out["mean_support_precision"] = float(np.nanmean(self.support_precision))
         out["mean_random_precision"] = float(np.mean(self.random_precision))
         return out
+
+
+def per_target_means(result: object, count: str = "victims") -> dict[str, float]:
+    """The summary of a dataclass of per-target arrays: the target count, then each array's mean.
+
+    The count is the length of the first field and is reported under ``count``; a field named
+    ``count`` (the targets' ids) is not averaged. ``auc`` is averaged with ``nanmean``, since a target
+    with no positives or no negatives has an undefined AUC; every other field with ``mean``. Keys
+    keep the fields' order, so reports list them as the result class declares them.
+    """
+    arrays = {f.name: getattr(result, f.name) for f in fields(result)}  # type: ignore[arg-type]
+    out = {count: float(len(next(iter(arrays.values()))))}
+    for name, values in arrays.items():
+        if name != count:
+            out[f"mean_{name}"] = float(np.nanmean(values) if name == "auc" else np.mean(values))
+    return out
+
+
+@dataclass(frozen=True)
+class MembershipRanking:
+    """Per attacked target: membership-score AUC, top-|positives| precision and random-guess precision.
+
+    The three numbers :func:`_rank_membership` returns for one target, stacked over the targets.
+    """
+
+    auc: np.ndarray
+    precision: np.ndarray
+    random_precision: np.ndarray
+
+    def summary(self) -> dict[str, float]:
+        """Means over targets (NaN AUCs of degenerate targets skipped)."""
+        return per_target_means(self, count="targets")
 
 
 def _auc(scores: np.ndarray, labels: np.ndarray) -> float:

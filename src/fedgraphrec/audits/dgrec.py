@@ -31,9 +31,10 @@ import torch
 
 from fedgraphrec.attacks import first_round_gradients, private_item_hits, private_item_ranking
 from fedgraphrec.protocols.dgrec import DGREC
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 from fedgraphrec.runtime.network import Network
 from fedgraphrec.seeding import numpy_rng, torch_generator
-from fedgraphrec.training.dgrec import load_side, settings_for
+from fedgraphrec.training.dgrec import load_side
 
 __all__ = ["audit_dgrec"]
 
@@ -54,7 +55,7 @@ def audit_dgrec(
         ValueError: the dataset lacks a social graph or item side information.
     """
     train, _, social, tags = load_side(dataset)
-    s = settings_for("dgrec", public_ratio=public_ratio)
+    s = DGRECSettings.for_variant("dgrec", public_ratio=public_ratio)
     net = Network(train.shape[0], transcripts=True)
     t0 = time.perf_counter()
     rec = DGREC(train, social, tags, s, seed=seed, network=net)

@@ -23,6 +23,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from fedgraphrec.attacks import gnn4fr_neighbour, lpgcn_collusion
 from fedgraphrec.protocols.lpgcn import key_material
@@ -32,7 +34,7 @@ from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
 
-__all__ = ["audit_gnn4fr", "audit_lpgcn"]
+__all__ = ["audit_gnn4fr", "audit_lpgcn", "save_fraction_plot", "write_report"]
 
 ALPHAS = (0, 4, 16, 64)
 COALITIONS = (0, 1, 10, 100, 400)
@@ -65,7 +67,6 @@ def audit_lpgcn(
             )
             rows.append({"alpha": alpha, "c": c, **res.summary()})
     report = {"protocol": "lpgcn", "dataset": cfg.dataset, "seed": cfg.seed, "collusion": rows}
-    (out / "audit.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
         f"# Privacy audit: lpgcn on {cfg.dataset}: the server colluding with c clients",
         "",
@@ -82,21 +83,20 @@ def audit_lpgcn(
             f"{r['mean_precision']:.3f} | {r['mean_recall']:.3f} | {r['mean_auc']:.3f} | "
             f"{r['mean_random_precision']:.4f} |"
         )
-    (out / "audit.md").write_text("\n".join(lines) + "\n")
+    write_report(out, report, lines)
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for alpha in alphas:
         sel = [r for r in rows if r["alpha"] == alpha and r["c"] > 0]
         ax.plot([r["c"] for r in sel], [r["mean_precision"] for r in sel], marker="o", label=f"α={alpha}")
     ax.set_xscale("log")
-    ax.set_xlabel("colluding clients c")
-    ax.set_ylabel("precision of inferred real items")
-    ax.set_ylim(0, 1.05)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    ax.set_title(f"lpgcn on {cfg.dataset}: server + c clients")
-    fig.tight_layout()
-    fig.savefig(out / "lpgcn_collusion.png", dpi=120)
-    plt.close(fig)
+    save_fraction_plot(
+        fig,
+        ax,
+        out / "lpgcn_collusion.png",
+        xlabel="colluding clients c",
+        ylabel="precision of inferred real items",
+        title=f"lpgcn on {cfg.dataset}: server + c clients",
+    )
     return report
 
 
@@ -114,7 +114,6 @@ def audit_gnn4fr(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
         res = gnn4fr_neighbour(learner.net.transcript, data.train, table, None, key)
         arms[name] = res.summary()
     report = {"protocol": "gnn4fr", "dataset": cfg.dataset, "seed": cfg.seed, "dim": cfg.dim, "attack": arms}
-    (out / "audit.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
         f"# Privacy audit: gnn4fr on {cfg.dataset}: membership from synchronised user embeddings",
         "",
@@ -129,5 +128,24 @@ def audit_gnn4fr(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
             f"| {name} | {int(s['victims'])} | {s['mean_auc']:.3f} | {s['mean_precision']:.3f} | "
             f"{s['mean_random_precision']:.4f} |"
         )
-    (out / "audit.md").write_text("\n".join(lines) + "\n")
+    write_report(out, report, lines)
     return report
+
+
+def write_report(out: Path, report: dict[str, Any], lines: list[str]) -> None:
+    """An audit's two reports in ``out``: ``audit.json`` (the numbers) and ``audit.md`` (``lines``)."""
+    (out / "audit.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "audit.md").write_text("\n".join(lines) + "\n")
+
+
+def save_fraction_plot(fig: Figure, ax: Axes, path: Path, *, xlabel: str, ylabel: str, title: str) -> None:
+    """Label, grid and save (then close) an audit's plot of fractions in [0, 1] with its legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

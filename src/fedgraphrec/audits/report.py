@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from fedgraphrec.attacks import query_intersection, upload_inference
-from fedgraphrec.audits.graph import audit_gnn4fr, audit_lpgcn
+from fedgraphrec.audits.graph import audit_gnn4fr, audit_lpgcn, save_fraction_plot
 from fedgraphrec.audits.queries import audit_queries, query_leaks, query_markdown
 from fedgraphrec.training.config import ROUND_PROTOCOLS, TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
@@ -125,12 +125,11 @@ def _plot(report: dict[str, Any], path: Path) -> None:
         [r["rounds_seen"] for r in rows], [r["mean_precision"] for r in rows], marker="o", label="precision"
     )
     ax.plot([r["rounds_seen"] for r in rows], [r["exact_fraction"] for r in rows], marker="s", label="exact")
-    ax.set_xlabel("rounds the user took part in")
-    ax.set_ylabel("recovered training items")
-    ax.set_ylim(0, 1.05)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    ax.set_title(f"{report['protocol']}: query intersection")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_fraction_plot(
+        fig,
+        ax,
+        path,
+        xlabel="rounds the user took part in",
+        ylabel="recovered training items",
+        title=f"{report['protocol']}: query intersection",
+    )

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from fedgraphrec.cli._app import DataDirOpt, app, err, out, use_data_dir, user_errors
+from fedgraphrec.cli.train import ConfigOpt, DatasetOpt, SetOpt
 
 
 @app.command()
@@ -24,11 +25,9 @@ def audit(
             help="With 'integrity': the protocol to attack (lpgcn, gnn4fr, fedgrec, fedmf, fedncf, pgcn)."
         ),
     ] = None,
-    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML configuration file.")] = None,
-    overrides: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a config key (repeatable).")
-    ] = None,
+    dataset: DatasetOpt = None,
+    config: ConfigOpt = None,
+    overrides: SetOpt = None,
     rounds: Annotated[
         int, typer.Option(help="Rounds to run (twice: secure aggregation on and off); dgrec: group steps.")
     ] = 20,

@@ -8,6 +8,10 @@ from typing import Annotated
 import typer
 
 from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, use_data_dir, user_errors
+from fedgraphrec.cli.train import DatasetOpt, SetOpt
+
+BaseConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Base TOML configuration.")]
+"""The configuration every method of ``compare`` and ``frontier`` starts from."""
 
 
 @app.command()
@@ -16,11 +20,9 @@ def compare(
         list[str],
         typer.Option("--method", help="protocol[:key=value,...], e.g. central:model=mf (repeatable)."),
     ],
-    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")] = None,
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="Base TOML configuration.")] = None,
-    overrides: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a base config key (repeatable).")
-    ] = None,
+    dataset: DatasetOpt = None,
+    config: BaseConfigOpt = None,
+    overrides: SetOpt = None,
     seeds: Annotated[
         list[int] | None, typer.Option("--seed", help="Seeds (repeatable; default 2020).")
     ] = None,
@@ -57,7 +59,7 @@ def compare(
 @app.command()
 def frontier(
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset name or folder.")],
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="Base TOML configuration.")] = None,
+    config: BaseConfigOpt = None,
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="Override a config key for every method (repeatable).")
     ] = None,

@@ -9,7 +9,7 @@ registered as party programs runs (``training.protocol_learner.SPECS``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,6 +25,9 @@ from fedgraphrec.cli.train import (
     print_summary,
     train_config,
 )
+
+if TYPE_CHECKING:
+    from fedgraphrec.training.config import TrainConfig
 
 flower_app = typer.Typer(
     help="Run protocols on Flower (needs the Flower extra of fedgraphrec).", no_args_is_help=True
@@ -43,6 +46,33 @@ def _engine() -> None:
         import flwr  # noqa: F401
     except ImportError as exc:
         raise fail(f"the Flower engine needs: pip install 'fedgraphrec\\[flower]' ({exc})") from None
+
+
+def _run(
+    protocol: str,
+    dataset: str | None,
+    config: Path | None,
+    setting: list[str] | None,
+    epochs: int | None,
+    seed: int | None,
+    crypto: str | None,
+    out_dir: Path | None,
+    data_dir: str | None,
+) -> tuple[TrainConfig, Path]:
+    """``train``'s configuration of a Flower run and its run folder (``--out`` or the default).
+
+    Raises:
+        ValueError: ``protocol`` does not run as party programs (those are the ones Flower runs).
+    """
+    from fedgraphrec.training import default_run_dir
+    from fedgraphrec.training.protocol_learner import SPECS
+
+    if protocol not in SPECS:
+        raise ValueError(
+            f"{protocol!r} does not run as party programs yet; on Flower: {', '.join(sorted(SPECS))}"
+        )
+    cfg = train_config(protocol, dataset, config, setting, epochs, seed, crypto, data_dir)
+    return cfg, Path(out_dir or default_run_dir(protocol, cfg.dataset))
 
 
 def _report(summary: dict[str, object], run_dir: Path) -> None:
@@ -78,21 +108,13 @@ def flower_simulate(
     """
     use_data_dir(data_dir)
     _engine()
-    from fedgraphrec.training import default_run_dir
-    from fedgraphrec.training.protocol_learner import SPECS
-
     with user_errors():
-        if protocol not in SPECS:
-            raise ValueError(
-                f"{protocol!r} does not run as party programs yet; on Flower: {', '.join(sorted(SPECS))}"
-            )
-        cfg = train_config(protocol, dataset, config, setting, epochs, seed, crypto, data_dir)
-        run_dir = out_dir or default_run_dir(protocol, cfg.dataset)
+        cfg, run_dir = _run(protocol, dataset, config, setting, epochs, seed, crypto, out_dir, data_dir)
         err.print(f"run folder: {run_dir}")
         from fedgraphrec.engines.flower.party_app import simulate
 
         run = simulate(cfg, run_dir, supernodes, timeout=round_timeout)
-    _report(run.result.summary, Path(run_dir))
+    _report(run.result.summary, run_dir)
 
 
 @flower_app.command("deploy")
@@ -119,16 +141,9 @@ def flower_deploy(
     """
     use_data_dir(data_dir)
     _engine()
-    from fedgraphrec.training import default_run_dir
-    from fedgraphrec.training.protocol_learner import SPECS
-
     with user_errors():
-        if protocol not in SPECS:
-            raise ValueError(
-                f"{protocol!r} does not run as party programs yet; on Flower: {', '.join(sorted(SPECS))}"
-            )
-        cfg = train_config(protocol, dataset, config, setting, epochs, seed, crypto, data_dir)
-        run_dir = Path(out_dir or default_run_dir(protocol, cfg.dataset)).resolve()
+        cfg, run_dir = _run(protocol, dataset, config, setting, epochs, seed, crypto, out_dir, data_dir)
+        run_dir = run_dir.resolve()
         err.print(f"run folder: {run_dir}")
         from fedgraphrec.engines.flower.party_app import deploy
 

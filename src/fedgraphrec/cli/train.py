@@ -165,9 +165,9 @@ def _train_side(
             run_dir = out_dir or default_run_dir("p4gcn", name)
             summary = train_rating(data, seed or 0, settings, run_dir)
         else:
-            from fedgraphrec.training.dgrec import DGRECRunSettings, train_dgrec
+            from fedgraphrec.training.dgrec import dgrec_settings, train_dgrec
 
-            settings_d = load_settings(DGRECRunSettings, config, overrides, epochs=epochs, variant=variant)
+            settings_d = dgrec_settings(config, overrides, variant, epochs)
             name = dataset or "flixster"
             run_dir = out_dir or default_run_dir("dgrec", name)
             summary = train_dgrec(name, seed or 0, settings_d, run_dir)

@@ -102,6 +102,21 @@ def _layout(data: bytes) -> tuple[np.ndarray, np.ndarray]:
     return counts, tok_pos
 
 
+def _read_layout(path: Path) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
+    """The file's bytes, its :func:`_layout` and the indices of its non-blank lines.
+
+    Raises:
+        DatasetNotFoundError: the file does not exist.
+        DataFormatError: the file has no token at all.
+    """
+    data = read_bytes(path)
+    counts, tok_pos = _layout(data)
+    nonblank = np.flatnonzero(counts)
+    if len(nonblank) == 0:
+        raise DataFormatError(path, None, "file is empty")
+    return data, counts, tok_pos, nonblank
+
+
 def _fast_numbers(blob: bytes, kind: ColumnKind, expected: int) -> np.ndarray | None:
     """Convert a whitespace-separated blob of numbers, or ``None`` if anything looks off."""
     arr = np.frombuffer(blob, dtype=np.uint8)
@@ -217,11 +232,7 @@ def read_table(path: str | Path, kinds: Sequence[ColumnKind]) -> Table:
             convert, an id is negative or a number is not finite (naming the file and line).
     """
     p = Path(path)
-    data = read_bytes(p)
-    counts, tok_pos = _layout(data)
-    nonblank = np.flatnonzero(counts)
-    if len(nonblank) == 0:
-        raise DataFormatError(p, None, "file is empty")
+    data, counts, tok_pos, nonblank = _read_layout(p)
     n_cols = len(kinds)
     wrong = np.flatnonzero(counts[nonblank] != n_cols)
     if len(wrong):
@@ -267,11 +278,7 @@ def read_ragged_ids(path: str | Path) -> Ragged:
         DataFormatError: the file is empty, a token is not an integer, or an id is negative.
     """
     p = Path(path)
-    data = read_bytes(p)
-    counts, _ = _layout(data)
-    nonblank = np.flatnonzero(counts)
-    if len(nonblank) == 0:
-        raise DataFormatError(p, None, "file is empty")
+    data, counts, _, nonblank = _read_layout(p)
     lengths = counts[nonblank].astype(np.int64)
     lines = nonblank.astype(np.int64) + 1
     values = _fast_numbers(data, "id", int(lengths.sum()))

@@ -37,10 +37,25 @@ def binary_csr(users: np.ndarray, items: np.ndarray, n_users: int, n_items: int)
     return _freeze_csr(m)
 
 
-def _freeze_links(links: SocialGraph | ItemGraph) -> None:
-    """Make a link list's ``src``/``dst`` read-only int64 arrays (frozen-dataclass safe)."""
-    object.__setattr__(links, "src", _freeze(np.asarray(links.src, dtype=np.int64)))
-    object.__setattr__(links, "dst", _freeze(np.asarray(links.dst, dtype=np.int64)))
+class _LinkList:
+    """What user–user and item–item link lists share: read-only int64 ``src``/``dst`` and their count.
+
+    Not a dataclass itself (its annotations are no fields), so each subclass keeps its own field
+    order (the id-space size first).
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+
+    def __post_init__(self) -> None:
+        """Make ``src``/``dst`` read-only int64 arrays (frozen-dataclass safe)."""
+        object.__setattr__(self, "src", _freeze(np.asarray(self.src, dtype=np.int64)))
+        object.__setattr__(self, "dst", _freeze(np.asarray(self.dst, dtype=np.int64)))
+
+    @property
+    def n_links(self) -> int:
+        """Number of stored (src, dst) rows."""
+        return len(self.src)
 
 
 def _link_adjacency(src: np.ndarray, dst: np.ndarray, n: int, symmetric: bool) -> sp.csr_matrix:
@@ -122,7 +137,7 @@ class Interactions:
 
 
 @dataclass(frozen=True)
-class SocialGraph:
+class SocialGraph(_LinkList):
     """User–user links in the same id space as the ratings.
 
     Attributes:
@@ -137,14 +152,6 @@ class SocialGraph:
     src: np.ndarray
     dst: np.ndarray
     directed: bool = True
-
-    def __post_init__(self) -> None:
-        _freeze_links(self)
-
-    @property
-    def n_links(self) -> int:
-        """Number of stored (src, dst) rows."""
-        return len(self.src)
 
     def adjacency(self, symmetric: bool = True, self_loops: bool = False) -> sp.csr_matrix:
         """Binary adjacency; ``symmetric`` adds every reverse link (the P4GCN A1 rule)."""
@@ -260,7 +267,7 @@ Dataset = Interactions | Ratings
 
 
 @dataclass(frozen=True)
-class ItemGraph:
+class ItemGraph(_LinkList):
     """Item–item relations (Flixster's ``W_movies``), in the item id space of the ratings.
 
     ``Ratings`` has no field for item relations, so loaders carry this object in
@@ -277,14 +284,6 @@ class ItemGraph:
     src: np.ndarray
     dst: np.ndarray
     directed: bool = False
-
-    def __post_init__(self) -> None:
-        _freeze_links(self)
-
-    @property
-    def n_links(self) -> int:
-        """Number of stored (src, dst) rows."""
-        return len(self.src)
 
     def adjacency(self, symmetric: bool = True) -> sp.csr_matrix:
         """Binary item×item adjacency without self-loops; ``symmetric`` adds every reverse link."""

@@ -24,7 +24,7 @@ from torch import nn
 from fedgraphrec.models.base import GraphRecommender
 from fedgraphrec.models.propagation import NormalizedBipartite, spmm, torch_csr
 
-__all__ = ["LightGCN", "LightGCNPlus", "init_table"]
+__all__ = ["LightGCN", "LightGCNPlus", "init_table", "xavier_uniform"]
 
 
 def init_table(
@@ -36,6 +36,17 @@ def init_table(
     rounding, which the equivalence tests rely on.
     """
     t = torch.randn(rows, dim, generator=generator, dtype=torch.float64) * std
+    return nn.Parameter(t.to(dtype))
+
+
+def xavier_uniform(shape: tuple[int, int], generator: torch.Generator, dtype: torch.dtype) -> nn.Parameter:
+    """A weight matrix drawn from Xavier-uniform U(-b, b), b = sqrt(6 / (fan_in + fan_out)).
+
+    Drawn in float64 from ``generator`` and cast, like :func:`init_table`, so the dtype does not
+    change the values beyond rounding.
+    """
+    bound = (6.0 / sum(shape)) ** 0.5
+    t = (torch.rand(shape, generator=generator, dtype=torch.float64) * 2 - 1) * bound
     return nn.Parameter(t.to(dtype))
 
 

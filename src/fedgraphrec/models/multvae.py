@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedgraphrec.models.lightgcn import xavier_uniform
 from fedgraphrec.seeding import seeded_generator
 
 __all__ = ["MultVAE", "VAELoss"]
@@ -36,10 +37,9 @@ class VAELoss:
 def _linear(
     n_in: int, n_out: int, gen: torch.Generator, dtype: torch.dtype
 ) -> tuple[nn.Parameter, nn.Parameter]:
-    bound = (6.0 / (n_in + n_out)) ** 0.5  # Xavier-uniform, as the authors' code
-    w = (torch.rand((n_in, n_out), generator=gen, dtype=torch.float64) * 2 - 1) * bound
+    w = xavier_uniform((n_in, n_out), gen, dtype)  # as the authors' code
     b = torch.randn(n_out, generator=gen, dtype=torch.float64) * 0.001
-    return nn.Parameter(w.to(dtype)), nn.Parameter(b.to(dtype))
+    return w, nn.Parameter(b.to(dtype))
 
 
 class MultVAE(nn.Module):

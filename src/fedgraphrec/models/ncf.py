@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedgraphrec.models.base import BatchLoss, GraphRecommender
-from fedgraphrec.models.lightgcn import init_table
+from fedgraphrec.models.lightgcn import init_table, xavier_uniform
 from fedgraphrec.models.losses import bpr_loss, l2_reg
 from fedgraphrec.models.propagation import NormalizedBipartite
 
@@ -58,19 +58,12 @@ class NCF(GraphRecommender):
         self.item_gmf = init_table(graph.n_items, dim, init_std, gen, dtype)
         self.user_mlp = init_table(graph.n_users, dim, init_std, gen, dtype)
         self.item_mlp = init_table(graph.n_items, dim, init_std, gen, dtype)
-        self.W_user = self._xavier((dim, widths[0]), gen, dtype)  # first layer, user half of [p ‖ q]
-        self.W_item = self._xavier((dim, widths[0]), gen, dtype)  # first layer, item half
+        self.W_user = xavier_uniform((dim, widths[0]), gen, dtype)  # first layer, user half of [p ‖ q]
+        self.W_item = xavier_uniform((dim, widths[0]), gen, dtype)  # first layer, item half
         self.b0 = nn.Parameter(torch.zeros(widths[0], dtype=dtype))
-        self.Ws = nn.ParameterList(self._xavier((a, b), gen, dtype) for a, b in itertools.pairwise(widths))
+        self.Ws = nn.ParameterList(xavier_uniform((a, b), gen, dtype) for a, b in itertools.pairwise(widths))
         self.bs = nn.ParameterList(nn.Parameter(torch.zeros(b, dtype=dtype)) for b in widths[1:])
-        self.h = self._xavier((dim + widths[-1], 1), gen, dtype)
-
-    @staticmethod
-    def _xavier(shape: tuple[int, int], gen: torch.Generator, dtype: torch.dtype) -> nn.Parameter:
-        bound = (6.0 / sum(shape)) ** 0.5
-        return nn.Parameter(
-            ((torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1) * bound).to(dtype)
-        )
+        self.h = xavier_uniform((dim + widths[-1], 1), gen, dtype)
 
     def layer0(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The GMF tables (NCF has no propagation; kept for the common interface)."""

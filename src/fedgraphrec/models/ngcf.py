@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedgraphrec.models.base import BatchLoss, GraphRecommender, triple_loss
-from fedgraphrec.models.lightgcn import init_table
+from fedgraphrec.models.lightgcn import init_table, xavier_uniform
 from fedgraphrec.models.propagation import NormalizedBipartite, spmm
 
 __all__ = ["NGCF"]
@@ -58,20 +58,12 @@ class NGCF(GraphRecommender):
             raise ValueError(f"message_dropout must be in [0, 1), got {message_dropout}")
         self.user_emb = init_table(graph.n_users, dim, init_std, gen, dtype)
         self.item_emb = init_table(graph.n_items, dim, init_std, gen, dtype)
-        bound = (6.0 / (2 * dim)) ** 0.5  # Xavier-uniform for a dim × dim matrix
-        self.W1 = nn.ParameterList(self._uniform((dim, dim), bound, gen, dtype) for _ in range(n_layers))
-        self.W2 = nn.ParameterList(self._uniform((dim, dim), bound, gen, dtype) for _ in range(n_layers))
+        self.W1 = nn.ParameterList(xavier_uniform((dim, dim), gen, dtype) for _ in range(n_layers))
+        self.W2 = nn.ParameterList(xavier_uniform((dim, dim), gen, dtype) for _ in range(n_layers))
         self.b1 = nn.ParameterList(nn.Parameter(torch.zeros(dim, dtype=dtype)) for _ in range(n_layers))
         self.b2 = nn.ParameterList(nn.Parameter(torch.zeros(dim, dtype=dtype)) for _ in range(n_layers))
         self.message_dropout = message_dropout
         self._dropout_gen = gen
-
-    @staticmethod
-    def _uniform(
-        shape: tuple[int, int], bound: float, gen: torch.Generator, dtype: torch.dtype
-    ) -> nn.Parameter:
-        t = (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1) * bound
-        return nn.Parameter(t.to(dtype))
 
     def layer0(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The free tables :math:`U^{(0)}, V^{(0)}`."""

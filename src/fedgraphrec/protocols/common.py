@@ -1,60 +1,32 @@
-"""Set-up steps shared by the protocols that key items and embeddings under one symmetric key S.
+"""Names and local pieces shared by the server-mediated protocols.
 
-LP-GCN (Algorithm 2) and GNN4FR (Algorithm 2) start the same way: every client makes an asymmetric
-key pair, one client draws :math:`S` and wraps it for everybody through the server, and every
-client uploads deterministic tokens of its item IDs so the server can build the item graph without
-learning an ID. Both steps record their messages in the runtime's ledger; in ``real`` crypto mode
-they run the cryptography for real.
+Role names (LP-GCN, GNN4FR), a shard's training rows (:class:`ShardRows`),
+the local BPR loss of a user minibatch (:func:`local_bpr`, :class:`LocalBPR`), the layer mean of
+LightGCN-style propagation (:func:`layer_mean`) and one Adam step (:func:`adam_step`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto import (
-    ClientKeyPair,
-    IntegrityError,
-    ItemTokenizer,
-    SharedKey,
-    sealed_size,
-    unwrap_key,
-    wrap_key,
-)
-from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES
-from fedgraphrec.crypto.tokens import TOKEN_BYTES
-from fedgraphrec.runtime import Network
-
 __all__ = [
     "CLIENT",
     "KEY_HOLDER",
     "SERVER",
-    "KeySetup",
     "LocalBPR",
     "ShardRows",
-    "StepRecord",
     "adam_step",
-    "distribute_shared_key",
     "layer_mean",
     "local_bpr",
-    "upload_item_tokens",
 ]
 
 SERVER = "server"
 CLIENT = "client"
 KEY_HOLDER = "key-client"  # u_c of Algorithm 2, who draws the shared key S
-
-
-@dataclass(frozen=True)
-class KeySetup:
-    """The shared key and the clients' key pairs (both ``None`` in ``accounted`` mode)."""
-
-    shared_key: SharedKey | None
-    keypairs: list[ClientKeyPair] | None
 
 
 @dataclass(frozen=True)
@@ -85,129 +57,6 @@ class ShardRows:
     def n_items(self) -> int:
         """The catalogue size."""
         return int(self.full.shape[1])
-
-
-def distribute_shared_key(n: int, net: Network, key_client: int) -> KeySetup:
-    """Public keys up, all of them to ``key_client``, which wraps a fresh S for every client.
-
-    The server relays everything and never sees S: it only handles public keys and wrapped keys.
-    Every client checks it unwrapped the same S (a wrapped key for another client, or an altered
-    one, fails to unwrap), and ``net`` seals and opens with S from then on.
-    """
-    clients = np.arange(n)
-    net.transmit(
-        "setup/public-keys",
-        CLIENT,
-        SERVER,
-        np.full(n, PUBLIC_KEY_BYTES),
-        kind="public_key",
-        protected=False,
-        senders=clients,
-    )
-    net.transmit(
-        "setup/public-keys",
-        SERVER,
-        KEY_HOLDER,
-        n * PUBLIC_KEY_BYTES,
-        kind="public_key",
-        protected=False,
-        receivers=np.array([key_client]),
-    )
-    wrapped_size = sealed_size(32)
-    shared_key: SharedKey | None = None
-    keypairs: list[ClientKeyPair] | None = None
-    wrapped: list[bytes] | None = None
-    if net.real:
-        keypairs = [ClientKeyPair.generate() for _ in range(n)]
-        shared_key = SharedKey.generate()
-        wrapped = [wrap_key(shared_key.to_bytes(), kp.public) for kp in keypairs]
-        wrapped_size = len(wrapped[0])
-    net.transmit(
-        "setup/wrapped-key",
-        KEY_HOLDER,
-        SERVER,
-        np.full(n, wrapped_size),
-        kind="wrapped_key",
-        protected=True,
-        payloads=wrapped,
-        senders=np.full(n, key_client),
-    )
-    delivered = net.transmit(
-        "setup/wrapped-key",
-        SERVER,
-        CLIENT,
-        np.full(n, wrapped_size),
-        kind="wrapped_key",
-        protected=True,
-        payloads=wrapped,
-        receivers=clients,
-    )
-    if keypairs is not None and delivered is not None and shared_key is not None:
-        for u, (kp, blob) in enumerate(zip(keypairs, delivered, strict=True)):
-            if blob is None:
-                raise IntegrityError(
-                    f"setup/wrapped-key: the wrapped key for client:{u} never arrived (dropped)"
-                )
-            if unwrap_key(blob, kp) != shared_key.to_bytes():
-                raise RuntimeError("a client unwrapped a different shared key")
-    net.use_group_key(shared_key)
-    return KeySetup(shared_key, keypairs)
-
-
-class Uniforms(Protocol):
-    """A source of uniform floats in [0, 1): a seeded numpy generator, or a CSPRNG-backed one."""
-
-    def random(self, size: int) -> np.ndarray:
-        """``size`` uniform floats."""
-        ...
-
-
-def upload_item_tokens(
-    holdings: sp.csr_matrix,
-    net: Network,
-    shared_key: SharedKey | None,
-    order_rng: Uniforms | np.random.Generator,
-) -> np.ndarray:
-    """Every client uploads the tokens of its held items; returns the server's column of each item.
-
-    Each client uploads its tokens in an order of its own (``order_rng``), so the order reveals
-    nothing, and the server numbers tokens by first appearance, so its numbering does not depend on
-    token values (fresh every run): the same seed gives the same server view in both crypto modes.
-    Items nobody holds are unknown to the server and get the remaining column ids.
-    """
-    n, m = holdings.shape
-    held = np.diff(holdings.indptr)
-    rows = np.repeat(np.arange(n), held)
-    upload = holdings.indices[np.lexsort((order_rng.random(len(rows)), rows))]
-    token_payloads: list[bytes] | None = None
-    token_of_item = np.full(m, -1, dtype=np.int64)
-    if shared_key is not None:
-        item_tokens = ItemTokenizer(shared_key).tokens(np.arange(m))
-        uploaded = [item_tokens[i] for i in upload]
-        token_payloads = [
-            b"".join(uploaded[a:b]) for a, b in zip(holdings.indptr[:-1], holdings.indptr[1:], strict=True)
-        ]
-        first_seen: dict[bytes, int] = {}
-        for tok in uploaded:  # what the server does: number tokens by first appearance
-            first_seen.setdefault(tok, len(first_seen))
-        for i, tok in enumerate(item_tokens):
-            token_of_item[i] = first_seen.get(tok, -1)
-    else:  # accounted mode: the same numbering, with item ids standing in for tokens
-        _, first = np.unique(upload, return_index=True)
-        token_of_item[np.unique(upload)] = np.argsort(np.argsort(first))
-    unheld = token_of_item < 0
-    token_of_item[unheld] = np.arange(int((~unheld).sum()), m)
-    net.transmit(
-        "setup/item-tokens",
-        CLIENT,
-        SERVER,
-        held * TOKEN_BYTES,
-        kind="item_token",
-        protection="pseudonymous",
-        payloads=token_payloads,
-        senders=np.arange(n),
-    )
-    return token_of_item
 
 
 def layer_mean(layers: list[torch.Tensor]) -> torch.Tensor:
@@ -281,20 +130,6 @@ def local_bpr(
         d_rows=torch.cat([-s * u_rows, s * u_rows]),
         r_rows=reg_weight * V0[items] / B,
     )
-
-
-@dataclass
-class StepRecord:
-    """What one protocol minibatch computed (kept for step-by-step checks against the oracle)."""
-
-    loss: float
-    bpr: float
-    reg: float
-    user_layers: list[torch.Tensor] = field(default_factory=list)
-    item_layers: list[torch.Tensor] = field(default_factory=list)
-    user_grad: torch.Tensor | None = None
-    item_grad: torch.Tensor | None = None
-    w_grad: torch.Tensor | None = None
 
 
 def adam_step(

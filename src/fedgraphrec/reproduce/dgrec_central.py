@@ -2,7 +2,7 @@
 
 ``python -m fedgraphrec.reproduce.dgrec_central METHOD --dataset flixster --seed 0 --out
 results/dgrec/central`` trains one method on exactly the train matrix of
-:func:`~fedgraphrec.reproduce.dgrec_runs.load_side` and evaluates recall@20 / ndcg@20 on its test
+:func:`~fedgraphrec.training.dgrec.load_side` and evaluates recall@20 / ndcg@20 on its test
 matrix with train items masked (the project's evaluator; the same split and masking as the DGREC
 runs), then writes ``<out>/<dataset>_<method>_s<seed>.json``:
 
@@ -33,6 +33,7 @@ import json
 import math
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,6 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.data.types import Interactions
 from fedgraphrec.models.side_graph import (
     HyperGNN,
     LightGCNSide,
@@ -50,19 +50,21 @@ from fedgraphrec.models.side_graph import (
     items_sharing_a_tag,
 )
 from fedgraphrec.privacy.laplace import laplace_scale_for
-from fedgraphrec.reproduce.dgrec_runs import data_sizes, load_side
 from fedgraphrec.seeding import torch_generator
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.dgrec import fit, load_data
+from fedgraphrec.training.learner_base import BatchStats
 from fedgraphrec.training.sampler import BPRSampler
-from fedgraphrec.training.trainer import Trainer, evaluate_embeddings_on
+from fedgraphrec.training.trainer import Trainer
 
 __all__ = [
     "CENTRAL",
     "FEDERATED",
+    "SideGraphLearner",
     "build_central",
-    "fit_central",
     "item_relations",
     "laplace_scale_for",
+    "paper_values",
     "run",
     "summarize",
 ]
@@ -119,38 +121,73 @@ def build_central(
     raise ValueError(f"method must be one of {', '.join(CENTRAL)}; got {method!r}")
 
 
-def fit_central(
-    model: LightGCNSide | HyperGNN,
-    train: sp.csr_matrix,
-    *,
-    epochs: int,
-    lr: float,
-    reg: float,
-    batch_size: int,
-    seed: int,
-) -> tuple[list[float], list[float]]:
-    """Adam on BPR minibatches of the seeded sampler; returns the mean loss and the seconds per epoch.
+class SideGraphLearner:
+    """A centralised reference (``lightgcn-side``, ``lightgcn``, ``hypergnn``) as an epoch-level learner.
 
-    Raises:
-        FloatingPointError: an epoch's loss is not finite (names the epoch and ``lr``).
+    Adam on BPR minibatches of the seeded :class:`~fedgraphrec.training.sampler.BPRSampler` (every
+    training pair once per epoch); the same interface as DGREC's learner, so one loop
+    (:func:`~fedgraphrec.training.dgrec.fit`) trains and evaluates both.
     """
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sampler = BPRSampler(train, seed, "interactions")
-    curve: list[float] = []
-    epoch_seconds: list[float] = []
-    for e in range(epochs):
-        t1, total, n = time.time(), 0.0, 0
-        for users, pos, neg in sampler.batches(e, batch_size):
-            opt.zero_grad(set_to_none=True)
-            out = model.batch_loss(users, pos, neg, reg)
+
+    def __init__(
+        self,
+        model: LightGCNSide | HyperGNN,
+        train: sp.csr_matrix,
+        *,
+        lr: float,
+        reg: float,
+        batch_size: int,
+        seed: int,
+    ) -> None:
+        self.model, self.lr, self.reg, self.batch_size = model, lr, reg, batch_size
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        self.sampler = BPRSampler(train, seed, "interactions")
+
+    @property
+    def ledger(self) -> None:
+        """Centralised training communicates nothing."""
+        return None
+
+    def train_round(self, epoch: int) -> BatchStats:
+        """One epoch; the mean minibatch loss.
+
+        Raises:
+            FloatingPointError: the epoch's loss is not finite (names the epoch and ``lr``).
+        """
+        total = bpr = reg = 0.0
+        n = 0
+        for users, pos, neg in self.sampler.batches(epoch, self.batch_size):
+            self.optimizer.zero_grad(set_to_none=True)
+            out = self.model.batch_loss(users, pos, neg, self.reg)
             out.total.backward()
-            opt.step()
-            total, n = total + out.total.item(), n + 1
+            self.optimizer.step()
+            total, bpr, reg, n = total + out.total.item(), bpr + out.bpr.item(), reg + out.reg.item(), n + 1
         if not np.isfinite(total):
-            raise FloatingPointError(f"non-finite loss in epoch {e + 1} (lr {lr})")
-        curve.append(total / n)
-        epoch_seconds.append(time.time() - t1)
-    return curve, epoch_seconds
+            raise FloatingPointError(f"non-finite loss in epoch {epoch + 1} (lr {self.lr})")
+        return BatchStats(total / n, bpr / n, reg / n)
+
+    @torch.no_grad()
+    def score_users(self, users: torch.Tensor) -> torch.Tensor:
+        """Full-catalogue scores ``U[users] Vᵀ`` of the propagated embeddings."""
+        U, V = self.model.frozen_embeddings()
+        return U[users] @ V.T
+
+    def pop_deviation(self) -> None:
+        """No oracle to compare with."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Model and optimizer state."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+    def run_summary(self) -> dict[str, Any]:
+        """Nothing beyond the metrics."""
+        return {}
 
 
 def _central(
@@ -164,15 +201,13 @@ def _central(
     reg: float,
     batch: int,
 ) -> dict[str, Any]:
-    train, test, social, tags = load_side(dataset)
-    data = Interactions(name=dataset, n_users=train.shape[0], n_items=train.shape[1], train=train, test=test)
+    data = load_data(dataset)
+    train = data.interactions.train
     t0 = time.time()
-    model, graph = build_central(method, train, social, tags, dim=dim, n_layers=n_layers, seed=seed)
-    curve, epoch_seconds = fit_central(
-        model, train, epochs=epochs, lr=lr, reg=reg, batch_size=batch, seed=seed
-    )
-    U, V = model.frozen_embeddings()
-    metrics = evaluate_embeddings_on(U, V, data, [20])
+    model, graph = build_central(method, train, data.social, data.tags, dim=dim, n_layers=n_layers, seed=seed)
+    learner = SideGraphLearner(model, train, lr=lr, reg=reg, batch_size=batch, seed=seed)
+    curve, metrics = fit(learner, data.interactions, epochs)
+    epoch_seconds = np.diff([0.0] + [c["seconds"] for c in curve])
     return {
         "settings": {
             "dim": dim,
@@ -185,8 +220,8 @@ def _central(
             "sampler": "interactions",
         },
         "graph": graph,
-        "loss_curve": curve,
-        "mean_epoch_seconds": float(np.mean(epoch_seconds)) if epoch_seconds else 0.0,
+        "loss_curve": [c["loss"] for c in curve],
+        "mean_epoch_seconds": float(np.mean(epoch_seconds)) if len(epoch_seconds) else 0.0,
         "metrics": metrics,
         "seconds": time.time() - t0,
     }
@@ -202,8 +237,7 @@ def _federated(
     lr: float,
     fed: dict[str, int],
 ) -> dict[str, Any]:
-    train, test, _, _ = load_side(dataset)
-    data = Interactions(name=dataset, n_users=train.shape[0], n_items=train.shape[1], train=train, test=test)
+    data = load_data(dataset).interactions
     scale = laplace_scale_for(epsilon, clip)
     cfg = TrainConfig(
         protocol="fedpergnn", dataset=dataset, model="lightgcn", epochs=rounds, seed=seed, lr=lr,
@@ -236,40 +270,50 @@ def _federated(
     }
 
 
-def run(
-    method: str,
-    dataset: str,
-    seed: int,
-    epochs: int = 100,
-    *,
-    dim: int = 64,
-    n_layers: int = 3,
-    lr: float = 1e-3,
-    reg: float = 1e-4,
-    batch_size: int = 2048,
-    epsilon: float = 1.0,
-    clip: float = 0.1,
-    clients_per_round: int = 100_000_000,
-    local_steps: int = 1,
-    n_negatives: int = 64,
-) -> dict[str, Any]:
+PAPER_FILE = Path(__file__).parent / "papers" / "dgrec.toml"
+"""The DGREC paper's numbers and this project's budgets and tuned values (data, not code)."""
+
+
+def paper_values(table: str) -> dict[str, Any]:
+    """A table of :data:`PAPER_FILE` (``central``, ``federated``, ``lr``, ``budget``, ``table2``)."""
+    return dict(tomllib.loads(PAPER_FILE.read_text())[table])
+
+
+def run(method: str, dataset: str, seed: int, epochs: int | None = None, **given: Any) -> dict[str, Any]:
     """Train and evaluate one method; ``epochs`` are rounds for the federated ``fedgnn``/``fedrec``.
 
-    The federated defaults are the project's FedPerGNN comparison setting (``results/baselines``):
-    every user once per round (one round = one epoch), one local step, 64 negatives.
+    ``given``: the method's settings (centralised: ``dim``, ``n_layers``, ``lr``, ``reg``,
+    ``batch_size``; federated: ``epsilon``, ``clip``, ``lr``, ``clients_per_round``, ``local_steps``,
+    ``n_negatives``); the others, and ``epochs``, come from :data:`PAPER_FILE`'s ``[central]`` or
+    ``[federated]`` table (the federated ones are the project's FedPerGNN comparison setting,
+    ``results/baselines``: every user once per round, one local step, 64 negatives, at the paper's
+    δ = 0.1 and ε = 1).
+
+    Raises:
+        ValueError: an unknown method or setting, or a non-positive ``epochs``.
     """
+    if method not in CENTRAL + FEDERATED:
+        raise ValueError(f"method must be one of {', '.join(CENTRAL + FEDERATED)}; got {method!r}")
+    central = paper_values("central")
+    defaults = {**central, **paper_values("federated")} if method in FEDERATED else central
+    if method in FEDERATED:
+        defaults["lr"] = given.get("lr", central["lr"])
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ValueError(f"{method}: unknown setting(s) {unknown}; valid: {', '.join(sorted(defaults))}")
+    v = {**defaults, **given}
+    epochs = int(v.pop("epochs")) if epochs is None else epochs
     if epochs <= 0:
         raise ValueError(f"epochs must be positive, got {epochs}")
     torch.set_num_threads(1)
     if method in CENTRAL:
-        body = _central(method, dataset, seed, epochs, dim, n_layers, lr, reg, batch_size)
-    elif method in FEDERATED:
-        fed = {"clients_per_round": clients_per_round, "local_steps": local_steps, "n_negatives": n_negatives}
-        body = _federated(method, dataset, seed, epochs, epsilon, clip, lr, fed)
+        body = _central(
+            method, dataset, seed, epochs, v["dim"], v["n_layers"], v["lr"], v["reg"], v["batch_size"]
+        )
     else:
-        raise ValueError(f"method must be one of {', '.join(CENTRAL + FEDERATED)}; got {method!r}")
-    train, test, social, tags = load_side(dataset)
-    return {"method": method, "dataset": dataset, "data": data_sizes(train, test, social, tags),
+        fed = {k: int(v[k]) for k in ("clients_per_round", "local_steps", "n_negatives")}
+        body = _federated(method, dataset, seed, epochs, v["epsilon"], v["clip"], v["lr"], fed)
+    return {"method": method, "dataset": dataset, "data": load_data(dataset).sizes(),
             "seed": seed, "epochs": epochs, **body}  # fmt: skip
 
 

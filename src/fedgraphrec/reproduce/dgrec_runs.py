@@ -1,6 +1,7 @@
 """DGREC's table runner: one JSON per run in a folder, and the markdown table of a folder.
 
-The training is :mod:`fedgraphrec.training.dgrec`; one run with a run folder is
+The training is :mod:`fedgraphrec.training.dgrec` (the variants:
+:data:`~fedgraphrec.protocols.dgrec.settings.VARIANTS`); one run with a run folder is
 ``fedgraphrec train dgrec --variant VARIANT``. Besides the variants, the runner knows the two
 reference rankings of :mod:`fedgraphrec.evaluation.reference` (``popularity``, ``random``), written
 in the same JSON form on the same split, so every DGREC table carries them.
@@ -17,29 +18,21 @@ import numpy as np
 import torch
 
 from fedgraphrec.evaluation.reference import REFERENCES, expected_random_recall, reference_metrics
-from fedgraphrec.training.dgrec import VARIANTS, data_sizes, load_side, run, settings_for
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
+from fedgraphrec.training.dgrec import load_data, run
 
-__all__ = [
-    "REFERENCES",
-    "VARIANTS",
-    "data_sizes",
-    "load_side",
-    "reference_run",
-    "run",
-    "run_and_save",
-    "settings_for",
-    "summarize",
-]
+__all__ = ["reference_run", "run_and_save", "summarize"]
 
 
 def reference_run(dataset: str, kind: str, seed: int) -> dict[str, Any]:
     """A reference ranking's record, in the form of :func:`~fedgraphrec.training.dgrec.run`'s."""
     t0 = time.time()
-    train, test, social, tags = load_side(dataset)
+    data = load_data(dataset)
+    train, test = data.interactions.train, data.interactions.test
     full = reference_metrics(kind, train, test, seed)
     return {
         "dataset": dataset,
-        "data": data_sizes(train, test, social, tags),
+        "data": data.sizes(),
         "variant": kind,
         "seed": seed,
         "epochs": 0,
@@ -64,19 +57,17 @@ def run_and_save(
 ) -> dict[str, Any]:
     """Run one variant (or reference ranking) and write ``<out>/<dataset>_<variant>_r<ratio>_s<seed>.json``.
 
-    ``settings``: :class:`~fedgraphrec.training.dgrec.DGRECRunSettings` keys (``lr``, ``delta``,
-    ``beta``, ``hops``, ``fanout``, ``n_interests``, ``d_interest``, ``loss_scale``, …); a missing
-    one keeps the variant's value. ``secure_noise`` draws the LDP randomness from the OS CSPRNG (the
-    record's ``noise_source`` says which).
+    ``settings``: :class:`~fedgraphrec.protocols.dgrec.settings.DGRECSettings` fields (``lr``,
+    ``delta``, ``beta``, ``hops``, ``fanout``, ``n_interests``, ``d_interest``, ``loss_scale``, …); a
+    missing one keeps the variant's value. ``secure_noise`` draws the LDP randomness from the OS
+    CSPRNG (the record's ``noise_source`` says which).
     """
-    from fedgraphrec.training.dgrec import DGRECRunSettings
-
     torch.set_num_threads(1)
     if variant in REFERENCES:
         res = reference_run(dataset, variant, seed)
     else:
-        run_settings = DGRECRunSettings(
-            variant=variant,
+        s = DGRECSettings.for_variant(
+            variant,
             epochs=epochs,
             centres_per_epoch=centres,
             public_ratio=public_ratio,
@@ -84,7 +75,7 @@ def run_and_save(
             secure_noise=secure_noise,
             **settings,
         )
-        res = run(dataset, variant, seed, epochs, eval_every, **run_settings.overrides())
+        res = run(dataset, s, seed)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{dataset}_{variant}_r{public_ratio}_s{seed}.json").write_text(

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from fedgraphrec.reproduce.papers import paper
 from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
 
 __all__ = ["COMM_TABLES", "FIG13", "reproduce_comm", "reproduce_fig13"]
@@ -40,14 +41,23 @@ def reproduce_comm(name: str, out_dir: str | Path, *, reuse: Sequence[str | Path
 
 # LP-GCN Fig. 13 (spec lpgcn.md §9.7): no numbers in the paper beyond the range of k and the trends.
 
+_F13 = paper("lpgcn").section("f13")  # the paper's range of k and our sweep (papers/lpgcn.toml)
+
+
+def _fig13(dataset: str, graph: str) -> tuple[str, int, float, float, str]:
+    numbers = _F13.section("datasets").section(dataset)
+    return dataset, numbers.integer("layers"), numbers.number("k_min"), numbers.number("k_max"), graph
+
+
 FIG13 = {  # table → (dataset, L, paper's smallest k %, paper's largest k %, training graph)
-    "lpgcn-f13-gowalla": ("gowalla", 4, 7.57, 59.30, "train"),
-    "lpgcn-f13-yelp2018": ("yelp2018", 3, 7.26, 57.05, "train"),
+    "lpgcn-f13-gowalla": _fig13("gowalla", "train"),
+    "lpgcn-f13-yelp2018": _fig13("yelp2018", "train"),
     # the graphs the authors' script sweeps (re-split / 90 % of train), see results/lpgcn
-    "lpgcn-f13-gowalla-resplit90": ("gowalla", 4, 7.57, 59.30, "resplit90"),
-    "lpgcn-f13-yelp2018-train90": ("yelp2018", 3, 7.26, 57.05, "train90"),
+    "lpgcn-f13-gowalla-resplit90": _fig13("gowalla", "resplit90"),
+    "lpgcn-f13-yelp2018-train90": _fig13("yelp2018", "train90"),
 }
-_FIG13_FRACTIONS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
+_FIG13_FRACTIONS = _F13.numbers("fractions")
+_FIG13_SEEDS = _F13.integers("seeds")
 
 
 def _monotone_share(values: Sequence[float], rising: bool) -> float:
@@ -59,7 +69,7 @@ def _monotone_share(values: Sequence[float], rising: bool) -> float:
 def reproduce_fig13(name: str, out_dir: str | Path, *, reuse: Sequence[str | Path] = ()) -> dict[str, Any]:
     """LP-GCN Fig. 13: the range of the convolution-client share k and the trends of C and R.
 
-    Runs :func:`~fedgraphrec.protocols.lpgcn.fig13.fig13_sweep` on the dataset's training
+    Runs :func:`~fedgraphrec.reproduce.lpgcn_fig13.fig13_sweep` on the dataset's training
     graph (α = 0, d = 64, seeds 0–2; minutes on Gowalla), or with ``reuse`` reads
     ``fig13_<dataset>.csv`` written by ``benchmarks/lpgcn_conv_clients.py``. The paper gives only
     the end points of k and the directions ("C rises and R falls as k grows"), so those are the
@@ -87,13 +97,13 @@ def reproduce_fig13(name: str, out_dir: str | Path, *, reuse: Sequence[str | Pat
     else:
         from fedgraphrec.data import Interactions
         from fedgraphrec.data.registry import load_dataset
-        from fedgraphrec.protocols.lpgcn.fig13 import fig13_sweep
+        from fedgraphrec.reproduce.lpgcn_fig13 import fig13_sweep
 
         data = load_dataset(dataset)
         if not isinstance(data, Interactions):
             raise ValueError(f"{dataset!r} is not an implicit-interaction dataset; Fig. 13 needs one")
         real = data.train
-        points = fig13_sweep(real, real, _FIG13_FRACTIONS, (0, 1, 2), 64, layers)
+        points = fig13_sweep(real, real, _FIG13_FRACTIONS, _FIG13_SEEDS, _F13.integer("dim"), layers)
         source = "sweep run now"
     points.sort(key=lambda p: p["convolution_fraction"])
     k = [100 * p["convolution_fraction"] for p in points]
@@ -106,18 +116,19 @@ def reproduce_fig13(name: str, out_dir: str | Path, *, reuse: Sequence[str | Pat
         "R falls with k (share of steps)": (_monotone_share(util, False), 1.0),
     }
     rows = []
-    for label, (ours, paper) in measured.items():
-        row = PaperRow(label, "fig13", {"value": paper})
+    for label, (ours, printed) in measured.items():
+        row = PaperRow(label, "fig13", {"value": printed})
         rows.append({"row": label, "method": "fig13", "cells": paper_cells(row, {"value": (ours, 0.0)})})
     report = {
         "table": name,
         "title": f"LP-GCN Fig. 13 on {dataset}: convolution-client share k, per-client cost C, utilisation R",
         "source": "specs/lpgcn.md §9.7",
         "data": f"{dataset}: training graph `{graph}` (see benchmarks/lpgcn_conv_clients.py), α = 0, "
-        f"d = 64, L = {layers}",
+        f"d = {_F13.integer('dim')}, L = {layers}",
         "budget": "cpu",
-        "budget_note": f"ρ ∈ {list(_FIG13_FRACTIONS)} added to the greedy cover, seeds 0–2 ({source})",
-        "seeds": [0, 1, 2],
+        "budget_note": f"ρ ∈ {list(_FIG13_FRACTIONS)} added to the greedy cover, "
+        f"seeds {_FIG13_SEEDS[0]}–{_FIG13_SEEDS[-1]} ({source})",
+        "seeds": list(_FIG13_SEEDS),
         "overrides": [],
         "rows": rows,
     }

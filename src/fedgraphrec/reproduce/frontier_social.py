@@ -1,6 +1,6 @@
 """The frontier of the vertical (P4GCN) and decentralized (DGREC) settings on one social dataset.
 
-``python -m fedgraphrec.reproduce.frontier_social --dataset flixster --p4gcn DIR --dgrec DIR
+``python benchmarks/frontier_social.py --dataset flixster --p4gcn DIR --dgrec DIR
 --p4gcn-audit A.json --dgrec-audit B.json --out OUT`` collects run files that the dedicated runners
 wrote (:mod:`~fedgraphrec.reproduce.p4gcn_table`, :mod:`~fedgraphrec.reproduce.dgrec_runs`) and the
 two audits (``fedgraphrec audit p4gcn|dgrec``), and reports, per method:

@@ -27,8 +27,7 @@ encryption). **Assumptions** ([I], stated in the README too):
   users and all their (symmetrised) neighbours ``C_t = B_t ∪ N(B_t)`` (the sparsity-aware but
   location-revealing variant) — per iteration ``ct·(|C_t| + 2|B_t|) d + share·2|B_t| d``.
 
-Run: ``python -m fedgraphrec.reproduce.p4gcn_comm --datasets filmtrust ciao douban epinions
---table1 results/p4gcn/table1 --out results/p4gcn/table3``.
+Run: ``fedgraphrec reproduce p4gcn-t3 --reuse results/p4gcn/table1 --out results/reproduce/p4gcn-t3``.
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedgraphrec.protocols.p4gcn.protocol import batch_schedule
+from fedgraphrec.reproduce.papers import PaperDataError, Section, paper
 
 __all__ = [
     "PAPER_TABLE3",
@@ -53,12 +53,20 @@ __all__ = [
     "s3rec_bytes",
 ]
 
-# Paper Table 3 (GB at E = 5; "prac" = the runs of Table 1): {dataset: {method: (B64, B1024, B4096, prac)}}.
+
+def _four(sec: Section, method: str) -> tuple[float, float, float, float]:
+    gb = sec.numbers(method)
+    if len(gb) != 4:
+        raise PaperDataError(f"{sec.where}.{method}: expected [B 64, B 1024, B 4096, prac] in GB")
+    return gb[0], gb[1], gb[2], gb[3]
+
+
+# Paper Table 3 (GB at E = 5; "prac" = the runs of Table 1): {dataset: {method: (B64, B1024, B4096, prac)}},
+# from papers/p4gcn-tables.toml.
+_T3 = paper("p4gcn-tables").section("t3")
 PAPER_TABLE3: dict[str, dict[str, tuple[float, float, float, float]]] = {
-    "filmtrust": {"p4gcn": (10.70, 10.68, 3.81, 61.77), "s3rec": (5.48, 5.47, 1.78, 118.33)},
-    "ciao": {"p4gcn": (21.88, 21.88, 21.74, 21.88), "s3rec": (15.01, 15.01, 14.88, 21.00)},
-    "douban": {"p4gcn": (42.28, 42.22, 31.44, 82.18), "s3rec": (19.23, 19.20, 14.01, 33.70)},
-    "epinions": {"p4gcn": (394.44, 394.44, 394.24, 716.38), "s3rec": (1160.98, 1160.96, 1160.09, 2785.83)},
+    ds: {m: _four(_T3.section("paper").section(ds), m) for m in _T3.section("paper").section(ds).names()}
+    for ds in _T3.section("paper").names()
 }
 BATCHES = (64, 1024, 4096)
 
@@ -147,7 +155,7 @@ def dataset_costs(
 
 
 # Batch sizes of the Table 1 runs (results/p4gcn/README.md) for runs whose JSON predates the "batch" key.
-PRAC_BATCH = {"filmtrust": 256, "douban": 1024}
+PRAC_BATCH = {ds: _T3.section("prac_batch").integer(ds) for ds in _T3.section("prac_batch").names()}
 
 
 def _prac(folder: Path, dataset: str) -> dict[str, Any]:

@@ -29,7 +29,8 @@ from fedgraphrec.reproduce.claims import (
     trend,
 )
 from fedgraphrec.reproduce.paper_figures_social import dgrec_figures, p4gcn_f4, p4gcn_f5
-from fedgraphrec.reproduce.tables import TABLES, Budget
+from fedgraphrec.reproduce.papers import paper
+from fedgraphrec.reproduce.tables import TABLES, budget_of, budgets_of
 
 __all__ = ["FIGURES"]
 
@@ -56,10 +57,7 @@ def _f10() -> Figure:
             Series("LightGCN (centralized)", "central", args=common),
             Series("LP-GCN (LightGCN)", "lpgcn", args=(*common, "verify=true")),
         ),
-        budgets={
-            "cpu": Budget(("epochs=50", "threads=1", "checkpoint_every=0"), (2023,), "50 of the 500 epochs"),
-            "full": Budget(("epochs=500", "checkpoint_every=50"), (2023,), "the paper's 500 epochs"),
-        },
+        budgets=budgets_of(paper("lpgcn").section("f10").section("budgets")),
         claims=(
             Claim("curves overlap (share of epochs equal within 5e-5)", overlap(*_F10), metrics=_F10_M),
             Claim("last epoch equal within 5e-5 (1 = identical)", _final_equal(*_F10), metrics=_F10_M),
@@ -96,7 +94,8 @@ def _final_equal(a: str, b: str, tol: float = 5e-5) -> Callable[[Results, str], 
 
 
 def _f11() -> Figure:
-    layers = (1.0, 2.0, 3.0, 4.0)
+    data = paper("lpgcn").section("f11")
+    layers = data.numbers("layers")
     lp, lg, pg = "LP-GCN (LightGCN+)", "LightGCN", "P-GCN"
     return Figure(
         name="lpgcn-f11",
@@ -114,18 +113,7 @@ def _f11() -> Figure:
             Series(lg, "central:model=lightgcn", layers),
             Series(pg, "pgcn:model=lightgcn+", layers, ("crypto=accounted",)),
         ),
-        budgets={
-            "cpu": Budget(
-                ("epochs=30", "eval_every=30", "select=last", "threads=1", "checkpoint_every=0"),
-                (1,),
-                "30 epochs (the paper: up to 1,000 with early stopping), one seed, last epoch",
-            ),
-            "full": Budget(
-                ("epochs=1000", "patience=50", "valid_fraction=0.1", "select=valid", "checkpoint_every=50"),
-                (1, 2, 3, 4, 5),
-                "up to 1,000 epochs, early stopping on validation Recall@20, 5 seeds",
-            ),
-        },
+        budgets=budgets_of(data.section("budgets")),
         claims=(
             Claim("LP-GCN(LightGCN+) > LightGCN at every L (share of L)", beats(lp, lg, lower=False)),
             Claim("LP-GCN(LightGCN+) > P-GCN at every L (share of L)", beats(lp, pg, lower=False)),
@@ -134,33 +122,19 @@ def _f11() -> Figure:
     )
 
 
-_FG_BASE = (
-    "model=lightgcn",
-    "dim=64",
-    "init_std=0.1",
-    "lr=0.001",
-    "reg=0.0001",
-    "n_negatives=2048",
-    "ks=[20]",
-    "metric=recall@20",
-    "select=last",
-    "threads=1",
-    "checkpoint_every=0",
-    "eval_initial=true",
-)
+_FG = paper("fedgrec")
+_FG_BASE = _FG.section("figures").texts("base")
 _FG_NOTE = "FedGRec's configuration (spec fedgrec.md §5.4: d = 64, S = 400, τ = 10, 2,048 negatives)"
-_FG_FULL = Budget(("epochs=100000", "eval_every=1000", "log_every=100"), (2020,), "the paper's 10^5 rounds")
-_FG_T34 = {  # (Table 3 NDCG@20, Table 4 Recall@20) for K = 1, 2, 3
-    "FedGRec": ((0.1376, 0.1412, 0.1362), (0.1712, 0.1695, 0.1654)),
-    "FedGRec-last": ((0.1376, 0.1332, 0.1246), (0.1712, 0.1605, 0.1493)),
-    "FedGRec-concat": ((0.1266, 0.1267, 0.1254), (0.1502, 0.1515, 0.1494)),
-}
+_FG_FULL = budget_of(_FG.section("figures").section("full"))
 
 
 def _fedgrec_t34(name: str, metric: str, col: int) -> Figure:
-    ks = (1.0, 2.0, 3.0)
-    paper = {
-        (label, k): {metric: values[col][i]} for label, values in _FG_T34.items() for i, k in enumerate(ks)
+    data = _FG.section("t34")
+    ks, numbers = data.numbers("ks"), data.section("paper")
+    printed = {
+        (label, k): {metric: numbers.section(label).numbers(metric)[i]}
+        for label in numbers.names()
+        for i, k in enumerate(ks)
     }
     return Figure(
         name=name,
@@ -177,26 +151,14 @@ def _fedgrec_t34(name: str, metric: str, col: int) -> Figure:
             Series("FedGRec-last", "fedgrec:aggregation=last", ks),
             Series("FedGRec-concat", "fedgrec:aggregation=concat,local_steps=1", ks),
         ),
-        budgets={
-            "cpu": Budget(
-                ("epochs=50", "eval_every=50", "log_every=10", "eval_initial=false"),
-                (2020,),
-                "50 rounds of S = 400 on ML-100K (each user ≈ 21 times; the paper ≈ 1,340 on Gowalla), "
-                "seed 2020, last round",
-            ),
-            "full": Budget(
-                ("dataset=gowalla", "epochs=100000", "eval_every=1000", "log_every=100"),
-                (2020,),
-                "Gowalla, the paper's 10^5 rounds",
-            ),
-        },
+        budgets=budgets_of(data.section("budgets")),
         claims=(
             Claim("FedGRec > FedGRec-last at K = 2, 3", beats("FedGRec", "FedGRec-last", False, (2.0, 3.0))),
             Claim("FedGRec-last falls as K grows (share of steps)", trend("FedGRec-last", rising=False)),
             Claim("FedGRec > FedGRec-concat at every K", beats("FedGRec", "FedGRec-concat", lower=False)),
         ),
-        paper=paper,
-        base=(*_FG_BASE, "clients_per_round=400", "local_steps=10"),
+        paper=printed,
+        base=(*_FG_BASE, *data.texts("base")),
     )
 
 
@@ -216,14 +178,7 @@ def _fedgrec_f2(dataset: str) -> Figure:
             Series("FedeRank", "federank"),
             *(Series(lab, f"fedgrec:K={lab[-1]}") for lab in labels),
         ),
-        budgets={
-            "cpu": Budget(
-                ("epochs=100", "eval_every=25", "log_every=25", "clients_per_round=400", "local_steps=10"),
-                (2020,),
-                "100 rounds of S = 400 (the paper: 10^5), seed 2020",
-            ),
-            "full": _FG_FULL,
-        },
+        budgets={**budgets_of(_FG.section("f2").section("budgets")), "full": _FG_FULL},
         claims=(
             *(
                 Claim(f"{lab} above FedeRank at the last round", finals((lab, "FedeRank"), False))
@@ -245,7 +200,8 @@ def _early() -> Callable[[Results, str], float]:
 
 
 def _fedgrec_f3() -> Figure:
-    s_values, taus = (100, 200, 400, 800, 1600), (1, 2, 10, 20)
+    data = _FG.section("f3")
+    s_values, taus = data.integers("users_per_round"), data.integers("local_steps")
     return Figure(
         name="fedgrec-f3",
         title="FedGRec Fig. 3 on Gowalla, K = 2: users per round S and local steps τ",
@@ -266,12 +222,7 @@ def _fedgrec_f3() -> Figure:
                 for t in taus
             ),
         ),
-        budgets={
-            "cpu": Budget(
-                ("epochs=40", "eval_every=20", "log_every=20"), (2020,), "40 rounds (the paper: 10^5)"
-            ),
-            "full": _FG_FULL,
-        },
+        budgets={**budgets_of(data.section("budgets")), "full": _FG_FULL},
         claims=(
             Claim("S = 400 best at the last round", finals(("S=400", *(f"S={s}" for s in s_values)), False)),
             Claim(

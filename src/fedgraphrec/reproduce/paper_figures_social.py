@@ -24,21 +24,15 @@ from fedgraphrec.reproduce.claims import (
     series_points,
     trend,
 )
+from fedgraphrec.reproduce.papers import paper
 from fedgraphrec.reproduce.runs import DGREC_ROW_ARGS
-from fedgraphrec.reproduce.tables import Budget
+from fedgraphrec.reproduce.tables import budget_of, budgets_of
 
 __all__ = ["chance", "dgrec_figures", "p4gcn_f4", "p4gcn_f5"]
 
 
-_P4_CPU = ("--lr", "5e-3", "--epochs", "10", "--batch", "1024", "--patience", "3")
-_P4_BUDGETS = {
-    "cpu": Budget(
-        _P4_CPU, (0, 1, 2), f"p4gcn_table {' '.join(_P4_CPU)} (Table 1: 20 epochs, batch 256), seeds 0–2"
-    ),
-    "full": Budget(
-        ("--lr", "5e-3", "--patience", "10", "--epochs", "200", "--batch", "256"), (0, 1, 2), "200 epochs"
-    ),
-}
+_P4 = paper("p4gcn-tables").section("figures")  # the paper's grids and our budgets
+_P4_BUDGETS = budgets_of(_P4.section("budgets"))
 _P4_NOTE = "FilmTrust: seeded 80/10/10 split, trust graph symmetrised; P4GCN on the plain HE backend"
 
 
@@ -71,7 +65,7 @@ def _p4(
 
 def p4gcn_f4() -> Figure:
     """P4GCN Fig. 4: test RMSE against ε, with and without fusion, beside the local and no-DP references."""
-    eps = (1.0, 3.0, 5.0, 10.0, 15.0, 20.0)
+    eps = _P4.numbers("eps")
     fu, nf, loc, ideal = "P4GCN (fusion)", "P4GCN w/o fusion", "LightGCN (no social data)", "P4GCN* (no DP)"
     return _p4(
         "p4gcn-f4",
@@ -96,7 +90,7 @@ def p4gcn_f4() -> Figure:
 
 def p4gcn_f5() -> Figure:
     """P4GCN Fig. 5: test RMSE against the social weight β, with and without DP."""
-    betas = (0.01, 0.1, 1.0, 10.0, 100.0)
+    betas = _P4.numbers("betas")
     dp, ideal = "P4GCN (DP)", "P4GCN* (no DP)"
     return _p4(
         "p4gcn-f5",
@@ -137,23 +131,19 @@ def _not_best_at(label: str, x: float) -> Callable[[Results, str], float]:
 # paper's Table 3 and Fig. 3 are on Book-Crossing and Weeplaces; on Flixster DGREC stays near chance
 # at this budget, results/dgrec/README.md). Eq.-2 loss scale, lr 0.6.
 _DG_DATA = "ciao-10core"
-_DG_CPU = ("--epochs", "2", "--centres", "300", "--lr", "0.6")
+_DG = paper("dgrec-tables")  # the paper's numbers and grids, our budgets
 _DG_NOTE = (
     "Ciao iterated 10-core (2,540 × 3,018, registry dataset ciao-10core) stands in for the paper's Weeplaces"
 )
-_DG_FULL = Budget(
-    ("--epochs", "100", "--centres", "100000", "--lr", "0.6"),
-    (0, 1, 2, 3, 4),
-    "100 epochs, every user a centre",
-)
-_DG_T3 = {  # Weeplaces recall / ndcg (%), spec §8.8
-    "DGREC": ("dgrec", 19.91, 12.76),
-    "w/non-item graph": ("non-item-graph", 16.18, 10.45),
-    "w/non-neighbor": ("non-neighbor", 17.07, 10.71),
-    "w/non-item hypergraph": ("non-hypergraph", 17.69, 11.17),
-    "w/non-attention": ("non-attention", 19.35, 12.43),
-    "w/non-pearson": ("non-pearson", 18.53, 11.88),
-    "w/non-sharing": ("non-sharing", 18.46, 11.96),
+_DG_FULL = budget_of(_DG.section("figures").section("full"))
+_T3 = _DG.section("t3").section("paper")
+_DG_T3 = {  # Weeplaces recall / ndcg (%), spec §8.8: label → (variant, recall, ndcg)
+    label: (
+        _T3.section(label).text("variant"),
+        _T3.section(label).number("recall@20"),
+        _T3.section(label).number("ndcg@20"),
+    )
+    for label in _T3.names()
 }
 _DG_REFS = (Series("Popularity (train counts)", "popularity"), Series("Random ranking", "random"))
 
@@ -172,13 +162,7 @@ def chance(res: Results, metric: str) -> float:
 
 
 _DG_CHANCE = Claim("runs above twice chance (share)", chance, metrics=("recall@20",))
-# dgrec-t3: three seeds, so each ablation's difference from DGREC has a σ
-_DG_CPU_BUDGET = Budget(
-    _DG_CPU,
-    (0, 1, 2),
-    "DGREC and each ablation 2 epochs × 300 group centres, lr 0.6 (Eq.-2 loss scale); seeds 0–2 "
-    "(full DGREC's runs are dgrec-t2-ciao's)",
-)
+_DG_CPU_BUDGET = budget_of(_DG.section("t3").section("budgets").section("cpu"))  # dgrec-t3
 
 
 def _dgrec(name: str, title: str, source: str, series: tuple[Series, ...], **kw: Any) -> Figure:
@@ -205,8 +189,8 @@ def _dgrec_beats_all() -> Callable[[Results, str], float]:
 def dgrec_figures() -> list[Figure]:
     """DGREC Table 3 (ablations) and Fig. 2–3 (public ratio, β, δ and group sizes)."""
     paper = {(label, 1.0): {"recall@20": v[1] / 100, "ndcg@20": v[2] / 100} for label, v in _DG_T3.items()}
-    ratios = (0.2, 0.4, 0.6, 0.8, 1.0)
-    sharing = ("--epochs", "1", "--centres", "300", "--lr", "0.6")
+    ratios = _DG.section("f2").numbers("ratios")
+    f3 = _DG.section("f3")
     refs = tuple(Series(r.label, r.method, (1.0,)) for r in _DG_REFS)
     return [
         _dgrec(
@@ -239,7 +223,7 @@ def dgrec_figures() -> list[Figure]:
                 Claim("DGREC above DLGNN at ratio 1", beats("DGREC", "DLGNN", False, (1.0,))),
             ),
             budgets={
-                "cpu": Budget(_DG_CPU, (0, 1, 2), "DGREC 2 epochs × 300 group centres, lr 0.6; seeds 0–2"),
+                "cpu": budget_of(_DG.section("f2").section("budgets").section("cpu")),
                 "full": _DG_FULL,
             },
             flat=True,
@@ -250,12 +234,12 @@ def dgrec_figures() -> list[Figure]:
             "and secure sharing (δ, β)",
             "specs/dgrec.md §8.9",
             (
-                Series("n_i", "dgrec", (6, 12, 18), ("--d-interest", "10"), "--n-interests"),
-                Series("d_i", "dgrec", (5, 10, 15, 30), ("--n-interests", "6"), "--d-interest"),
-                Series("H", "dgrec", (1, 2, 3, 4), ("--fanout", "3"), "--hops"),
-                Series("n_u", "dgrec", (1, 2, 3), ("--hops", "4"), "--fanout"),
-                Series("delta", "dgrec", (0.01, 0.05, 0.1, 0.2), ("--beta", "1.0"), "--delta"),
-                Series("beta", "dgrec", (0.5, 1.0, 2.0, 3.0), ("--delta", "0.1"), "--beta"),
+                Series("n_i", "dgrec", f3.integers("n_interests"), ("--d-interest", "10"), "--n-interests"),
+                Series("d_i", "dgrec", f3.integers("d_interest"), ("--n-interests", "6"), "--d-interest"),
+                Series("H", "dgrec", f3.integers("hops"), ("--fanout", "3"), "--hops"),
+                Series("n_u", "dgrec", f3.integers("fanout"), ("--hops", "4"), "--fanout"),
+                Series("delta", "dgrec", f3.numbers("delta"), ("--beta", "1.0"), "--delta"),
+                Series("beta", "dgrec", f3.numbers("beta"), ("--delta", "0.1"), "--beta"),
                 *_DG_REFS,
             ),
             data_note=_DG_NOTE + " (the paper's Fig. 3 is on Book-Crossing and Weeplaces); grids of spec "
@@ -264,7 +248,7 @@ def dgrec_figures() -> list[Figure]:
             xlabel="n_i / d_i / H / n_u / δ / β",
             arg="",
             budgets={
-                "cpu": Budget(sharing, (0,), "1 epoch × 300 group centres, lr 0.6, seed 0"),
+                "cpu": budget_of(f3.section("budgets").section("cpu")),
                 "full": _DG_FULL,
             },
             claims=(

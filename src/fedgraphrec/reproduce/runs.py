@@ -22,8 +22,9 @@ import numpy as np
 
 from fedgraphrec.reproduce.p4gcn_summary import PAPER as P4GCN_PAPER
 from fedgraphrec.reproduce.pairwise import pairwise
+from fedgraphrec.reproduce.papers import paper
 from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
-from fedgraphrec.reproduce.tables import Budget
+from fedgraphrec.reproduce.tables import Budget, budget_of, budgets_of
 
 __all__ = [
     "DGREC_ROW_ARGS",
@@ -76,14 +77,10 @@ _P4GCN_T1 = {
     for ds in ("filmtrust", "ciao", "douban", "epinions")
 }
 _P4GCN_T2_FILMTRUST = {label: P4GCN_PAPER["filmtrust"][_P4GCN_METHOD[label]] for label in _P4GCN_T2_LABELS}
-# the paper's tables use its data-dependent calibration: reproduced as such, labelled not a guarantee
-_P4GCN_COMMON = ("--lr", "5e-3", "--patience", "3", "--sensitivity", "paper-local")
-_P4GCN_BUDGETS = {  # dataset → cpu-budget runner arguments (the ones of results/p4gcn/README.md)
-    "filmtrust": ("--epochs", "20", "--batch", "256"),
-    "douban": ("--epochs", "12", "--batch", "1024"),
-    "ciao": ("--epochs", "3", "--batch", "4096", "--patience", "2"),
-    "epinions": ("--epochs", "1", "--batch", "16384", "--patience", "1", "--lr", "2e-2"),
-}
+# Budgets (runner arguments, seeds) are data: papers/p4gcn-tables.toml, t12.budgets.
+_P4GCN_PLAN = paper("p4gcn-tables").section("t12").section("budgets")
+_P4GCN_COMMON = _P4GCN_PLAN.texts("common")
+_P4GCN_BUDGETS = {ds: _P4GCN_PLAN.section("cpu").texts(ds) for ds in _P4GCN_PLAN.section("cpu").names()}
 _P4GCN_NOTE = {
     "filmtrust": "FilmTrust: seeded 80/10/10 split of the ratings, the trust graph symmetrised (A1)",
     "douban": "Douban (Monti): the fixed split, 10 % of train held out for validation",
@@ -98,8 +95,17 @@ def _rating_rows(numbers: dict[str, tuple[float, float]]) -> tuple[PaperRow, ...
     )
 
 
+def _p4gcn_row_args(dataset: str) -> dict[str, tuple[str, ...]]:
+    """Rows of ``dataset``'s CPU budget the committed runs trained differently (label → arguments)."""
+    rows = _P4GCN_PLAN.section("cpu_rows")
+    if not rows.has(dataset):
+        return {}
+    return {label: rows.section(dataset).texts(label) for label in rows.section(dataset).names()}
+
+
 def _p4gcn_tables() -> list[RunTable]:
     tables = []
+    seeds = _P4GCN_PLAN.integers("cpu_seeds")
     for ds, numbers in _P4GCN_T1.items():
         cpu_args = (*_P4GCN_COMMON, *_P4GCN_BUDGETS[ds])
         tables.append(
@@ -114,20 +120,17 @@ def _p4gcn_tables() -> list[RunTable]:
                 budgets={
                     "cpu": Budget(
                         cpu_args,
-                        (0, 1, 2),
+                        seeds,
                         "CPU budget: d = 64, Adam, early stopping on validation RMSE; p4gcn_table "
-                        f"arguments {' '.join(cpu_args)} (a later one overrides an earlier); 3 seeds",
+                        f"arguments {' '.join(cpu_args)} (a later one overrides an earlier); "
+                        f"{len(seeds)} seeds",
                     ),
-                    "full": Budget(
-                        ("--lr", "5e-3", "--patience", "10", "--epochs", "200", "--batch", "256"),
-                        (0, 1, 2, 3, 4),
-                        "full budget: up to 200 epochs, patience 10, batch 256, 5 seeds",
-                    ),
+                    "full": budget_of(_P4GCN_PLAN.section("full-t1")),
                 },
-                row_args={"cpu": {"LightGCN": ("--epochs", "20")}} if ds == "douban" else {},
+                row_args={"cpu": rows} if (rows := _p4gcn_row_args(ds)) else {},
             )
         )
-    t2_args = (*_P4GCN_COMMON, *_P4GCN_BUDGETS["filmtrust"])
+    t2_args, t2_seeds = (*_P4GCN_COMMON, *_P4GCN_BUDGETS["filmtrust"]), _P4GCN_PLAN.integers("t2_cpu_seeds")
     tables.append(
         RunTable(
             name="p4gcn-t2-filmtrust",
@@ -138,12 +141,12 @@ def _p4gcn_tables() -> list[RunTable]:
             kind="p4gcn",
             rows=_rating_rows(_P4GCN_T2_FILMTRUST),
             budgets={
-                "cpu": Budget(t2_args, (0,), f"CPU budget: runner arguments {' '.join(t2_args)}; seed 0"),
-                "full": Budget(
-                    ("--lr", "5e-3", "--patience", "10", "--epochs", "200", "--batch", "256"),
-                    (0, 1, 2, 3, 4),
-                    "full budget: up to 200 epochs, patience 10, 5 seeds",
+                "cpu": Budget(
+                    t2_args,
+                    t2_seeds,
+                    f"CPU budget: runner arguments {' '.join(t2_args)}; seed {', '.join(map(str, t2_seeds))}",
                 ),
+                "full": budget_of(_P4GCN_PLAN.section("full-t2")),
             },
         )
     )
@@ -153,18 +156,8 @@ def _p4gcn_tables() -> list[RunTable]:
 # ---------------------------------------------------------------------------------------------
 # DGREC (spec dgrec.md §8.6, Table 2; ×100 in the paper, fractions here).
 
-_DGREC_T2_FLIXSTER = {
-    "DMF": (3.15, 2.52, 0.20, 0.17),
-    "DLGNN": (3.30, 2.84, 0.37, 0.28),
-    "DGREC": (3.75, 3.27, 0.41, 0.25),
-}
-# Ciao stands in for the paper's Weeplaces: the same kinds of side information (friendships → the
-# inter-user graph, categories → tags) and the same "< 10 interactions" rule (iterated 10-core).
-_DGREC_T2_WEEPLACES = {
-    "DMF": (15.46, 9.77, 0.22, 0.14),
-    "DLGNN": (18.50, 11.89, 0.26, 0.19),
-    "DGREC": (19.91, 12.76, 0.31, 0.18),
-}
+# The paper's numbers and our budgets are data: papers/dgrec-tables.toml.
+_DG_T2 = paper("dgrec-tables").section("t2")
 _DGREC_VARIANT = {
     "DMF": "dmf", "DLGNN": "dlgnn", "DGREC": "dgrec", "DGREC, no noise (clipped mean)": "no-noise",
     "Popularity (train counts)": "popularity", "Random ranking": "random",
@@ -178,23 +171,18 @@ _DGREC_PAIRS = tuple(
         ("DMF", "Popularity (train counts)"), ("DLGNN", "Popularity (train counts)"),
     )
 )  # fmt: skip
-# DMF/DLGNN under the CPU budget: as many member gradient steps as DGREC's 2 × 300 group steps
-# (13.8k groups of ≈ 4 vs 600 of ≈ 101), every user a centre each epoch; lr per method from
-# {0.5, 5, 20} on seed 0 (DMF diverges at 20; DLGNN 5 → 2.35 %, 20 → 3.23 % recall@20), see
-# results/dgrec/README.md "Diagnosis". ``--centres 3000`` is every user on Flixster and ciao-10core.
-_DGREC_SMALL_GROUPS = ("--epochs", "6", "--centres", "3000")
+# DMF/DLGNN under the CPU budget: as many member gradient steps as DGREC's group steps, every user a
+# centre each epoch, each method's tuned lr (see the data file and results/dgrec/README.md "Diagnosis").
 DGREC_ROW_ARGS: dict[str, tuple[str, ...]] = {
-    "DMF": (*_DGREC_SMALL_GROUPS, "--lr", "5"),
-    "DLGNN": (*_DGREC_SMALL_GROUPS, "--lr", "20"),
+    label: _DG_T2.section("rows").texts(label) for label in _DG_T2.section("rows").names()
 }
-_DGREC_FULL = Budget(
-    ("--epochs", "100", "--centres", "100000", "--lr", "0.6"),
-    (0, 1, 2, 3, 4),
-    "full budget: 100 epochs, every user a group centre once per epoch, 5 seeds",
-)
+_DGREC_BUDGETS = budgets_of(_DG_T2.section("budgets"))
 
 
-def _dgrec_rows(paper: dict[str, tuple[float, float, float, float]]) -> tuple[PaperRow, ...]:
+def _dgrec_rows(dataset: str) -> tuple[PaperRow, ...]:
+    """Table 2's rows on ``dataset`` (the paper's % → fractions) and our reference rows."""
+    numbers = _DG_T2.section("paper").section(dataset)
+    printed = {label: numbers.numbers(label) for label in numbers.names()}
     return tuple(
         PaperRow(
             label,
@@ -202,14 +190,17 @@ def _dgrec_rows(paper: dict[str, tuple[float, float, float, float]]) -> tuple[Pa
             {"recall@20": v[0] / 100, "ndcg@20": v[1] / 100},
             {"recall@20": v[2] / 100, "ndcg@20": v[3] / 100},
         )
-        for label, v in {**paper, **{k: _NO_PAPER for k in list(_DGREC_VARIANT)[3:]}}.items()
+        for label, v in {**printed, **{k: _NO_PAPER for k in list(_DGREC_VARIANT)[3:]}}.items()
     )
 
 
-# DGREC's CPU budget (Eq.-2 loss scale). Flixster: 6 epochs, each variant's best lr (sweeps_eq2.jsonl)
-_DGREC_CPU_ARGS = ("--epochs", "2", "--centres", "300", "--lr", "0.6")
-_DGREC_FLIXSTER_CPU_ARGS = ("--epochs", "6", "--centres", "300", "--lr", "0.2")
-_FLIXSTER_ROW_ARGS = {**DGREC_ROW_ARGS, "DGREC, no noise (clipped mean)": ("--lr", "15")}
+_FLIXSTER_ROW_ARGS = {
+    **DGREC_ROW_ARGS,
+    **{
+        label: _DG_T2.section("rows-flixster").texts(label)
+        for label in _DG_T2.section("rows-flixster").names()
+    },
+}
 
 
 def _dgrec_tables() -> list[RunTable]:
@@ -221,17 +212,8 @@ def _dgrec_tables() -> list[RunTable]:
             dataset="flixster",
             data_note="Flixster (Monti's 3,000 × 3,000, fixed split; −45.9 % interactions vs the paper's)",
             kind="dgrec",
-            rows=_dgrec_rows(_DGREC_T2_FLIXSTER),
-            budgets={
-                "cpu": Budget(
-                    _DGREC_FLIXSTER_CPU_ARGS,
-                    (0, 1, 2),
-                    "CPU budget: DGREC 6 epochs of 300 group centres, lr 0.2, its no-noise reference the "
-                    "same at lr 15 (each variant's best lr on seed 1); DMF/DLGNN (1-hop groups of ≈ 4) 6 "
-                    "epochs with every user a centre, lr 5 / 20; 3 seeds (see results/dgrec/README.md)",
-                ),
-                "full": _DGREC_FULL,
-            },
+            rows=_dgrec_rows("flixster"),
+            budgets={"cpu": _DGREC_BUDGETS["cpu-flixster"], "full": _DGREC_BUDGETS["full"]},
             row_args={"cpu": _FLIXSTER_ROW_ARGS},
             pairs=_DGREC_PAIRS,
         ),
@@ -246,17 +228,8 @@ def _dgrec_tables() -> list[RunTable]:
                 "Weeplaces (8,720 × 7,407, 546,781): trust links as friendships, 23 categories as tags"
             ),
             kind="dgrec",
-            rows=_dgrec_rows(_DGREC_T2_WEEPLACES),
-            budgets={
-                "cpu": Budget(
-                    _DGREC_CPU_ARGS,
-                    (0, 1, 2),
-                    "CPU budget as on Flixster: DGREC 2 epochs of 300 group centres (lr 0.6); DMF/DLGNN 6 "
-                    "epochs with every user a centre (lr 5 / 20, the Flixster choices, not re-tuned); "
-                    "3 seeds (see results/dgrec/README.md)",
-                ),
-                "full": _DGREC_FULL,
-            },
+            rows=_dgrec_rows("weeplaces"),
+            budgets={"cpu": _DGREC_BUDGETS["cpu-ciao"], "full": _DGREC_BUDGETS["full"]},
             row_args={"cpu": DGREC_ROW_ARGS},
             pairs=_DGREC_PAIRS,
         ),

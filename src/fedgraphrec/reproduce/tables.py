@@ -19,12 +19,13 @@ how many rounds its budget gives them.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fedgraphrec.reproduce.compare import MethodSpec, compare, parse_method
+from fedgraphrec.reproduce.papers import PaperDataError, Section, paper
 from fedgraphrec.reproduce.report import PaperRow, paper_cells, verdict, write_report
 
 __all__ = [
@@ -32,7 +33,10 @@ __all__ = [
     "Budget",
     "PaperRow",
     "PaperTable",
+    "budget_of",
+    "budgets_of",
     "paper_cells",
+    "paper_rows",
     "reproduce",
     "verdict",
     "write_report",
@@ -64,250 +68,80 @@ class PaperTable:
 
 
 # ---------------------------------------------------------------------------------------------
-# The tables. Numbers are the papers', as restated in the specs (section given in ``source``).
-
-_ALL_USERS = "clients_per_round=100000000,local_steps=1"  # a round = every user once = one epoch
-_LPGCN_T4 = {
-    "gowalla": {
-        "BPR": (0.1670, 0.1264, 0.0018, 0.0015),
-        "NCF": (0.1685, 0.1264, 0.0015, 0.0017),
-        "Mult-VAE": (0.1761, 0.1345, 0.0014, 0.0007),
-        "LightGCN": (0.1894, 0.1464, 0.0014, 0.0010),
-        "LightGCN+": (0.1937, 0.1487, 0.0002, 0.0002),
-        "FedMF": (0.1632, 0.1243, 0.0024, 0.0016),
-        "FedNCF": (0.1615, 0.1209, 0.0014, 0.0012),
-        "FedPerGNN": (0.1663, 0.1244, 0.0008, 0.0003),
-        "P-GCN": (0.1882, 0.1444, 0.0005, 0.0002),
-        "LP-GCN (LightGCN+)": (0.1937, 0.1487, 0.0002, 0.0002),
-    },
-    "yelp2018": {
-        "BPR": (0.0527, 0.0424, 0.0006, 0.0005),
-        "NCF": (0.0468, 0.0380, 0.0005, 0.0005),
-        "Mult-VAE": (0.0607, 0.0485, 0.0005, 0.0005),
-        "LightGCN": (0.0627, 0.0512, 0.0006, 0.0005),
-        "LightGCN+": (0.0653, 0.0528, 0.0002, 0.0002),
-        "FedMF": (0.0530, 0.0431, 0.0005, 0.0003),
-        "FedNCF": (0.0457, 0.0366, 0.0008, 0.0007),
-        "FedPerGNN": (0.0538, 0.0429, 0.0004, 0.0004),
-        "P-GCN": (0.0623, 0.0504, 0.0004, 0.0002),
-        "LP-GCN (LightGCN+)": (0.0653, 0.0528, 0.0002, 0.0002),
-    },
-}
-_LPGCN_T4_METHODS = {
-    "BPR": "central:model=mf",
-    "NCF": "central:model=ncf",
-    "Mult-VAE": "central:model=multvae,vae_beta=0.2",
-    "LightGCN": "central:model=lightgcn",
-    "LightGCN+": "central:model=lightgcn+",
-    "FedMF": "fedmf:model=mf",
-    "FedNCF": f"fedncf:model=ncf,{_ALL_USERS}",
-    "FedPerGNN": f"fedpergnn:loss=bpr,n_negatives=16,{_ALL_USERS}",
-    "P-GCN": "pgcn:model=lightgcn+",
-    "LP-GCN (LightGCN+)": "lpgcn:model=lightgcn+",
-}
-
-_FEDGREC_T1 = {
-    "gowalla": {
-        "Multi-VAE": (0.1641, 0.1335),
-        "NGCF-1": (0.1556, 0.1315),
-        "NGCF-2": (0.1547, 0.1307),
-        "NGCF-3": (0.1570, 0.1327),
-        "LightGCN-1": (0.1755, 0.1492),
-        "LightGCN-2": (0.1777, 0.1524),
-        "LightGCN-3": (0.1823, 0.1555),
-        "FCF": (0.0703, 0.0588),
-        "FedMF": (0.0727, 0.0583),
-        "FedeRank": (0.1440, 0.1164),
-        "FedNCF": (0.0754, 0.0575),
-        "FedGNN": (0.1556, 0.1211),
-        "FedGNN + BPR": (0.1676, 0.1362),
-        "FedGRec-1": (0.1712, 0.1376),
-        "FedGRec-2": (0.1695, 0.1412),
-        "FedGRec-3": (0.1654, 0.1362),
-    },
-    "yelp2018": {
-        "Multi-VAE": (0.0584, 0.0450),
-        "NGCF-1": (0.0543, 0.0442),
-        "NGCF-2": (0.0566, 0.0465),
-        "NGCF-3": (0.0566, 0.0461),
-        "LightGCN-1": (0.0631, 0.0515),
-        "LightGCN-2": (0.0622, 0.0504),
-        "LightGCN-3": (0.0639, 0.0525),
-        "FCF": (0.0282, 0.0235),
-        "FedMF": (0.0250, 0.0207),
-        "FedeRank": (0.0503, 0.0405),
-        "FedNCF": (0.0271, 0.0218),
-        "FedGNN": (0.0543, 0.0396),
-        "FedGNN + BPR": (0.0601, 0.0498),
-        "FedGRec-1": (0.0598, 0.0491),
-        "FedGRec-2": (0.0607, 0.0497),
-        "FedGRec-3": (0.0615, 0.0503),
-    },
-}
-_FEDGREC_T1_METHODS = {
-    "Multi-VAE": "central:model=multvae,vae_beta=0.2",
-    **{f"NGCF-{k}": f"central:model=ngcf,n_layers={k}" for k in (1, 2, 3)},
-    **{f"LightGCN-{k}": f"central:model=lightgcn,n_layers={k}" for k in (1, 2, 3)},
-    "FCF": "fcf:local_steps=1,reg=0.001",
-    "FedMF": "fcf:local_steps=1,reg=0.001,confidence=0",
-    "FedeRank": "federank",
-    "FedNCF": "fedncf:model=ncf",
-    "FedGNN": "fedpergnn:loss=mse",
-    "FedGNN + BPR": "fedpergnn:loss=bpr",
-    **{f"FedGRec-{k}": f"fedgrec:K={k}" for k in (1, 2, 3)},
-}
-_ROUND_ROWS = {
-    "FCF",
-    "FedMF",
-    "FedeRank",
-    "FedNCF",
-    "FedGNN",
-    "FedGNN + BPR",
-    "FedGRec-1",
-    "FedGRec-2",
-    "FedGRec-3",
-}
-
-_LIGHTGCN_T4_BASE = ("dim=64", "n_layers=3", "lr=0.001", "reg=0.0001", "batch_size=2048", "ks=[20]")
-# CPU budget of the Gowalla/Yelp2018 tables: a seeded 10 % of the users (their own train/test rows,
-# data.splits.sample_users), so every row finishes in minutes; the full budget uses every user.
-_USER_SAMPLE = ("dataset_options.user_fraction=0.1", "dataset_options.sample_seed=0")
-_SAMPLE_NOTE = (
-    "a seeded 10 % of the users with their own train/test rows (sample_seed 0; Gowalla 2,986 users × "
-    "30,416 items, Yelp2018 3,167 × 30,511)"
-)
-_CPU_SAMPLE = Budget(
-    (
-        *_USER_SAMPLE,
-        "epochs=20",
-        "lr=0.005",
-        "eval_every=20",
-        "select=last",
-        "threads=1",
-        "checkpoint_every=0",
-    ),
-    (1,),
-    f"CPU budget: {_SAMPLE_NOTE}; 20 epochs at lr 0.005 (the paper: 1e-3, up to 1,000 epochs with early "
-    "stopping), rounds of every user for round-based rows, one seed, last epoch: under-trained numbers "
-    "on a smaller, sparser graph, for the ordering of the methods, not their levels",
-)
-_FULL_1000 = Budget(
-    ("epochs=1000", "patience=50", "valid_fraction=0.1", "select=valid", "checkpoint_every=50"),
-    (1, 2, 3, 4, 5),
-    "full budget: up to 1,000 epochs, early stopping on validation Recall@20 (patience 50), 5 seeds",
-)
+# The tables. The papers' numbers, the method of each row and the budgets are data
+# (``papers/<paper>.toml``, :mod:`~fedgraphrec.reproduce.papers`); here, what each table is.
 
 
-def _rows(numbers: Mapping[str, tuple[float, ...]], methods: dict[str, str]) -> tuple[PaperRow, ...]:
+def budget_of(sec: Section) -> Budget:
+    """A :class:`Budget` from a data file's budget table (``overrides``, ``seeds``, ``note``)."""
+    rounds = sec.texts("round_overrides") if sec.has("round_overrides") else ()
+    return Budget(sec.texts("overrides"), sec.integers("seeds"), sec.text("note"), rounds)
+
+
+def budgets_of(sec: Section) -> dict[str, Budget]:
+    """Every budget of a data file's ``budgets`` table, by name (``cpu``, ``full``)."""
+    return {name: budget_of(sec.section(name)) for name in sec.names()}
+
+
+def paper_rows(table: Section, dataset: str) -> tuple[PaperRow, ...]:
+    """The rows of a paper table on ``dataset``: label, method, the paper's numbers (and stds).
+
+    ``table.paper.<dataset>`` maps each label to its metrics' values in ``table.metrics``' order,
+    then optionally their standard deviations; ``table.methods`` gives each label's method.
+    """
+    metrics, methods, rounds = table.texts("metrics"), table.section("methods"), set(table.texts("rounds"))
+    numbers = table.section("paper").section(dataset)
     rows = []
-    for label, values in numbers.items():
-        paper = {"recall@20": values[0], "ndcg@20": values[1]}
-        std = {"recall@20": values[2], "ndcg@20": values[3]} if len(values) == 4 else {}
-        rows.append(PaperRow(label, methods[label], paper, std, rounds=label in _ROUND_ROWS))
+    for label in numbers.names():
+        values = numbers.numbers(label)
+        if len(values) not in (len(metrics), 2 * len(metrics)):
+            raise PaperDataError(
+                f"{numbers.where}.{label}: expected {len(metrics)} or {2 * len(metrics)} numbers"
+            )
+        printed = dict(zip(metrics, values[: len(metrics)], strict=True))
+        std = dict(zip(metrics, values[len(metrics) :], strict=True)) if len(values) > len(metrics) else {}
+        rows.append(PaperRow(label, methods.text(label), printed, std, rounds=label in rounds))
     return tuple(rows)
 
 
 def _tables() -> dict[str, PaperTable]:
+    g1 = paper("gnn4fr").section("t1")
     tables = [
         PaperTable(
             name="gnn4fr-t1",
             title="GNN4FR Table 1: LightGCN and GNN4FR on MovieLens-100K (u1, ratings ≥ 4)",
-            source="specs/gnn4fr.md §3",
+            source=g1.text("source"),
             dataset="ml-100k",
             data_note="ML-100K u1.base/u1.test, ratings ≥ 4, ids compacted over train (942 × 1,408)",
-            base=(
-                "model=lightgcn",
-                "dim=20",
-                "n_layers=5",
-                "init_std=1.0",
-                "lr=0.01",
-                "reg=0.001",
-                "batch_size=2048",
-                "sampler=users",
-                "ks=[5]",
-                "metric=precision@5",
-                "valid_fraction=0.1",
-                "select=valid",
-                "patience=10",
-            ),
-            rows=(
-                PaperRow("LightGCN", "central", {"precision@5": 0.3816, "recall@5": 0.1257}),
-                # the paper's scheme as printed (Algorithm 5, dense secret shares): same numbers
-                PaperRow("GNN4FR", "gnn4fr:paper_literal=true", {"precision@5": 0.3816, "recall@5": 0.1257}),
-            ),
-            budgets={
-                "cpu": Budget(
-                    ("epochs=500", "eval_every=5", "threads=1", "checkpoint_every=0"),
-                    (2023,),
-                    "the reference configuration (≤ 500 epochs) selected on a 10 % validation carve "
-                    "(P@5 every 5 epochs, patience 10), one seed",
-                ),
-                "full": Budget(
-                    ("epochs=500", "eval_every=5", "checkpoint_every=50"),
-                    (2023, 1, 2, 3, 4),
-                    "the reference configuration (≤ 500 epochs) selected on a 10 % validation carve "
-                    "(P@5 every 5 epochs, patience 10), 5 seeds",
-                ),
-            },
+            base=g1.texts("base"),
+            rows=paper_rows(g1, "ml-100k"),
+            budgets=budgets_of(g1.section("budgets")),
         )
     ]
+    t4, t1 = paper("lpgcn").section("t4"), paper("fedgrec").section("t1")
     for ds in ("gowalla", "yelp2018"):
         tables.append(
             PaperTable(
                 name=f"lpgcn-t4-{ds}",
                 title=f"LP-GCN Table 4 on {ds}: Recall@20 / NDCG@20 of centralized and federated methods",
-                source="specs/lpgcn.md §9.6",
+                source=t4.text("source"),
                 dataset=ds,
                 data_note=f"{ds}: the LightGCN release's train/test split (the paper re-splits 80/10/10)",
-                base=(*_LIGHTGCN_T4_BASE, "metric=recall@20"),
-                rows=_rows(_LPGCN_T4[ds], _LPGCN_T4_METHODS),
-                budgets={"cpu": _CPU_SAMPLE, "full": _FULL_1000},
+                base=t4.texts("base"),
+                rows=paper_rows(t4, ds),
+                budgets=budgets_of(t4.section("budgets")),
             )
         )
         tables.append(
             PaperTable(
                 name=f"fedgrec-t1-{ds}",
                 title=f"FedGRec Table 1 on {ds}: Recall@20 / NDCG@20",
-                source="specs/fedgrec.md §5.6",
+                source=t1.text("source"),
                 dataset=ds,
                 data_note=f"{ds}: the LightGCN release's train/test split, as the paper",
-                base=(
-                    *_LIGHTGCN_T4_BASE,
-                    "metric=recall@20",
-                    "clients_per_round=400",
-                    "local_steps=10",
-                    "n_negatives=2048",
-                ),
-                rows=_rows(_FEDGREC_T1[ds], _FEDGREC_T1_METHODS),
-                budgets={
-                    "cpu": Budget(
-                        (
-                            *_USER_SAMPLE,
-                            "epochs=20",
-                            "eval_every=20",
-                            "select=last",
-                            "threads=1",
-                            "checkpoint_every=0",
-                        ),
-                        (2020,),
-                        f"CPU budget: {_SAMPLE_NOTE}; the paper's configuration (lr 1e-3); centralized "
-                        "rows 20 epochs; federated rows 500 rounds of S = 40 users (S scaled with the "
-                        "sample: the paper's 400 of 29,858 = 1.3 % per round; each user takes part ≈ 6 "
-                        "times, against ≈ 1,340 in the paper's 10^5 rounds); one seed, last epoch",
-                        round_overrides=(
-                            "epochs=500",
-                            "eval_every=500",
-                            "log_every=100",
-                            "clients_per_round=40",
-                        ),
-                    ),
-                    "full": Budget(
-                        ("epochs=1000", "select=last", "checkpoint_every=50"),
-                        (2020,),
-                        "full budget: centralized rows 1,000 epochs; federated rows 10^5 rounds of S = 400",
-                        round_overrides=("epochs=100000", "eval_every=1000", "log_every=100"),
-                    ),
-                },
+                base=t1.texts("base"),
+                rows=paper_rows(t1, ds),
+                budgets=budgets_of(t1.section("budgets")),
             )
         )
     return {t.name: t for t in tables}

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     )
     from fedgraphrec.runtime.ledger import Ledger, LedgerRow
     from fedgraphrec.runtime.network import CryptoMode, Network
-    from fedgraphrec.runtime.rows import decode_rows, encode_rows, relay_rows
     from fedgraphrec.runtime.transcript import Received, Transcript
 
 _HOME = {
@@ -33,9 +32,6 @@ _HOME = {
     "LedgerRow": "ledger",
     "CryptoMode": "network",
     "Network": "network",
-    "decode_rows": "rows",
-    "encode_rows": "rows",
-    "relay_rows": "rows",
     "Received": "transcript",
     "Transcript": "transcript",
 }
@@ -48,12 +44,9 @@ __all__ = [
     "Network",
     "Received",
     "Transcript",
-    "decode_rows",
     "decode_tensor",
-    "encode_rows",
     "encode_tensor",
     "encoded_size",
-    "relay_rows",
     "tensor_header",
 ]
 

@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-__all__ = ["CodecError", "decode_tensor", "encode_tensor", "encoded_size", "tensor_header"]
+__all__ = [
+    "CodecError",
+    "decode_rows",
+    "decode_tensor",
+    "encode_rows",
+    "encode_tensor",
+    "encoded_size",
+    "tensor_header",
+]
 
 _CODES: dict[torch.dtype, int] = {
     torch.float32: 1,
@@ -73,3 +82,25 @@ def decode_tensor(data: bytes) -> torch.Tensor:
     if dtype == torch.bool and arr.size and int(arr.view(np.uint8).max()) > 1:
         raise CodecError("a boolean tensor holds bytes other than 0 and 1")
     return torch.from_numpy(arr.copy())
+
+
+def encode_rows(rows: torch.Tensor) -> list[bytes]:
+    """``encode_tensor(rows[k:k+1])`` for every row k of a 2-D tensor, built from one buffer (same bytes)."""
+    header = tensor_header((1, int(rows.shape[1])), rows.dtype)
+    flat = rows.detach().contiguous().numpy().tobytes()
+    k = len(flat) // max(int(rows.shape[0]), 1)
+    return [header + flat[i * k : (i + 1) * k] for i in range(int(rows.shape[0]))]
+
+
+def decode_rows(payloads: Sequence[bytes], dim: int, dtype: torch.dtype) -> torch.Tensor:
+    """Inverse of :func:`encode_rows`; raises :class:`CodecError` if any payload is not one such row."""
+    header = tensor_header((1, dim), dtype)
+    size = encoded_size((1, dim), dtype)
+    buf = b"".join(payloads)
+    if len(buf) != size * len(payloads):
+        raise CodecError(f"received payloads are not {len(payloads)} rows of {dim} {dtype} values")
+    framed = np.frombuffer(buf, dtype=np.uint8).reshape(len(payloads), size)
+    if not (framed[:, : len(header)] == np.frombuffer(header, dtype=np.uint8)).all():
+        raise CodecError(f"a received payload is not one row of {dim} {dtype} values")
+    body = bytearray(framed[:, len(header) :].tobytes())
+    return torch.frombuffer(body, dtype=dtype).reshape(len(payloads), dim)

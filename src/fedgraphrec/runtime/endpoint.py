@@ -25,7 +25,7 @@ from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.runtime.batching import open_batch, seal_batch
 from fedgraphrec.runtime.blocks import block_bounds, gather_blocks
-from fedgraphrec.runtime.codec import decode_tensor, encode_tensor, tensor_header
+from fedgraphrec.runtime.codec import decode_tensor, encode_rows, encode_tensor
 from fedgraphrec.runtime.expect import Expectation, FlowState, StageFlow, check_content, check_parts
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.network import CryptoMode
@@ -256,10 +256,7 @@ def _encode_blocks(part: Part) -> list[bytes]:
     tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(value))
     tensor = tensor.detach().contiguous()
     if part.counts is None and tensor.dim() == 2:  # one row each: one buffer, no per-row tensors
-        header = tensor_header((1, int(tensor.shape[1])), tensor.dtype)
-        flat = tensor.numpy().tobytes()
-        k = len(flat) // max(int(tensor.shape[0]), 1)
-        return [header + flat[i * k : (i + 1) * k] for i in range(int(tensor.shape[0]))]
+        return encode_rows(tensor)
     bounds = block_bounds(part.counts, int(tensor.shape[0]))
     ends = zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
     return [encode_tensor(tensor[a:b]) for a, b in ends]

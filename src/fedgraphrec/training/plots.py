@@ -11,6 +11,7 @@ import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
     from fedgraphrec.runtime import Ledger
@@ -49,12 +50,7 @@ def plot_curves(history: Sequence[dict[str, Any]], path: str | Path, title: str 
     ax_metric.grid(alpha=0.3)
     if ax_metric.lines:
         ax_metric.legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path, title)
 
 
 def plot_ledger(ledger: Ledger, path: str | Path, title: str = "") -> Path:
@@ -80,6 +76,11 @@ def plot_ledger(ledger: Ledger, path: str | Path, title: str = "") -> Path:
     ax_clients.set_xlabel(f"{unit} sent + received")
     ax_clients.set_ylabel("clients")
     ax_clients.set_title("bytes per client")
+    return _save(fig, path, title)
+
+
+def _save(fig: Figure, path: Path, title: str) -> Path:
+    """Title (if any), lay out, write and close ``fig``; returns ``path``."""
     if title:
         fig.suptitle(title)
     fig.tight_layout()

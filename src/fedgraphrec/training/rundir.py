@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import tomli_w
 
@@ -39,36 +39,34 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+class _RunFile:
+    """One file of the run folder by name: on a :class:`RunDir` ``run``, the path ``run.path / name``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.__doc__ = f"``{name}``."
+
+    @overload
+    def __get__(self, run: None, owner: type) -> _RunFile: ...
+
+    @overload
+    def __get__(self, run: RunDir, owner: type) -> Path: ...
+
+    def __get__(self, run: RunDir | None, owner: type) -> Path | _RunFile:
+        return self if run is None else run.path / self.name
+
+
 class RunDir:
     """Reads and writes the files of one run folder."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
-    @property
-    def config_path(self) -> Path:
-        """``config.toml``."""
-        return self.path / "config.toml"
-
-    @property
-    def metrics_path(self) -> Path:
-        """``metrics.jsonl``."""
-        return self.path / "metrics.jsonl"
-
-    @property
-    def summary_path(self) -> Path:
-        """``summary.json``."""
-        return self.path / "summary.json"
-
-    @property
-    def checkpoint_path(self) -> Path:
-        """``checkpoint.pt``."""
-        return self.path / "checkpoint.pt"
-
-    @property
-    def curves_path(self) -> Path:
-        """``curves.png``."""
-        return self.path / "curves.png"
+    config_path = _RunFile("config.toml")
+    metrics_path = _RunFile("metrics.jsonl")
+    summary_path = _RunFile("summary.json")
+    checkpoint_path = _RunFile("checkpoint.pt")
+    curves_path = _RunFile("curves.png")
 
     def create(self, config: TrainConfig) -> None:
         """Make the folder and write the resolved config."""

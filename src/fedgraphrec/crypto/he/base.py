@@ -65,11 +65,23 @@ class HEBackend(ABC):
     def decrypt(self, c: EncMatrix) -> np.ndarray:
         """Decrypt to a float64 matrix (key owner)."""
 
-    @abstractmethod
     def sandwich(
         self, left: sp.csr_matrix, c: EncMatrix, right: np.ndarray, noise: np.ndarray | None = None
     ) -> EncMatrix:
-        """Return ``[left · M · right + noise]`` from ``[M]`` (side owner; no secret key needed)."""
+        """Return ``[left · M · right + noise]`` from ``[M]`` (side owner; no secret key needed).
+
+        Every backend refuses shapes that do not chain here (:func:`check_sandwich`), before its own
+        :meth:`_sandwich` sees the operands; ``left`` reaches it as CSR.
+        """
+        left = sp.csr_matrix(left)
+        check_sandwich(left, c, right, noise)
+        return self._sandwich(left, c, right, noise)
+
+    @abstractmethod
+    def _sandwich(
+        self, left: sp.csr_matrix, c: EncMatrix, right: np.ndarray, noise: np.ndarray | None
+    ) -> EncMatrix:
+        """The backend's :meth:`sandwich` on checked operands."""
 
     @abstractmethod
     def nbytes(self, c: EncMatrix) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.crypto.he.base import EncMatrix, HEBackend, check_sandwich, require_extra
+from fedgraphrec.crypto.he.base import EncMatrix, HEBackend, require_extra
 
 
 class CKKSBackend(HEBackend):
@@ -68,11 +68,9 @@ class CKKSBackend(HEBackend):
                 out[lo:hi, k] = np.asarray(v.decrypt(), dtype=np.float64)[: hi - lo]
         return out
 
-    def sandwich(  # noqa: D102
-        self, left: sp.csr_matrix, c: EncMatrix, right: np.ndarray, noise: np.ndarray | None = None
+    def _sandwich(
+        self, left: sp.csr_matrix, c: EncMatrix, right: np.ndarray, noise: np.ndarray | None
     ) -> EncMatrix:
-        left = sp.csr_matrix(left)
-        check_sandwich(left, c, right, noise)
         d_in, d_out = c.shape[1], right.shape[1]
         r = self._rows_per_block(d_in)
         cols_r = [np.asarray(right[:, k], dtype=np.float64).tolist() for k in range(d_out)]

@@ -202,8 +202,8 @@ class PackedCKKSBackend(HEBackend):
         return out
 
     # --- side owner ------------------------------------------------------------------------------
-    def sandwich(  # noqa: D102
-        self, left: sp.csr_matrix, c: EncMatrix, right: np.ndarray, noise: np.ndarray | None = None
+    def _sandwich(
+        self, left: sp.csr_matrix, c: EncMatrix, right: np.ndarray, noise: np.ndarray | None
     ) -> EncMatrix:
         return packed_sandwich(self.public, left, c, right, noise)
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.crypto.he.base import EncMatrix, HEBackend, check_sandwich, require_extra
+from fedgraphrec.crypto.he.base import EncMatrix, HEBackend, require_extra
 
 
 class PaillierBackend(HEBackend):
@@ -81,11 +81,9 @@ class PaillierBackend(HEBackend):
                 acc = acc * self._scalar_mul(ct, inv, k) % self.nsq
         return acc
 
-    def sandwich(  # noqa: D102
-        self, left: sp.csr_matrix, c: EncMatrix, right: np.ndarray, noise: np.ndarray | None = None
+    def _sandwich(
+        self, left: sp.csr_matrix, c: EncMatrix, right: np.ndarray, noise: np.ndarray | None
     ) -> EncMatrix:
-        left = sp.csr_matrix(left)
-        check_sandwich(left, c, right, noise)
         g = self._gmpy2
         sb = 1 << self.side_bits
         r_int = [[round(float(x) * sb) for x in row] for row in np.asarray(right, dtype=np.float64).T]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.crypto.he.base import EncMatrix, HEBackend, check_sandwich
+from fedgraphrec.crypto.he.base import EncMatrix, HEBackend
 
 
 class PlainBackend(HEBackend):
@@ -29,10 +29,9 @@ class PlainBackend(HEBackend):
     def decrypt(self, c: EncMatrix) -> np.ndarray:  # noqa: D102
         return np.asarray(c.data, dtype=np.float64).copy()
 
-    def sandwich(  # noqa: D102
-        self, left: sp.csr_matrix, c: EncMatrix, right: np.ndarray, noise: np.ndarray | None = None
+    def _sandwich(
+        self, left: sp.csr_matrix, c: EncMatrix, right: np.ndarray, noise: np.ndarray | None
     ) -> EncMatrix:
-        check_sandwich(left, c, right, noise)
         out = np.asarray(left @ c.data) @ right
         if noise is not None:
             out = out + noise

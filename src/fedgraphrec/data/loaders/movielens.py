@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -106,6 +106,24 @@ def _compact(
     return out, user_ids, item_ids, dropped
 
 
+def _read(
+    folder: str | Path,
+    split: str | None,
+    threshold: float | None,
+    compact: Compact,
+    fractions: tuple[float, float, float],
+    seed: int,
+) -> tuple[dict[str, Rows], np.ndarray, np.ndarray, dict[str, Any]]:
+    """The split's compacted rows, the original user and item ids, and the info both loaders record.
+
+    Raises the errors :func:`load_ml100k` lists.
+    """
+    root = require_folder(folder)
+    parts, info = _parts(root, split, threshold, fractions, seed)
+    parts, user_ids, item_ids, dropped = _compact(root, parts, compact, split)
+    return parts, user_ids, item_ids, {**info, **dropped, "format": "ml100k", "folder": str(root)}
+
+
 def load_ml100k(
     folder: str | Path,
     split: str | None = "u1",
@@ -152,9 +170,7 @@ def load_ml100k(
         DataFormatError: a malformed file (naming file and line).
         DataError: an unknown split or compaction.
     """
-    root = require_folder(folder)
-    parts, info = _parts(root, split, threshold, fractions, seed)
-    parts, user_ids, item_ids, dropped = _compact(root, parts, compact, split)
+    parts, user_ids, item_ids, info = _read(folder, split, threshold, compact, fractions, seed)
     n_users, n_items = len(user_ids), len(item_ids)
 
     def mat(key: str) -> sp.csr_matrix:
@@ -170,14 +186,7 @@ def load_ml100k(
         valid=mat("valid") if "valid" in parts else None,
         user_ids=user_ids,
         item_ids=item_ids,
-        info={
-            **info,
-            **dropped,
-            "format": "ml100k",
-            "folder": str(root),
-            "threshold": threshold,
-            "compact": compact,
-        },
+        info={**info, "threshold": threshold, "compact": compact},
     )
     if valid_fraction > 0:
         data = carve_validation(data, valid_fraction, seed)
@@ -206,9 +215,7 @@ def load_ml100k_ratings(
         DataFormatError: a malformed file (naming file and line).
         DataError: an unknown split or compaction.
     """
-    root = require_folder(folder)
-    parts, info = _parts(root, split, None, fractions, seed)
-    parts, user_ids, item_ids, dropped = _compact(root, parts, compact, split)
+    parts, user_ids, item_ids, info = _read(folder, split, None, compact, fractions, seed)
     data = Ratings(
         name=name,
         n_users=len(user_ids),
@@ -217,15 +224,7 @@ def load_ml100k_ratings(
         test=RatingSplit(*parts["test"]),
         valid=RatingSplit(*parts["valid"]) if "valid" in parts else None,
         rating_range=RATING_RANGE,
-        info={
-            **info,
-            **dropped,
-            "format": "ml100k",
-            "folder": str(root),
-            "compact": compact,
-            "user_ids": user_ids,
-            "item_ids": item_ids,
-        },
+        info={**info, "compact": compact, "user_ids": user_ids, "item_ids": item_ids},
     )
     if valid_fraction > 0:
         data = carve_validation(data, valid_fraction, seed)

@@ -4,9 +4,10 @@ Per step, a centre user samples its group ``U`` (Algorithm 1); every member comp
 gradient on its own model and data (one BPR minibatch of ``batch`` positives with one uniform negative
 each), updates its stored loss and count, and shares its gradient of the shared parameters:
 
-* ``sharing="one_bit"`` (DGREC): clip + one-bit encode, flood for 2H rounds (Algorithm 2) over the
-  :class:`~fedgraphrec.runtime.network.Network` (ledger; transcripts when asked), decode the mean;
-* ``"laplace"`` (w/non-sharing): clip + Laplace(2δ/β) noise, shared as floats, averaged;
+* ``sharing="one_bit"`` (DGREC): clip + one-bit encode, flood for 2H rounds (Algorithm 2) between
+  the users' peer programs (:mod:`.gossip`, over :class:`~fedgraphrec.runtime.peer.PeerTransport`:
+  ledger, transcripts when asked), each member decoding the mean of what it holds;
+* ``"laplace"`` (w/non-sharing): clip + Laplace(2δ/β) noise, flooded as floats, averaged;
 * ``"clipped"`` (the no-noise reference): gradients clipped to ``[-δ, δ]`` and averaged as floats,
   which is what the one-bit decoder estimates without bias; the difference from ``one_bit`` is
   the encoding noise alone;
@@ -24,63 +25,28 @@ training items (all of them by default). Evaluation is full ranking with each us
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.evaluation.ranking import evaluate_scores
 from fedgraphrec.privacy.noise_source import laplace_from_uniform, noise_source
 from fedgraphrec.privacy.one_bit import decode, encode
-from fedgraphrec.protocols.dgrec.gossip import flood
+from fedgraphrec.protocols.dgrec.gossip import UserPeer, float_bytes, flood, message_bytes, share_public_items
 from fedgraphrec.protocols.dgrec.hypergraph import UserHypergraphs, build_hypergraphs, public_split
-from fedgraphrec.protocols.dgrec.model import ModelConfig, UserModels
+from fedgraphrec.protocols.dgrec.model import UserModels
 from fedgraphrec.protocols.dgrec.sampling import sample_group, sampling_weights
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 from fedgraphrec.runtime.network import Network
+from fedgraphrec.runtime.peer import PeerTransport
 from fedgraphrec.seeding import hiding_rng, numpy_rng, torch_generator
 
-__all__ = ["DGREC", "DGRECSettings", "comm_bits_formula"]
+__all__ = ["DGREC", "comm_bits_formula"]
 
-SHARING = ("one_bit", "laplace", "clipped", "plain", "none")
-
-
-@dataclass(frozen=True)
-class DGRECSettings:
-    """Protocol settings (defaults: paper's H = 4, n_u = 3, δ = 0.1, β = 1; lr 0.6 for the Eq.-2 loss).
-
-    lr: under one-bit sharing a decoded step moves a coordinate by at most ``lr·δ`` in expectation,
-    so with the Eq.-2 loss scale (per-user gradients of the order of δ) the working range is about
-    0.3–3 (``results/dgrec/README.md``); the paper's grid (≤ 0.01) is not in these units.
-
-    ``secure_noise`` draws the one-bit encodings' Bernoulli thresholds and the Laplace noise from the
-    OS CSPRNG (:class:`~fedgraphrec.privacy.noise_source.SecureNoise`) instead of the run seed: the
-    stated LDP ε then holds against whoever knows the seed, and runs are no longer bit-for-bit
-    reproducible. ``secure_sampling`` draws each group's members (and their BPR negatives) from a fresh
-    :func:`~fedgraphrec.seeding.secure_rng` per step instead of the stream ``("sample", step)``.
-    """
-
-    model: ModelConfig = field(default_factory=ModelConfig)
-    hops: int = 4
-    fanout: int = 3
-    delta: float = 0.1
-    beta: float = 1.0
-    lr: float = 0.6
-    batch: int = 16
-    max_items: int = 128
-    public_ratio: float = 1.0
-    neighbours: bool = True
-    hypergraph: bool = True
-    sharing: str = "one_bit"
-    centres_per_epoch: int | None = None
-    secure_noise: bool = False
-    secure_sampling: bool = False
-
-    def __post_init__(self) -> None:
-        if self.sharing not in SHARING:
-            raise ValueError(f"sharing must be one of {SHARING}, got {self.sharing!r}")
-        if self.lr <= 0 or self.batch < 1:
-            raise ValueError(f"lr must be > 0 and batch >= 1, got lr={self.lr}, batch={self.batch}")
+_FLOAT_KINDS = {"plain": "float_gradient", "clipped": "clipped_gradient", "laplace": "laplace_gradient"}
 
 
 class DGREC:
@@ -112,6 +78,7 @@ class DGREC:
         soc.eliminate_zeros()
         self.social = soc
         self.network = network if network is not None else Network(n_users)
+        self.transport = PeerTransport(self.network)
         self.public = public_split(self.train, settings.public_ratio, numpy_rng(seed, "public"))
         self._share_public()
         self.graphs: UserHypergraphs = build_hypergraphs(
@@ -133,23 +100,24 @@ class DGREC:
         # secure_noise (then from the OS CSPRNG: a guarantee, not reproducible bit for bit)
         self._enc = torch_generator(seed, "encode")
         self.noise = noise_source(settings.secure_noise, generator=self._enc)
+        self._ids = torch_generator(seed, "message-ids")  # float sharing's message ids
         self.step_no = 0
 
     def _share_public(self) -> None:
-        """Each user sends its public item list to its 1-hop neighbours (ledger + transcripts)."""
-        src, dst = self.social.nonzero()
-        lists = [self.public.indices[self.public.indptr[u] : self.public.indptr[u + 1]].copy() for u in src]
-        self.network.transmit(
-            "dgrec/public_items",
-            "user",
-            "user",
-            np.asarray([8 * len(x) for x in lists], dtype=np.int64),
-            kind="public_items",
-            protected=False,
-            payloads=lists if self.network.transcript.enabled else None,
-            senders=src,
-            receivers=dst,
-        )
+        """Set-up: each user's peer sends its public item list to its 1-hop neighbours."""
+        pub, soc = self.public, self.social
+        self.peers = {
+            u: UserPeer(
+                u,
+                frozenset(soc.indices[soc.indptr[u] : soc.indptr[u + 1]].tolist()),
+                pub.indices[pub.indptr[u] : pub.indptr[u + 1]].copy(),
+                self.train.shape[1],
+            )
+            for u in range(self.train.shape[0])
+        }
+        for u, peer in self.peers.items():
+            self.transport.register(u, peer)
+        share_public_items(self.transport, self.peers)
 
     # ------------------------------------------------------------------ one step
     def _batch(self, users: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
@@ -223,47 +191,76 @@ class DGREC:
         self.count[users] += 1
         shared = self.models.shared_names
         flat = torch.cat([p[k].grad.reshape(len(users), -1) for k in shared], dim=1)  # type: ignore[union-attr]
-        agg = self._aggregate(flat, links, users)
+        aggs = self._aggregate(flat, links, users)
         with torch.no_grad():
-            off = 0
-            for k in shared:
-                n = p[k][0].numel()
-                upd = agg.expand(len(users), -1)
-                self.models.params[k][idx] -= s.lr * upd[:, off : off + n].reshape(p[k].shape).float()
-                off += n
+            # each member applies the aggregate it computed from what it holds; members whose
+            # aggregates are the same object (the same held set, decoded once) update together
+            groups: dict[int, list[int]] = {}
+            for r, agg in enumerate(aggs):
+                groups.setdefault(id(agg), []).append(r)
+            for rows in groups.values():
+                agg, sel = aggs[rows[0]], idx[rows]
+                off = 0
+                for k in shared:
+                    n = p[k][0].numel()
+                    upd = agg.expand(len(rows), -1)
+                    self.models.params[k][sel] -= (
+                        s.lr * upd[:, off : off + n].reshape((len(rows), *p[k].shape[1:])).float()
+                    )
+                    off += n
             for k in self.models.params:
                 if k not in shared:
                     self.models.params[k][idx] -= s.lr * p[k].grad  # type: ignore[operator]
         return len(users)
 
-    def _aggregate(self, flat: torch.Tensor, links: dict[int, set[int]], users: np.ndarray) -> torch.Tensor:
+    def _aggregate(
+        self, flat: torch.Tensor, links: dict[int, set[int]], users: np.ndarray
+    ) -> list[torch.Tensor]:
+        """Each member's aggregate ``[1, n_s]`` (row order of ``users``), from what its peer holds."""
         s = self.s
         if s.sharing == "none":
-            return flat
-        if s.sharing == "plain":
-            self._account(links, 8 * flat.shape[1], "float_gradient")
-            return flat.mean(0, keepdim=True)
-        if s.sharing == "clipped":
-            self._account(links, 8 * flat.shape[1], "clipped_gradient")
-            return flat.clamp(-s.delta, s.delta).mean(0, keepdim=True)
-        if s.sharing == "laplace":
-            b = 2 * s.delta / s.beta
-            noise = laplace_from_uniform(self.noise.uniform(tuple(flat.shape)), b).to(flat.dtype)
-            self._account(links, 8 * flat.shape[1], "laplace_gradient")
-            return (flat.clamp(-s.delta, s.delta) + noise).mean(0, keepdim=True)
-        enc = encode(flat, s.delta, s.beta, self.noise)
-        ids = torch.randint(0, 2**62, (len(users),), generator=self._enc).tolist()
-        held = flood(links, {int(v): (ids[r], enc[r]) for r, v in enumerate(users)}, s.hops, self.network)
-        if any(len(h) != len(users) for h in held.values()):
-            raise RuntimeError("flooding did not deliver every encoded gradient within 2H rounds")
-        # every member holds the same set, so every member's decoded mean is this one
-        return decode(enc, s.delta, s.beta).unsqueeze(0)
+            return [flat[r : r + 1] for r in range(len(users))]
+        if s.sharing == "one_bit":
+            sent = encode(flat, s.delta, s.beta, self.noise)
+            ids = torch.randint(0, 2**62, (len(users),), generator=self._enc).tolist()
+            kind, size = "one_bit_gradient", message_bytes(flat.shape[1])
+        else:
+            sent = flat if s.sharing == "plain" else flat.clamp(-s.delta, s.delta)
+            if s.sharing == "laplace":
+                noise = laplace_from_uniform(self.noise.uniform(tuple(flat.shape)), 2 * s.delta / s.beta)
+                sent = sent + noise.to(flat.dtype)
+            ids = torch.randint(0, 2**62, (len(users),), generator=self._ids).tolist()
+            kind, size = f"{_FLOAT_KINDS[s.sharing]}", float_bytes(flat.shape[1])
+        messages = {int(v): (ids[r], sent[r]) for r, v in enumerate(users)}
+        held = flood(links, messages, s.hops, self.transport, kind=kind, size=size)
+        if any(len(held[int(v)]) != len(users) for v in users):
+            raise RuntimeError("flooding did not deliver every gradient within 2H rounds")
+        cache: dict[tuple[tuple[int, int], ...], torch.Tensor] = {}
+        return [self._combine(held[int(v)], cache) for v in users]
 
-    def _account(self, links: dict[int, set[int]], msg: int, kind: str) -> None:
-        """Ledger for float sharing: the same flooding pattern, 8 bytes per coordinate."""
-        n = len(links)
-        n_links = sum(len(v) for v in links.values())
-        self.network.ledger.record(f"dgrec/{kind}", "user", "user", msg + 8, count=n_links * (n - 1))
+    def _combine(
+        self, held: dict[int, torch.Tensor], cache: dict[tuple[tuple[int, int], ...], torch.Tensor]
+    ) -> torch.Tensor:
+        """A member's aggregate of the messages it holds: the decoded one-bit mean, or the float mean.
+
+        Members holding the very same messages (same ids, same tensors) get one shared result.
+
+        Raises:
+            IntegrityError: a one-bit message holds a value other than ``±1``.
+        """
+        key = tuple(sorted((mid, id(x)) for mid, x in held.items()))
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+        stack = torch.stack([held[mid] for mid, _ in key])
+        if self.s.sharing == "one_bit":
+            if not bool((stack.abs() == 1).all()):
+                raise IntegrityError("dgrec/flood: a one-bit message holds a value other than -1 or +1")
+            out = decode(stack, self.s.delta, self.s.beta).unsqueeze(0)
+        else:
+            out = stack.mean(0, keepdim=True)
+        cache[key] = out
+        return out
 
     # ------------------------------------------------------------------ loop
     def epoch(self, epoch: int) -> float:
@@ -275,21 +272,45 @@ class DGREC:
             self.step(int(c))
         return float(self.loss[active].mean())
 
+    def state_dict(self) -> dict[str, Any]:
+        """Every user's model, the sampling state and the seeded streams (tensors and plain data).
+
+        A CSPRNG noise source (``secure_noise``) has no state to save: a resumed run draws fresh noise.
+        """
+        return {
+            "params": {k: v.clone() for k, v in self.models.params.items()},
+            "loss": torch.from_numpy(self.loss.copy()),
+            "count": torch.from_numpy(self.count.copy()),
+            "step_no": self.step_no,
+            "encode_stream": self._enc.get_state(),
+            "id_stream": self._ids.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the population must be built with the same data, settings, seed)."""
+        for k, v in state["params"].items():
+            self.models.params[k].copy_(v)
+        self.loss[:] = state["loss"].numpy()
+        self.count[:] = state["count"].numpy()
+        self.step_no = int(state["step_no"])
+        self._enc.set_state(state["encode_stream"])
+        self._ids.set_state(state["id_stream"])
+
     @torch.no_grad()
+    def score_users(self, users: torch.Tensor) -> torch.Tensor:
+        """Full-catalogue scores ``[len(users), n_items]``, each user by its own model."""
+        m, g = self.models, self.graphs
+        p = {k: v[users] for k, v in m.params.items()}
+        e_u, _ = m.user_vectors(p, g.items[users], g.mask[users], g.prop[users])
+        return m.score(p, e_u, torch.arange(m.n_items).expand(len(users), -1))
+
     def evaluate(
         self, test: sp.csr_matrix, exclude: list[sp.csr_matrix | None], users: np.ndarray | None = None
     ) -> dict[str, float]:
         """recall@20 / ndcg@20 with each user's own model (full ranking; ``users``: a subset)."""
-        m, g = self.models, self.graphs
-        all_items = torch.arange(m.n_items)
-
-        def score(u: torch.Tensor) -> torch.Tensor:
-            p = {k: v[u] for k, v in m.params.items()}
-            e_u, _ = m.user_vectors(p, g.items[u], g.mask[u], g.prop[u])
-            return m.score(p, e_u, all_items.expand(len(u), -1))
-
+        m = self.models
         res = evaluate_scores(
-            score, m.n_users, m.n_items, test, exclude, ks=(20,), users=users, chunk_size=64
+            self.score_users, m.n_users, m.n_items, test, exclude, ks=(20,), users=users, chunk_size=64
         )
         return {"recall@20": float(res.metrics["recall@20"]), "ndcg@20": float(res.metrics["ndcg@20"])}
 

@@ -11,15 +11,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedgraphrec.crypto import (
-    ClientKeyPair,
-    IntegrityError,
-    PublicKey,
-    SharedKey,
-    sealed_size,
-    unwrap_key,
-    wrap_key,
-)
+from fedgraphrec.crypto import ClientKeyPair, IntegrityError, SharedKey
+from fedgraphrec.crypto.group_key import client_keys, unwrap_all, wrap_for_all
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.gnn4fr.expect import check_field, expectation, gnn4fr_flow
@@ -209,12 +202,7 @@ class SetupClient(ClientProgram[GNN4FRState]):
         """Every client makes an X25519 key pair and sends the public half."""
         self.state.real = self.settings.crypto == "real"  # the node's own configuration, not the wire's
         check_field(Stage.PUBLIC_KEYS, request.fields, "real", self.state.real)
-        if self.state.real:
-            pairs = [ClientKeyPair.generate() for _ in self.clients]
-            self.state.private_keys = b"".join(p.private_bytes() for p in pairs)
-            blobs = [p.public.to_bytes() for p in pairs]
-        else:
-            blobs = [bytes(32)] * len(self.clients)
+        self.state.private_keys, blobs = client_keys(len(self.clients), self.state.real)
         part = Part(
             Phase.PUBLIC_KEYS, "public_key", CLIENT, SERVER, blobs, shape="blobs", senders=self.clients
         )
@@ -236,10 +224,7 @@ class SetupClient(ClientProgram[GNN4FRState]):
         blob = got.value[0]
         if self.real:
             self._check_own_keys(blob)
-            shared = SharedKey.generate().to_bytes()
-            wrapped = [wrap_key(shared, PublicKey.from_bytes(blob[32 * k : 32 * k + 32])) for k in range(n)]
-        else:
-            wrapped = [bytes(sealed_size(32))] * n
+        _, wrapped = wrap_for_all(blob, self.real)  # S stays unused here: this node unwraps it as all do
         part = Part(  # ECIES ciphertexts of their own: relayed as they are, alterable by an active server
             Phase.WRAPPED_KEY, "wrapped_key", KEY_HOLDER, SERVER, wrapped, shape="blobs", protection="sealed",
             presealed=True, senders=np.full(n, key_client), seal_to_role=CLIENT, seal_to=np.arange(n),
@@ -266,18 +251,11 @@ class SetupClient(ClientProgram[GNN4FRState]):
         if got.receivers is None or not np.array_equal(got.receivers, self.clients):
             raise IntegrityError(f"{got.phase}: wrapped keys for other clients were delivered here")
         require_senders(got, np.full(len(self.clients), self.key_client), "the key-client")
-        if self.real:
-            keys = set()
-            for k, blob in enumerate(got.value):
-                if blob is None:
-                    raise IntegrityError(
-                        f"{got.phase}: the wrapped key for client:{self.clients[k]} never arrived"
-                    )
-                own = ClientKeyPair.from_private_bytes(self.state.private_keys[32 * k : 32 * k + 32])
-                keys.add(unwrap_key(blob, own))
-            if len(keys) != 1:
-                raise IntegrityError(f"{got.phase}: the clients of this node unwrapped different shared keys")
-            self.state.key = keys.pop()
+        key = unwrap_all(
+            got.value, self.state.private_keys, self.real, phase=got.phase, clients=self.clients.tolist()
+        )
+        if key is not None:
+            self.state.key = key
         self.state.private_keys = b""
         tokens = item_tokens(self.group_key(), np.arange(self.n_items))
         self.state.catalogue_tokens = (

@@ -11,7 +11,6 @@ Where each algorithm lives:
   and :mod:`~fedgraphrec.protocols.lpgcn.server_setup`;
 - virtual items, upload order, tokens: :mod:`~fedgraphrec.protocols.lpgcn.holdings`;
 - greedy minimum set cover and convolution-item assignment: :mod:`~fedgraphrec.protocols.lpgcn.cover`;
-- communication cost and utilisation (Eqs. 30-32, Fig. 13): :mod:`~fedgraphrec.protocols.lpgcn.communication`;
 - names both roles share: :mod:`~fedgraphrec.protocols.lpgcn.roles`; settings:
   :mod:`~fedgraphrec.protocols.lpgcn.settings`.
 

@@ -13,15 +13,11 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto import IntegrityError, ItemTokenizer, SharedKey
+from fedgraphrec.crypto.group_key import client_keys, unwrap_all, wrap_for_all
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.baselines.fedpergnn import expect as E
 from fedgraphrec.protocols.baselines.fedpergnn import roles as R
-from fedgraphrec.protocols.baselines.fedpergnn.keys import (
-    KEY_HOLDER_ID,
-    client_keys,
-    unwrap_all,
-    wrap_for_all,
-)
+from fedgraphrec.protocols.baselines.fedpergnn.keys import KEY_HOLDER_ID
 from fedgraphrec.protocols.baselines.fedpergnn.local import local_train, protected_rows
 from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.baselines.shard_sampling import ShardRound, sample_shard
@@ -130,7 +126,13 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
         require_senders(part, np.full(len(self.clients), KEY_HOLDER_ID), "wrapped keys from the key holder")
         if part.receivers is None or not np.array_equal(part.receivers, self.clients):
             raise ValueError(f"{part.phase}: expected one wrapped key for each user of this node")
-        key = unwrap_all(list(part.value), self.state.private_keys or b"", self.settings.real)
+        key = unwrap_all(
+            list(part.value),
+            self.state.private_keys or b"",
+            self.settings.real,
+            phase=part.phase,
+            clients=self.clients.tolist(),
+        )
         if self.state.key is not None and key != self.state.key:
             raise ValueError(f"{part.phase}: the key holder unwrapped a key other than the one it drew")
         self.state.key, self.state.private_keys = key, None

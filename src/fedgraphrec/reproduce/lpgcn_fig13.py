@@ -1,7 +1,7 @@
 r"""LP-GCN's Fig. 13 sweep: per-client cost and utilisation as the convolution candidates grow.
 
 ``specs/lpgcn.md`` §9.7; the cost and utilisation of one plan are
-:func:`~fedgraphrec.protocols.lpgcn.communication.communication_report` (Eqs. 30–32).
+:func:`~fedgraphrec.reproduce.lpgcn_communication.communication_report` (Eqs. 30–32).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.protocols.lpgcn.communication import BYTES_PER_FLOAT32, communication_report
 from fedgraphrec.protocols.lpgcn.cover import greedy_set_cover, plan_convolution
+from fedgraphrec.reproduce.lpgcn_communication import BYTES_PER_FLOAT32, communication_report
 
 __all__ = ["fig13_sweep"]
 

@@ -1,4 +1,4 @@
-r"""Communication cost of LP-GCN's neighbour-user exchange (Eqs. 30–32; the Fig. 13 sweep: :mod:`.fig13`).
+r"""LP-GCN's neighbour-user exchange: communication cost, Eqs. 30–32 (Fig. 13 sweep: :mod:`.lpgcn_fig13`).
 
 G. Wu, W. Pan, Q. Yang, Z. Ming, "Lossless and Privacy-Preserving Graph Convolution Network for
 Federated Item Recommendation", https://arxiv.org/abs/2412.01141, §5.2 and §6.3.5

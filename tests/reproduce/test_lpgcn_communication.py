@@ -7,7 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 from fedgraphrec.data import synthetic_interactions
-from fedgraphrec.protocols.lpgcn.communication import (
+from fedgraphrec.protocols.lpgcn.cover import Assignment, plan_convolution
+from fedgraphrec.reproduce.lpgcn_communication import (
     CommunicationReport,
     communication_report,
     neighbour_sets,
@@ -16,8 +17,7 @@ from fedgraphrec.protocols.lpgcn.communication import (
     utilisation,
     utilisation_of_sums,
 )
-from fedgraphrec.protocols.lpgcn.cover import Assignment, plan_convolution
-from fedgraphrec.protocols.lpgcn.fig13 import fig13_sweep
+from fedgraphrec.reproduce.lpgcn_fig13 import fig13_sweep
 
 
 def _random_graph(

@@ -1,8 +1,9 @@
 """FedGRec's round written the slow, obvious way: one user at a time, autograd, ``torch.optim.Adam``.
 
-The oracle of the batched :func:`~fedgraphrec.protocols.fedgrec.local.local_round` (tests) and its
-baseline in ``benchmarks/fedgrec_round.py``. No secure aggregation and no dropout: it sums the
-users' deltas in floating point.
+The oracle of the batched :func:`~fedgraphrec.protocols.fedgrec.local.local_round` (the tests import
+it as ``benchmarks.fedgrec_reference``) and the baseline of ``python -m benchmarks.fedgrec_round``;
+research code, so outside the library. No secure aggregation and no dropout: it sums the users'
+deltas in floating point.
 """
 
 from __future__ import annotations

@@ -1,0 +1,155 @@
+"""DGREC's settings: one frozen dataclass for the protocol, its local model, its variant and its run.
+
+:class:`DGRECSettings` is the whole configuration of a DGREC run (``train dgrec`` reads it from TOML
+and ``--set``); :meth:`DGRECSettings.for_variant` builds the settings of a named variant
+(:data:`VARIANTS`: DGREC, its ablations, the no-noise reference and the DMF / DLGNN baselines), with
+values the caller gives winning over the variant's own. The local model's shape is
+:attr:`DGRECSettings.model`, built from the flat model fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from fedgraphrec.protocols.dgrec.model import ModelConfig
+
+__all__ = ["SHARING", "VARIANTS", "DGRECSettings"]
+
+SHARING = ("one_bit", "laplace", "clipped", "plain", "none")
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "dgrec": {},
+    "non-item-graph": {"item_graph": False, "pearson": False},
+    "non-neighbor": {"neighbours": False},
+    "non-hypergraph": {"hypergraph": False},
+    "non-attention": {"attention": False},
+    "non-pearson": {"pearson": False},
+    "non-sharing": {"sharing": "laplace"},
+    "local-only": {"sharing": "none"},
+    "no-noise": {"sharing": "clipped"},  # reference: DGREC's clipped mean without the encoding
+    # the baselines share plain float gradients (no clip bound), so they keep the per-pair mean loss
+    # under which their documented learning rates (5 / 20, results/dgrec/README.md) were chosen
+    "dmf": {"kind": "mf", "loss_scale": "mean", "sharing": "plain", "hops": 1, "lr": 5.0},
+    "dlgnn": {"kind": "lgn", "loss_scale": "mean", "sharing": "plain", "hops": 1, "lr": 20.0},
+}
+"""Each variant's values, by field name (the rest are the defaults of :class:`DGRECSettings`)."""
+
+_MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
+
+
+@dataclass(frozen=True)
+class DGRECSettings:
+    """DGREC's settings (defaults: the paper's H = 4, n_u = 3, δ = 0.1, β = 1; lr 0.6 for the Eq.-2 loss).
+
+    lr: under one-bit sharing a decoded step moves a coordinate by at most ``lr·δ`` in expectation,
+    so with the Eq.-2 loss scale (per-user gradients of the order of δ) the working range is about
+    0.3–3 (``results/dgrec/README.md``); the paper's grid (≤ 0.01) is not in these units.
+
+    Attributes:
+        variant: the variant these settings were built for (one of :data:`VARIANTS`; a record only:
+            :meth:`for_variant` applies its values).
+        kind: local model: ``"dgrec"``, ``"mf"`` (DMF baseline) or ``"lgn"`` (DLGNN baseline).
+        d: item embedding size.
+        n_interests: number of interests n_i.
+        d_interest: interest dimension d_i.
+        hidden: the scorer MLP's two hidden sizes.
+        item_graph: ``False`` is the w/non-item-graph ablation.
+        attention: ``False`` is the w/non-attention ablation.
+        pearson: ``False`` is the w/non-pearson ablation.
+        l2: L2 weight λ on the parameters touched in a step.
+        loss_scale: ``"eq2"`` (sampled estimate of the paper's Eq.-2 sum over negatives) or ``"mean"``
+            (per-pair mean); see :mod:`fedgraphrec.protocols.dgrec.model`.
+        hops: sampling hops H (the group's flooding takes 2H rounds).
+        fanout: neighbours n_u drawn per expanded user.
+        delta: per-coordinate clip bound δ.
+        beta: one-bit encoding's perturbation β (also the Laplace budget of w/non-sharing).
+        lr: SGD learning rate.
+        batch: BPR positives per member and step (one uniform negative each).
+        max_items: cap on the nodes of a user's inner-item hypergraph.
+        public_ratio: fraction of its training items each user publicises.
+        neighbours: ``False`` is the w/non-neighbor ablation (own items only in the hypergraph).
+        hypergraph: ``False`` is the w/non-item-hypergraph ablation (item–tag bipartite graph).
+        sharing: ``one_bit`` (DGREC), ``laplace``, ``clipped``, ``plain`` or ``none``.
+        centres_per_epoch: group centres per epoch, drawn without replacement from the users with
+            training items (at most that many; ``None``: every one of them).
+        secure_noise: draw the one-bit encodings' Bernoulli thresholds and the Laplace noise from the
+            OS CSPRNG instead of the run seed (the stated LDP ε then holds against whoever knows the
+            seed; runs no longer repeat bit for bit). The learner also sets it when the run is not
+            ``reproducible``.
+        secure_sampling: draw each group's members (and their BPR negatives) from a fresh CSPRNG
+            stream per step instead of the seeded stream ``("sample", step)`` (set too when the run
+            is not ``reproducible``).
+        epochs: run option: training epochs of ``train dgrec`` and the DGREC runners.
+        eval_every: run option: evaluate on the test split every that many epochs too (0: only at
+            the end).
+    """
+
+    variant: str = "dgrec"
+    kind: str = "dgrec"
+    d: int = 16
+    n_interests: int = 6
+    d_interest: int = 10
+    hidden: tuple[int, int] = (32, 16)
+    item_graph: bool = True
+    attention: bool = True
+    pearson: bool = True
+    l2: float = 1e-3
+    loss_scale: str = "eq2"
+    hops: int = 4
+    fanout: int = 3
+    delta: float = 0.1
+    beta: float = 1.0
+    lr: float = 0.6
+    batch: int = 16
+    max_items: int = 128
+    public_ratio: float = 1.0
+    neighbours: bool = True
+    hypergraph: bool = True
+    sharing: str = "one_bit"
+    centres_per_epoch: int | None = 300
+    secure_noise: bool = False
+    secure_sampling: bool = False
+    epochs: int = 2
+    eval_every: int = 1
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {self.variant!r}")
+        if self.sharing not in SHARING:
+            raise ValueError(f"sharing must be one of {SHARING}, got {self.sharing!r}")
+        if self.lr <= 0 or self.batch < 1:
+            raise ValueError(f"lr must be > 0 and batch >= 1, got lr={self.lr}, batch={self.batch}")
+        if len(tuple(self.hidden)) != 2:
+            raise ValueError(f"hidden must hold two sizes (the MLP's two hidden layers); got {self.hidden}")
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))  # a TOML list → tuple
+        if self.centres_per_epoch is not None and self.centres_per_epoch < 1:
+            raise ValueError(
+                f"centres_per_epoch must be >= 1 (or unset: every user); got {self.centres_per_epoch}"
+            )
+        if not 0.0 < self.public_ratio <= 1.0:
+            raise ValueError(f"public_ratio must be in (0, 1]; got {self.public_ratio}")
+        if self.epochs < 1 or self.eval_every < 0:
+            raise ValueError(f"epochs must be >= 1 and eval_every >= 0; got {self.epochs}, {self.eval_every}")
+        self.model  # noqa: B018  (the model's own checks)
+
+    @property
+    def model(self) -> ModelConfig:
+        """The local model's shape and switches."""
+        return ModelConfig(**{k: getattr(self, k) for k in _MODEL_FIELDS})
+
+    @classmethod
+    def for_variant(cls, variant: str, **given: Any) -> DGRECSettings:
+        """The settings of ``variant`` (:data:`VARIANTS`), with ``given`` values winning over its own.
+
+        Raises:
+            ValueError: an unknown variant or field, or a value the checks refuse.
+        """
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise ValueError(f"unknown DGREC setting(s) {unknown}; valid: {', '.join(sorted(known))}")
+        return cls(**{**VARIANTS[variant], **given, "variant": variant})
