@@ -41,6 +41,7 @@ from fedgraphrec.crypto import (
 )
 from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES
 from fedgraphrec.crypto.errors import DecryptionError
+from fedgraphrec.crypto.keys import SHARED_KEY_BYTES
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.lpgcn.expect import ExpectedParts
 from fedgraphrec.protocols.lpgcn.holdings import (
@@ -97,7 +98,7 @@ class SetupStages(ExpectedParts):
             pairs = [ClientKeyPair.generate() for _ in self.clients]
             st.private_keys = np.frombuffer(
                 b"".join(p.private_bytes() for p in pairs), dtype=np.uint8
-            ).reshape(-1, 32)
+            ).reshape(-1, SHARED_KEY_BYTES)
             blobs = [p.public.to_bytes() for p in pairs]
         keys = Part(
             "setup/public-keys", "public_key", CLIENT, SERVER, blobs, shape="blobs", senders=self.clients
@@ -109,7 +110,7 @@ class SetupStages(ExpectedParts):
         self.check_roster(SETUP_WRAP, request.fields)  # the key-client is here (expect.py)
         key_client, n = self.key_client(), int(request.fields["n_clients"])
         blobs = None
-        sizes = np.full(n, sealed_size(32))
+        sizes = np.full(n, sealed_size(SHARED_KEY_BYTES))
         if self.settings.real:
             roster = request["public-keys"].value[0]
             if len(roster) != n * PUBLIC_KEY_BYTES:
