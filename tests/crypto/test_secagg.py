@@ -1,4 +1,8 @@
-"""Shamir sharing and secure aggregation with dropout recovery (Bonawitz et al.)."""
+"""Shamir sharing and secure aggregation's client and server state machines (Bonawitz et al.).
+
+Whole secure sums (dropouts, aborts, exact sums, byte counts) run over the transport in
+``tests/protocols/test_secagg_rounds.py``; here the cryptographic state machines are driven by hand.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,15 @@ import contextlib
 import numpy as np
 import pytest
 
-from fedgraphrec.crypto import DecryptionError, FixedPoint
-from fedgraphrec.crypto.secagg import (
+from fedgraphrec.crypto import DecryptionError
+from fedgraphrec.crypto.secagg.client import SecAggClient
+from fedgraphrec.crypto.secagg.server import SecAggServer
+from fedgraphrec.crypto.secagg.wire import (
+    ADVERTISE_BYTES,
+    ID_BYTES,
+    SHARE_MESSAGE_BYTES,
+    UNMASK_ENTRY_BYTES,
     SecAggAbortError,
-    SecAggClient,
-    SecAggServer,
-    secagg_traffic,
-    secure_sum,
 )
 from fedgraphrec.crypto.shamir import LIMBS, PRIME, recover, share_from_bytes, share_secrets, share_to_bytes
 
@@ -75,52 +81,50 @@ class TestShamir:
 # --- secure aggregation -------------------------------------------------------------------------------
 
 
+def _session(
+    xs: dict[int, np.ndarray], threshold: int, before: tuple[int, ...] = (), label: bytes = b""
+) -> tuple[dict[int, SecAggClient], SecAggServer, dict[int, dict[int, bytes]], tuple[int, ...]]:
+    """Stages 0-2 by hand; clients in ``before`` do not upload. (clients, server, outgoing, U3)."""
+    length = len(next(iter(xs.values())))
+    clients = {u: SecAggClient(u, threshold, length, label) for u in sorted(xs)}
+    server = SecAggServer(threshold, length, label)
+    roster = server.collect_keys(c.advertise() for c in clients.values())
+    outgoing = {u: c.share_keys(roster) for u, c in clients.items()}
+    for v, msgs in server.route_shares(outgoing).items():
+        clients[v].receive_shares(msgs)
+    uploads = {u: clients[u].masked_input(xs[u], server.shared) for u in clients if u not in before}
+    return clients, server, outgoing, server.collect_masked(uploads)
+
+
 class TestSecureSum:
-    def test_exact_sum_without_dropout(self) -> None:
-        xs = _inputs(12, 300)
-        result = secure_sum(xs, threshold=7, label=b"round-1")
-        assert (result.total == _ring_sum(list(xs.values()))).all()
-        assert result.included == tuple(sorted(xs))
-
-    def test_exact_sum_with_30_percent_dropping_after_upload(self) -> None:
-        xs = _inputs(10, 257, seed=1)
-        gone = sorted(xs)[2:5]  # 3 of 10 upload, then vanish before unmasking
-        result = secure_sum(xs, threshold=6, drop_after_input=gone)
-        assert (result.total == _ring_sum(list(xs.values()))).all()
-        assert result.unresponsive == tuple(gone)
-
-    def test_exact_sum_of_survivors_with_30_percent_dropping_before_upload(self) -> None:
-        xs = _inputs(10, 64, seed=2)
-        gone = sorted(xs)[-3:]
-        result = secure_sum(xs, threshold=6, drop_before_input=gone)
-        assert (result.total == _ring_sum([v for u, v in xs.items() if u not in gone])).all()
-        assert result.dropped == tuple(gone) and set(result.included) == set(xs) - set(gone)
-
-    def test_both_kinds_of_dropout_together(self) -> None:
+    def test_exact_ring_sum_with_clients_dropping_before_and_after_uploading(self) -> None:
         xs = _inputs(9, 40, seed=3)
         ids = sorted(xs)
-        result = secure_sum(xs, threshold=5, drop_before_input=ids[:2], drop_after_input=ids[2:4])
-        assert (result.total == _ring_sum([xs[u] for u in ids[2:]])).all()
+        clients, server, _, survivors = _session(xs, 5, before=tuple(ids[:2]))
+        total = server.unmask({u: clients[u].unmask(survivors, server.shared) for u in ids[4:]})
+        assert (total == _ring_sum([xs[u] for u in ids[2:]])).all()  # ids[2:4] answered nothing: summed
 
-    def test_fixed_point_floats_sum_exactly(self) -> None:
-        fp = FixedPoint(32)
-        rng = np.random.default_rng(5)
-        floats = {u: rng.normal(size=50) for u in range(6)}
-        result = secure_sum({u: fp.encode(x) for u, x in floats.items()}, threshold=4)
-        expected = sum(fp.decode(fp.encode(x)) for x in floats.values())
-        assert np.array_equal(fp.decode(result.total), expected)
-
-    def test_refuses_below_threshold(self) -> None:
+    def test_server_aborts_below_the_threshold_at_each_stage(self) -> None:
         xs = _inputs(6, 8, seed=6)
         ids = sorted(xs)
         with pytest.raises(
             SecAggAbortError, match="masked-input: only 3 masked inputs arrived, below the threshold 4"
         ):
-            secure_sum(xs, threshold=4, drop_before_input=ids[:3])
-        with pytest.raises(SecAggAbortError, match="unmask"):
-            secure_sum(xs, threshold=4, drop_after_input=ids[:3])
+            _session(xs, 4, before=tuple(ids[:3]))
+        clients, server, _, survivors = _session(xs, 4)
+        with pytest.raises(SecAggAbortError, match="stage unmask: only 3 clients answered"):
+            server.unmask({u: clients[u].unmask(survivors, server.shared) for u in ids[:3]})
         with pytest.raises(SecAggAbortError, match="advertise-keys"):
-            secure_sum(_inputs(2, 4), threshold=3)
+            SecAggServer(3, 4).collect_keys(SecAggClient(u, 3, 4).advertise() for u in (1, 2))
+
+    def test_messages_have_the_wire_sizes(self) -> None:
+        """The sizes the ledger books in ``accounted`` mode are those of the serialized messages."""
+        xs = _inputs(5, 33, seed=7)
+        clients, server, outgoing, survivors = _session(xs, 3)
+        assert {len(c.advertise().to_bytes()) for c in clients.values()} == {ADVERTISE_BYTES}
+        assert {len(m) for o in outgoing.values() for m in o.values()} == {SHARE_MESSAGE_BYTES}
+        reveal = clients[survivors[0]].unmask(survivors, server.shared)
+        assert {ID_BYTES + len(share) for share in reveal.values()} == {UNMASK_ENTRY_BYTES}
 
     def test_masked_uploads_look_uniform(self) -> None:
         """What the server receives from one client: uniform bytes, whatever the input."""
@@ -143,38 +147,6 @@ class TestSecureSum:
             top = np.bincount((y >> np.uint64(56)).astype(np.int64), minlength=256)
             assert ((top - length / 256) ** 2 / (length / 256)).sum() < 400
         assert np.corrcoef(seen[0].astype(float), seen[1].astype(float))[0, 1] < 0.05
-
-    def test_traffic_matches_serialized_messages(self) -> None:
-        length = 33
-        xs = _inputs(5, length, seed=7)
-        ids = sorted(xs)
-        clients = {u: SecAggClient(u, 3, length) for u in ids}
-        server = SecAggServer(3, length)
-        adverts = [c.advertise() for c in clients.values()]
-        roster = server.collect_keys(adverts)
-        outgoing = {u: c.share_keys(roster) for u, c in clients.items()}
-        inbox = server.route_shares(outgoing)
-        for v, msgs in inbox.items():
-            clients[v].receive_shares(msgs)
-        uploads = {u: clients[u].masked_input(xs[u], server.shared) for u in ids[1:]}
-        survivors = server.collect_masked(uploads)
-        responses = {u: clients[u].unmask(survivors, server.shared) for u in survivors[1:]}
-        server.unmask(responses)
-        stages = {(t.stage, t.sender): t for t in secagg_traffic(ids, ids, survivors, survivors[1:], length)}
-        assert stages["advertise-keys", "client"].total_bytes == sum(len(a.to_bytes()) for a in adverts)
-        assert stages["advertise-keys", "server"].total_bytes == len(ids) * sum(
-            len(a.to_bytes()) for a in adverts
-        )
-        assert stages["share-keys", "client"].total_bytes == sum(
-            len(m) for o in outgoing.values() for m in o.values()
-        )
-        assert stages["share-keys", "server"].total_bytes == sum(
-            len(m) for o in inbox.values() for m in o.values()
-        )
-        assert stages["masked-input", "client"].total_bytes == sum(y.nbytes for y in uploads.values())
-        assert stages["unmask", "client"].total_bytes == sum(
-            4 * len(r) + sum(len(s) for s in r.values()) for r in responses.values()
-        )
 
     def test_tampered_share_is_rejected(self) -> None:
         clients = {u: SecAggClient(u, 2, 4) for u in range(3)}

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 import torch
 
 from benchmarks.fedgrec_reference import reference_round
-from fedgraphrec.crypto.secagg import SecAggAbortError
+from fedgraphrec.crypto.secagg.wire import SecAggAbortError
 from fedgraphrec.models import NormalizedBipartite, propagate_layers
 from fedgraphrec.protocols.fedgrec import SPEC, FedGRecSettings, sample_round
 from tests.helpers import ProgramsRun, random_train, rel_err

@@ -18,7 +18,7 @@ import torch
 
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.baselines.fedncf import roles as R
-from fedgraphrec.protocols.secagg import threshold_for
+from fedgraphrec.protocols.secagg.policy import threshold_for
 from fedgraphrec.protocols.secagg.roles import ADVERTISE, MASK, SHARE, UNMASK
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.training.protocol_learner import ProtocolLearner

@@ -22,10 +22,12 @@ from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.base import ClientProgram, NodeData, shard_of
 from fedgraphrec.protocols.fedgrec.roles import UPLOAD, session
 from fedgraphrec.protocols.fedgrec.sampling import sample_clients
-from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload, secure_sum
+from fedgraphrec.protocols.secagg.client import SecAggState, SecureSumClient
 from fedgraphrec.protocols.secagg.expect import (
     sum_expectation,
 )
+from fedgraphrec.protocols.secagg.server import secure_sum
+from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.protocols.settings import SecureSumSettings
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.expect import Expectation, StageFlow

@@ -20,7 +20,7 @@ import torch
 
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.base import ClientProgram, NodeData, shard_of
-from fedgraphrec.protocols.secagg import SecAggState, SparseUpload, plain_sum, secure_sum
+from fedgraphrec.protocols.secagg.client import SecAggState
 from fedgraphrec.protocols.secagg.expect import (
     SECURE_STAGES,
     CheckedSecureSumClient,
@@ -30,6 +30,8 @@ from fedgraphrec.protocols.secagg.expect import (
     sum_expectation,
     sum_repeats,
 )
+from fedgraphrec.protocols.secagg.server import plain_sum, secure_sum
+from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
 from fedgraphrec.runtime.local import LocalTransport

@@ -1,8 +1,9 @@
-"""Secure aggregation as transport rounds: exact sums, the old ledger, dropouts, lost nodes, attacks.
+"""Secure aggregation as transport rounds: exact sums, dropouts, byte counts, lost nodes, attacks.
 
 A toy protocol whose clients' inputs are fixed vectors runs :func:`secure_sum` over one or three
-in-process nodes, in both crypto modes, and is checked against the old in-process
-``secure_aggregate`` (same sum, same ledger rows).
+in-process nodes, in both crypto modes: the sum is the exact fixed-point sum of the included
+clients' inputs (with clients dropping before or after uploading), a stage below the threshold
+aborts, and the ledger (the one byte count) books what ``real`` mode serializes, in both modes.
 """
 
 from __future__ import annotations
@@ -16,10 +17,16 @@ import torch
 
 from fedgraphrec.attacks.active_server import ATTACKS, ActiveServer
 from fedgraphrec.crypto import IntegrityError
-from fedgraphrec.crypto.secagg import SecAggAbortError
+from fedgraphrec.crypto.secagg.wire import (
+    ADVERTISE_BYTES,
+    ID_BYTES,
+    SHARE_MESSAGE_BYTES,
+    UNMASK_ENTRY_BYTES,
+    SecAggAbortError,
+)
 from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.protocols.base import ClientProgram, NodeData, shard_of
-from fedgraphrec.protocols.secagg import SecAggState, SecureSumClient, SparseUpload, plain_sum, secure_sum
+from fedgraphrec.protocols.secagg.client import SecAggState, SecureSumClient
 from fedgraphrec.protocols.secagg.expect import (
     ADVERTISE,
     PLAIN,
@@ -28,7 +35,8 @@ from fedgraphrec.protocols.secagg.expect import (
     sum_expectation,
     sum_repeats,
 )
-from fedgraphrec.protocols.secure_aggregation import secure_aggregate
+from fedgraphrec.protocols.secagg.server import plain_sum, secure_sum
+from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
 from fedgraphrec.runtime.local import LocalTransport
@@ -114,33 +122,60 @@ def _run(crypto: str, nodes: int, threshold: int = 5, crash: tuple[str, int] | N
     return result, net, programs, x
 
 
-def _old(x: torch.Tensor, before: list[int] = (), after: list[int] = ()) -> tuple[torch.Tensor, Network]:  # type: ignore[assignment]
-    net = Network(N, crypto="accounted", protocol="toy")
-    pos, idx = torch.nonzero(x, as_tuple=True)
-    up = SparseUpload(np.arange(N), L)
-    up.add(pos, idx, x[pos, idx])
-    got = secure_aggregate(
-        net, "toy/up", up, threshold=5, fp=FixedPoint(FRAC), label=b"toy/0",
-        drop_before=np.asarray(before, dtype=np.int64), drop_after=np.asarray(after, dtype=np.int64),
-    )  # fmt: skip
-    return got.total, net
+def _exact(x: torch.Tensor, summed: list[int]) -> torch.Tensor:
+    """The exact sum of the fixed-point encodings of the ``summed`` clients' rows, decoded."""
+    enc = torch.round(x[summed] * 2.0**FRAC).to(torch.int64).sum(0)
+    return torch.ldexp(enc.to(torch.float64), torch.tensor(-FRAC, dtype=torch.float64))
+
+
+DROPOUTS = [([], []), ([], [1, 4, 6]), ([0, 3, 8], []), ([2], [5, 7])]
+"""(offline before uploading, offline after uploading): none, 3 of 9 after, 3 of 9 before, both."""
 
 
 @pytest.mark.parametrize("nodes", [1, 3])
 @pytest.mark.parametrize("crypto", ["accounted", "real"])
-def test_sum_and_ledger_equal_the_old_in_process_aggregation(crypto: str, nodes: int) -> None:
-    result, net, programs, x = _run(crypto, nodes, before=[2], after=[5, 7])
-    want, old = _old(x, before=[2], after=[5, 7])
-    assert torch.equal(result.total, want)  # the fixed-point sum is exact: bit-identical
-    assert result.included.tolist() == [u for u in range(N) if u != 2]
-    assert result.dropped.tolist() == [2] and result.unresponsive.tolist() == [5, 7]
-    assert {(r.phase, r.sender, r.receiver): r for r in net.ledger.rows()} == {
-        (r.phase, r.sender, r.receiver): r for r in old.ledger.rows()
-    }
-    assert np.array_equal(net.ledger.client_sent, old.ledger.client_sent)
-    assert np.array_equal(net.ledger.client_received, old.ledger.client_received)
+@pytest.mark.parametrize(("before", "after"), DROPOUTS)
+def test_the_sum_is_exact_with_clients_dropping_before_or_after_uploading(
+    crypto: str, nodes: int, before: list[int], after: list[int]
+) -> None:
+    result, _, programs, x = _run(crypto, nodes, before=before, after=after)
+    summed = [u for u in range(N) if u not in before]  # dropped after uploading: still summed
+    assert torch.equal(result.total, _exact(x, summed))  # the fixed-point sum is exact: bit-identical
+    assert result.included.tolist() == summed
+    assert result.dropped.tolist() == before and result.unresponsive.tolist() == after
     included = np.sort(np.concatenate([p.state.included for p in programs.values()]))
     assert included.tolist() == result.included.tolist()
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_the_ledger_books_the_serialized_messages_and_accounted_mode_books_the_same(nodes: int) -> None:
+    """One byte count: the ledger. In ``real`` mode it books each message's serialized length (and
+    the sizes of :mod:`fedgraphrec.crypto.secagg.wire`); ``accounted`` mode books the same rows."""
+    before, after = [2], [5, 7]
+    _, real, _, _ = _run("real", nodes, before=before, after=after)
+    _, accounted, _, _ = _run("accounted", nodes, before=before, after=after)
+    size = {"advertise-keys": ADVERTISE_BYTES, "share-keys": SHARE_MESSAGE_BYTES, "masked-input": 8 * L}
+    u2, u3 = N, N - len(before)
+    size_down = {
+        "advertise-keys": ADVERTISE_BYTES * N,
+        "share-keys": SHARE_MESSAGE_BYTES,
+        "unmask": ID_BYTES * u3,
+    }
+    booked: dict[tuple[str, str], int] = {}
+    for role in ("server", "client"):
+        for e in real.transcript.of(role):
+            lengths = [len(p) if isinstance(p, bytes) else np.asarray(p).nbytes for p in e.payloads]
+            assert e.sizes is not None and list(e.sizes) == lengths, e.phase  # booked = serialized
+            stage = e.kind.removeprefix("secagg-")
+            want = (size if e.sender == "client" else size_down).get(stage, UNMASK_ENTRY_BYTES * u2)
+            assert set(lengths) == {want}, (e.phase, e.sender)
+            key = (e.phase, e.sender)
+            booked[key] = booked.get(key, 0) + sum(lengths)
+    rows = real.ledger.rows()
+    assert {(r.phase, r.sender): r.payload_bytes for r in rows} == booked
+    assert rows == accounted.ledger.rows()
+    assert np.array_equal(real.ledger.client_sent, accounted.ledger.client_sent)
+    assert np.array_equal(real.ledger.client_received, accounted.ledger.client_received)
 
 
 @pytest.mark.parametrize("crypto", ["accounted", "real"])
@@ -152,17 +187,27 @@ def test_a_node_lost_mid_round_drops_or_keeps_its_clients_and_the_sum_stays_exac
     result, _, _, x = _run(crypto, 3, threshold=5, crash=(stage, 1))
     node1 = shard_of(N, [0, 1, 2])[1]
     summed = [u for u in range(N) if not (dropped and u in node1)]
-    want, _ = _old(x, before=node1.tolist() if dropped else [])
-    assert torch.equal(result.total, want)
+    assert torch.equal(result.total, _exact(x, summed))
     assert result.included.tolist() == summed
     assert result.dropped.tolist() == (node1.tolist() if dropped else [])
     assert result.unresponsive.tolist() == (node1.tolist() if unresponsive else [])
 
 
 @pytest.mark.parametrize("crypto", ["accounted", "real"])
-def test_too_few_clients_left_aborts(crypto: str) -> None:
-    with pytest.raises(SecAggAbortError, match="only 4 clients left, below the threshold 5"):
-        _run(crypto, 3, threshold=5, before=[0, 1, 2, 3, 4])
+@pytest.mark.parametrize(
+    ("stage", "threshold", "offline"),
+    [
+        ("advertise-keys", 10, {}),  # 9 participants for t = 10: nothing is sent
+        ("masked-input", 5, {"before": [0, 1, 2, 3, 4]}),  # 4 uploads
+        ("unmask", 5, {"after": [0, 1, 2, 3, 4]}),  # 9 uploads, 4 answers to the unmask request
+    ],
+)
+def test_too_few_clients_left_aborts(crypto: str, stage: str, threshold: int, offline: dict) -> None:
+    left = "9" if stage == "advertise-keys" else "4"
+    with pytest.raises(
+        SecAggAbortError, match=f"at stage {stage}: only {left} clients left, below the threshold {threshold}"
+    ):
+        _run(crypto, 3, threshold=threshold, **offline)
 
 
 def test_the_server_holds_only_masked_inputs_and_forwards_shares_unchanged() -> None:

@@ -34,8 +34,7 @@ import scipy.sparse as sp
 
 from fedgraphrec.attacks.upload_inference import _auc, per_target_means
 from fedgraphrec.crypto import ClientKeyPair, SharedKey, open_sealed
-from fedgraphrec.crypto.tokens import ItemTokenizer
-from fedgraphrec.protocols.common import TOKEN_BYTES
+from fedgraphrec.crypto.tokens import TOKEN_BYTES, ItemTokenizer
 from fedgraphrec.protocols.lpgcn.holdings import verification_aad
 from fedgraphrec.runtime import Transcript
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fedgraphrec.protocols.secagg.roles import ADVERTISE, MASK
 from fedgraphrec.runtime.message import Message
 
 __all__ = ["SECAGG_LIES", "SecAggLie"]
@@ -31,10 +32,10 @@ SECAGG_LIES = ("lowered-threshold", "small-roster", "threshold-changed", "unprot
 """The lies, in report order."""
 
 _STAGE = {
-    "lowered-threshold": "secagg/advertise",
-    "small-roster": "secagg/advertise",
-    "threshold-changed": "secagg/mask",
-    "unprotected": "secagg/advertise",
+    "lowered-threshold": ADVERTISE,
+    "small-roster": ADVERTISE,
+    "threshold-changed": MASK,
+    "unprotected": ADVERTISE,
 }
 
 

@@ -8,15 +8,14 @@
 * :class:`ItemTokenizer` — deterministic item-ID tokens under ``S``.
 * :class:`PayloadCipher` — randomized AEAD of payloads under ``S``; :func:`ciphertext_size` and
   :func:`sealed_size` give exact output sizes for byte accounting.
-* :func:`secure_sum` / :class:`SecAggClient` / :class:`SecAggServer` — secure aggregation with dropout
-  recovery (Bonawitz et al.; :mod:`.secagg` and the modules it names), over Shamir sharing
-  (:mod:`~fedgraphrec.crypto.shamir`).
+* secure aggregation with dropout recovery (Bonawitz et al.): the client's and the server's state
+  machines and the wire format in the package :mod:`.secagg` (import from its modules), over Shamir
+  sharing (:mod:`~fedgraphrec.crypto.shamir`).
 * :class:`FixedPoint` (:mod:`.fixed_point`) — reals as elements of the ring ``Z_{2^64}``
   (:mod:`.ring`); :func:`split` / :func:`reconstruct` / :func:`mask_from_seed` — additive sharing
   and masks over it (:mod:`.sharing`).
 * :class:`IntegrityError` — a received message was tampered, replayed, re-routed or is missing;
   :class:`DecryptionError` (an :class:`IntegrityError`) — failed authentication.
-* :class:`SecAggAbortError` (a :class:`CryptoError`) — too few clients left for secure aggregation.
 """
 
 from fedgraphrec.crypto.aead import PayloadCipher, ciphertext_size
@@ -25,10 +24,6 @@ from fedgraphrec.crypto.ecies import open_sealed, seal, sealed_size, unwrap_key,
 from fedgraphrec.crypto.errors import CryptoError, DecryptionError, IntegrityError
 from fedgraphrec.crypto.fixed_point import FixedPoint
 from fedgraphrec.crypto.keys import SharedKey
-from fedgraphrec.crypto.secagg import secure_sum
-from fedgraphrec.crypto.secagg_client import SecAggClient
-from fedgraphrec.crypto.secagg_server import SecAggServer
-from fedgraphrec.crypto.secagg_wire import SecAggAbortError
 from fedgraphrec.crypto.sharing import mask_from_seed, pair_clients, reconstruct, split
 from fedgraphrec.crypto.tokens import ItemTokenizer
 
@@ -41,9 +36,6 @@ __all__ = [
     "ItemTokenizer",
     "PayloadCipher",
     "PublicKey",
-    "SecAggAbortError",
-    "SecAggClient",
-    "SecAggServer",
     "SharedKey",
     "ciphertext_size",
     "mask_from_seed",
@@ -52,7 +44,6 @@ __all__ = [
     "reconstruct",
     "seal",
     "sealed_size",
-    "secure_sum",
     "split",
     "unwrap_key",
     "wrap_key",

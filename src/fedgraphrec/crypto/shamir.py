@@ -1,6 +1,6 @@
 """Threshold (Shamir) secret sharing of 32-byte secrets, vectorised with numpy.
 
-Secure aggregation (:mod:`fedgraphrec.crypto.secagg`) has every client share two 32-byte secrets
+Secure aggregation (:mod:`fedgraphrec.crypto.secagg.wire`) has every client share two 32-byte secrets
 with every other client so that any ``t`` survivors can rebuild them and no ``t - 1`` learn anything.
 That is ``n²`` share evaluations per round, so the evaluation must be vectorised; no well-kept
 Python library does this (pycryptodome's ``Shamir`` works on one 16-byte secret at a time in pure
@@ -26,6 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from fedgraphrec.crypto._primitives import KEY_BYTES
+
 __all__ = [
     "LIMBS",
     "PRIME",
@@ -39,8 +41,8 @@ __all__ = [
 
 PRIME = (1 << 31) - 1
 """The field modulus ``p = 2^31 - 1``."""
-SECRET_BYTES = 32
-"""Length of a shared secret (an X25519 private key or a mask seed)."""
+SECRET_BYTES = KEY_BYTES
+"""Length of a shared secret (an X25519 private key or a mask seed: 32 bytes)."""
 _LIMB_BITS = 30
 LIMBS = 9
 """Field elements per secret: ``ceil(256 / 30)``."""
@@ -133,7 +135,7 @@ def recover(xs: NDArray[np.int64] | Sequence[int], shares: NDArray[np.int64]) ->
 
     Exactly as many shares as the threshold are needed; more are fine (the extra ones are used too,
     which gives the same answer when all shares are honest). Fewer give an unrelated value: callers
-    must count shares themselves, as :class:`~fedgraphrec.crypto.secagg_server.SecAggServer` does.
+    must count shares themselves, as :class:`~fedgraphrec.crypto.secagg.server.SecAggServer` does.
 
     Raises:
         ValueError: the points are invalid, or the shares do not decode to a 32-byte secret (which

@@ -35,7 +35,8 @@ __all__ = ["TOKEN_BYTES", "ItemTokenizer"]
 TOKEN_BYTES = 16
 """Length of an item token (128 bits of HMAC-SHA256)."""
 
-_ID_BYTES = 8
+_HASHED_ID_BYTES = 8
+"""An item id as the tokenizer hashes it (u64, big endian; never sent)."""
 _INT_BYTES = 8
 _MAX_ID = 2**63 - 1
 
@@ -83,9 +84,9 @@ class ItemTokenizer:
     def _digests(self, buffer: bytes) -> Iterator[bytes]:
         base = self._hmac
         view = memoryview(buffer)
-        for start in range(0, len(buffer), _ID_BYTES):
+        for start in range(0, len(buffer), _HASHED_ID_BYTES):
             h = base.copy()
-            h.update(view[start : start + _ID_BYTES])
+            h.update(view[start : start + _HASHED_ID_BYTES])
             yield h.finalize()
 
     def token(self, item_id: int) -> bytes:
@@ -103,7 +104,7 @@ class ItemTokenizer:
         value = int(item_id)
         if not 0 <= value <= _MAX_ID:
             raise ValueError(f"item_id must be in [0, 2**63 - 1], got {value}")
-        (digest,) = self._digests(value.to_bytes(_ID_BYTES, "big"))
+        (digest,) = self._digests(value.to_bytes(_HASHED_ID_BYTES, "big"))
         return digest[:TOKEN_BYTES]
 
     def tokens(self, item_ids: npt.ArrayLike) -> list[bytes]:

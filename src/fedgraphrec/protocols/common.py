@@ -1,9 +1,8 @@
 """Names and local pieces shared by the server-mediated protocols.
 
-Role names and the item-token size (LP-GCN, GNN4FR), a shard's training rows (:class:`ShardRows`),
-the local BPR loss of a user minibatch (:func:`local_bpr`, :class:`LocalBPR`) and the layer mean of
-LightGCN-style propagation (:func:`layer_mean`); the one Adam step is
-:func:`~fedgraphrec.protocols.optim.adam_step`.
+Role names (LP-GCN, GNN4FR), a shard's training rows (:class:`ShardRows`), the local BPR loss of a
+user minibatch (:func:`local_bpr`, :class:`LocalBPR`) and the layer mean of LightGCN-style propagation
+(:func:`layer_mean`); the one Adam step is :func:`~fedgraphrec.protocols.optim.adam_step`.
 """
 
 from __future__ import annotations
@@ -18,14 +17,12 @@ __all__ = [
     "CLIENT",
     "KEY_HOLDER",
     "SERVER",
-    "TOKEN_BYTES",
     "LocalBPR",
     "ShardRows",
     "layer_mean",
     "local_bpr",
 ]
 
-TOKEN_BYTES = 16
 SERVER = "server"
 CLIENT = "client"
 KEY_HOLDER = "key-client"  # u_c of Algorithm 2, who draws the shared key S
@@ -132,5 +129,3 @@ def local_bpr(
         d_rows=torch.cat([-s * u_rows, s * u_rows]),
         r_rows=reg_weight * V0[items] / B,
     )
-
-

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedgraphrec.protocols.secagg.policy import MIN_CLIENTS
-from fedgraphrec.protocols.secagg.upload import check_threshold
+from fedgraphrec.protocols.secagg.policy import MIN_CLIENTS, check_threshold
 
 __all__ = ["RoundSampling", "SecureSumSettings"]
 
@@ -51,7 +50,7 @@ class SecureSumSettings:
     Attributes:
         frac_bits: fixed-point fractional bits of the secure sum.
         secagg_threshold: fraction of a sum's users secure aggregation needs (> 0.5; see
-            :func:`~fedgraphrec.protocols.secagg.check_threshold`).
+            :func:`~fedgraphrec.protocols.secagg.policy.check_threshold`).
         secagg_semi_honest: accept a threshold <= 0.5 (honest-but-curious server only).
         crypto: the node's own crypto mode (the run configuration's ``crypto``): in ``real`` a
             node refuses a secure sum the server asks to run ``accounted`` or marks unprotected,

@@ -43,7 +43,7 @@ import torch
 
 from fedgraphrec.crypto.aead import PayloadCipher
 from fedgraphrec.crypto.errors import DecryptionError
-from fedgraphrec.crypto.keys import SharedKey
+from fedgraphrec.crypto.keys import SHARED_KEY_BYTES, SharedKey
 
 __all__ = [
     "FORMAT",
@@ -64,7 +64,6 @@ KEY_FILE_ENV = "FEDGRAPHREC_CHECKPOINT_KEY_FILE"
 SECRETS = "secrets"
 """The learner state's entry that holds key material (encrypted in the file)."""
 _TAG = "__fgr__"
-_KEY_BYTES = 32
 _PURPOSE = "checkpoint-secrets"
 
 
@@ -228,11 +227,11 @@ def _user_key(run_folder: Path, create: bool) -> SharedKey:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
-            f.write(os.urandom(_KEY_BYTES))
+            f.write(os.urandom(SHARED_KEY_BYTES))
     raw = path.read_bytes()
-    if len(raw) != _KEY_BYTES:
+    if len(raw) != SHARED_KEY_BYTES:
         raise CheckpointError(
-            f"{path}: a checkpoint key file holds exactly {_KEY_BYTES} bytes, got {len(raw)}"
+            f"{path}: a checkpoint key file holds exactly {SHARED_KEY_BYTES} bytes, got {len(raw)}"
         )
     return SharedKey.from_bytes(raw)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
-from fedgraphrec.protocols.secure_aggregation import check_threshold
+from fedgraphrec.protocols.secagg.policy import check_threshold
 from fedgraphrec.seeding import secure_draws
 
 __all__ = ["ALIASES", "ConfigError", "TrainConfig"]

@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from fedgraphrec.crypto.secagg.wire import ID_BYTES
 from fedgraphrec.models.propagation import pair_weights, torch_csr
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.common import ShardRows
@@ -35,14 +36,12 @@ from fedgraphrec.protocols.fedgrec.roles import QUERY, session
 from fedgraphrec.protocols.fedgrec.sampling import draw_round
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from fedgraphrec.protocols.fedgrec.state import FedGRecState
-from fedgraphrec.protocols.secagg import SparseUpload
 from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
+from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["FedGRecClient"]
-
-_ID_BYTES = 4
 
 
 class FedGRecClient(CheckedSecureSumClient, ClientProgram[FedGRecState]):
@@ -147,7 +146,7 @@ class FedGRecClient(CheckedSecureSumClient, ClientProgram[FedGRecState]):
         items = q_items[np.lexsort((q_items, q_seg))]
         n_query = rs.n_queried
         part = Part(QUERY, "item-ids", "client", "server", items, senders=rs.clients, counts=n_query)
-        return Message({"query": part.with_sizes(n_query * _ID_BYTES)})
+        return Message({"query": part.with_sizes(n_query * ID_BYTES)})
 
     def stage_train_download(self, step: int, request: Message) -> Message:
         """Steps 2–3 for this node's sampled users on the downloaded rows; reports the local losses."""

@@ -47,12 +47,11 @@ from fedgraphrec.protocols.fedgrec.roles import (
 )
 from fedgraphrec.protocols.fedgrec.sampling import sample_clients
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
-from fedgraphrec.protocols.secagg import SumResult, plain_sum, secure_sum, threshold_for
+from fedgraphrec.protocols.secagg.policy import threshold_for
+from fedgraphrec.protocols.secagg.server import SumResult, plain_sum, secure_sum
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["FedGRecServer"]
-
-_ID_BYTES = 4
 
 
 class FedGRecServer(ServerProgram):
@@ -116,7 +115,8 @@ class FedGRecServer(ServerProgram):
         N, d, users = self.n_items, self.dim, self.active
         degrees = self._sum(DEGREES, session("warmup/degrees"), users, N)  # Eq. 9: |N_t| = SecAgg(Y_u)
         self.deg_t = degrees.total.round().to(torch.int64).cpu().numpy()
-        parts = self._to_users(DEGREES, "degrees", self.deg_t.astype(np.int32), users, _ID_BYTES * N)
+        deg = self.deg_t.astype(np.int32)
+        parts = self._to_users(DEGREES, "degrees", deg, users, deg.nbytes)
         self.transport.round(DEGREES, {n: Message({"degrees": p}) for n, p in parts.items()})
         for k in range(1, self.settings.K + 1):
             size = N * d * self.E.element_size()

@@ -12,7 +12,9 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto import ClientKeyPair, IntegrityError, SharedKey
+from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES
 from fedgraphrec.crypto.group_key import client_keys, unwrap_all, wrap_for_all
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.gnn4fr.expect import check_field, expectation, gnn4fr_flow
 from fedgraphrec.protocols.gnn4fr.graph import LocalGraph, build_local_graph, decode_routing
@@ -20,7 +22,6 @@ from fedgraphrec.protocols.gnn4fr.roles import (
     CLIENT,
     KEY_HOLDER,
     SERVER,
-    TOKEN_BYTES,
     Phase,
     Stage,
     item_tokens,
@@ -217,7 +218,7 @@ class SetupClient(ClientProgram[GNN4FRState]):
             raise IntegrityError(f"gnn4fr stage {Stage.WRAP_KEY!r}: the key-client is not on this node")
         got = request["keys"]
         n = self.n_users
-        if len(got.value) != 1 or len(got.value[0]) != 32 * n:
+        if len(got.value) != 1 or len(got.value[0]) != PUBLIC_KEY_BYTES * n:
             raise IntegrityError(
                 f"gnn4fr stage {Stage.WRAP_KEY!r}: {got.phase} must be one bundle of {n} public keys"
             )
@@ -238,8 +239,9 @@ class SetupClient(ClientProgram[GNN4FRState]):
         public keys are not authenticated; SECURITY.md), but not those of the key-client's node.
         """
         for k, u in enumerate(self.clients.tolist()):
-            own = ClientKeyPair.from_private_bytes(self.state.private_keys[32 * k : 32 * k + 32])
-            if bundle[32 * u : 32 * u + 32] != own.public.to_bytes():
+            w = PUBLIC_KEY_BYTES  # an X25519 key, private or public
+            own = ClientKeyPair.from_private_bytes(self.state.private_keys[w * k : w * (k + 1)])
+            if bundle[w * u : w * (u + 1)] != own.public.to_bytes():
                 raise IntegrityError(
                     f"gnn4fr stage {Stage.WRAP_KEY!r}: the bundle holds another public key for client:{u}"
                 )

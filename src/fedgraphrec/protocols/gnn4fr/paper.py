@@ -26,9 +26,10 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.crypto import FixedPoint, IntegrityError, ciphertext_size, pair_clients, split
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.models.propagation import torch_csr
 from fedgraphrec.protocols.gnn4fr.client_setup import SetupClient
-from fedgraphrec.protocols.gnn4fr.roles import CLIENT, SERVER, TOKEN_BYTES, Phase, Stage, token_ints
+from fedgraphrec.protocols.gnn4fr.roles import CLIENT, SERVER, Phase, Stage, token_ints
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
 from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.message import Message, Part

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedgraphrec.crypto import ItemTokenizer, SharedKey
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = [
@@ -18,7 +19,6 @@ __all__ = [
     "HOLDER_OF_ITEM",
     "KEY_HOLDER",
     "SERVER",
-    "TOKEN_BYTES",
     "Phase",
     "Stage",
     "item_tokens",
@@ -32,7 +32,6 @@ KEY_HOLDER = "key-client"
 """u_c of Algorithm 2: the client that draws the shared key S and wraps it for everybody."""
 HOLDER_OF_ITEM = "holder-of-item"
 """Sender name bound into an item's row when receivers know the row by item, not by sender."""
-TOKEN_BYTES = 16
 
 
 class Stage:

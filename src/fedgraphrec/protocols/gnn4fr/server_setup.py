@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import ServerProgram
 from fedgraphrec.protocols.gnn4fr.graph import encode_routing
 from fedgraphrec.protocols.gnn4fr.paper import ring
@@ -21,7 +22,6 @@ from fedgraphrec.protocols.gnn4fr.roles import (
     CLIENT,
     KEY_HOLDER,
     SERVER,
-    TOKEN_BYTES,
     Phase,
     Stage,
     key_client_of,

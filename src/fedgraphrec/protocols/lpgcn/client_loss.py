@@ -17,9 +17,9 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.common import local_bpr
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
-from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES
 from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, LOSS, SERVER, item_phase, user_phase
 from fedgraphrec.runtime.message import Message, Part
 

@@ -39,10 +39,12 @@ from fedgraphrec.crypto import (
     unwrap_key,
     wrap_key,
 )
+from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES
 from fedgraphrec.crypto.errors import DecryptionError
+from fedgraphrec.crypto.keys import SHARED_KEY_BYTES
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.lpgcn.expect import ExpectedParts
 from fedgraphrec.protocols.lpgcn.holdings import (
-    TOKEN_BYTES,
     TokenIndex,
     keyed,
     upload_order,
@@ -61,8 +63,6 @@ from fedgraphrec.protocols.lpgcn.roles import (
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["SetupStages", "grouped"]
-
-PUBLIC_KEY_BYTES = 32
 
 
 def grouped(owners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,7 +98,7 @@ class SetupStages(ExpectedParts):
             pairs = [ClientKeyPair.generate() for _ in self.clients]
             st.private_keys = np.frombuffer(
                 b"".join(p.private_bytes() for p in pairs), dtype=np.uint8
-            ).reshape(-1, 32)
+            ).reshape(-1, SHARED_KEY_BYTES)
             blobs = [p.public.to_bytes() for p in pairs]
         keys = Part(
             "setup/public-keys", "public_key", CLIENT, SERVER, blobs, shape="blobs", senders=self.clients
@@ -110,7 +110,7 @@ class SetupStages(ExpectedParts):
         self.check_roster(SETUP_WRAP, request.fields)  # the key-client is here (expect.py)
         key_client, n = self.key_client(), int(request.fields["n_clients"])
         blobs = None
-        sizes = np.full(n, sealed_size(32))
+        sizes = np.full(n, sealed_size(SHARED_KEY_BYTES))
         if self.settings.real:
             roster = request["public-keys"].value[0]
             if len(roster) != n * PUBLIC_KEY_BYTES:

@@ -33,10 +33,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
 from fedgraphrec.protocols.lpgcn.client_state import StepState
-from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES, token_order
+from fedgraphrec.protocols.lpgcn.holdings import token_order
 from fedgraphrec.protocols.lpgcn.roles import (
     BACKWARD,
     CLIENT,

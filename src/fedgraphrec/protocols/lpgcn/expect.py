@@ -31,8 +31,9 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.lpgcn.client_state import ClientBase
-from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES, key_client_of
+from fedgraphrec.protocols.lpgcn.holdings import key_client_of
 from fedgraphrec.protocols.lpgcn.roles import (
     AGGREGATE,
     BACKWARD,

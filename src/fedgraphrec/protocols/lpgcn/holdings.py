@@ -22,13 +22,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedgraphrec.crypto import ItemTokenizer, SharedKey
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.common import CLIENT
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT
 from fedgraphrec.runtime.sealing import Binding, party
 from fedgraphrec.seeding import child_seed, numpy_rng
 
 __all__ = [
-    "TOKEN_BYTES",
     "TokenIndex",
     "item_tokens",
     "key_client_of",
@@ -39,7 +39,6 @@ __all__ = [
     "virtual_items",
 ]
 
-TOKEN_BYTES = 16
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 

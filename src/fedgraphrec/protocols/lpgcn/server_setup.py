@@ -19,9 +19,11 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import ServerProgram
 from fedgraphrec.protocols.lpgcn.cover import plan_convolution
-from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES, TokenIndex, key_client_of
+from fedgraphrec.protocols.lpgcn.holdings import TokenIndex, key_client_of
 from fedgraphrec.protocols.lpgcn.roles import (
     CLIENT,
     CONV_CLIENT,
@@ -109,7 +111,7 @@ class SetupRounds(ServerProgram):
         keys = Part(
             "setup/public-keys", "public_key", SERVER, KEY_HOLDER, [b"".join(roster)] if s.real else None,
             shape="blobs", receivers=np.array([self.key_client]),
-        ).with_sizes(np.array([n * 32]))  # fmt: skip
+        ).with_sizes(np.array([n * PUBLIC_KEY_BYTES]))  # fmt: skip
         fields = {"key_client": self.key_client, "n_clients": n, "n_items": m}
         wrapped = self._round(SETUP_WRAP, {kc_node: Message({"public-keys": keys}, fields)})[kc_node][
             "wrapped"
@@ -215,7 +217,7 @@ class SetupRounds(ServerProgram):
             msg.add("asker-keys", Part(
                 "setup/asker-keys", "public_key", SERVER, CLIENT, keys, shape="blobs", receivers=who,
                 senders=asker, from_role=CONV_CLIENT,
-            ).with_sizes(np.full(len(who), 32)))  # fmt: skip
+            ).with_sizes(np.full(len(who), PUBLIC_KEY_BYTES)))  # fmt: skip
             requests[node] = msg
         replies = self._round(SETUP_VERIFY, requests)
         self._initial_rows(replies, asked)

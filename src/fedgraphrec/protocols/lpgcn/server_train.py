@@ -19,8 +19,9 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import StepStats
-from fedgraphrec.protocols.lpgcn.holdings import TOKEN_BYTES, token_order
+from fedgraphrec.protocols.lpgcn.holdings import token_order
 from fedgraphrec.protocols.lpgcn.roles import (
     AGGREGATE,
     BACKWARD,

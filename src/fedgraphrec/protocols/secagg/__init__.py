@@ -1,24 +1,13 @@
 """Secure aggregation as party stages over the transport (Bonawitz et al., CCS 2017).
 
-:func:`~fedgraphrec.protocols.secagg.server.secure_sum` is the server side (four
+The one secure aggregation of the library: ``server.py`` holds its one entry point
+:func:`~fedgraphrec.protocols.secagg.server.secure_sum` (four
 :meth:`Transport.round <fedgraphrec.runtime.transport.Transport.round>` calls with dropout
-recovery); :class:`~fedgraphrec.protocols.secagg.client.SecureSumClient` is the client side a
-protocol's client program mixes in, computing its inputs on its node. ``roles.py`` holds the stage,
-part and phase names both share; ``upload.py`` the sparse inputs and their fixed-point encodings.
-The cryptography itself is :mod:`fedgraphrec.crypto.secagg`.
+recovery) and its one result :class:`~fedgraphrec.protocols.secagg.server.SumResult`;
+``client.py`` the client side a protocol's client program mixes in
+(:class:`~fedgraphrec.protocols.secagg.client.SecureSumClient`), computing its inputs on its node;
+``roles.py`` the stage, part and phase names both share; ``upload.py`` the sparse inputs and their
+fixed-point encodings; ``policy.py`` the one threshold rule and what a client requires of a sum;
+``expect.py`` what a node accepts in each stage. The cryptography itself is the package
+:mod:`fedgraphrec.crypto.secagg`. Import from the modules (this package re-exports nothing).
 """
-
-from fedgraphrec.protocols.secagg.client import SecAggState, SecureSumClient
-from fedgraphrec.protocols.secagg.server import SumResult, plain_sum, secure_sum
-from fedgraphrec.protocols.secagg.upload import SparseUpload, check_threshold, threshold_for
-
-__all__ = [
-    "SecAggState",
-    "SecureSumClient",
-    "SparseUpload",
-    "SumResult",
-    "check_threshold",
-    "plain_sum",
-    "secure_sum",
-    "threshold_for",
-]

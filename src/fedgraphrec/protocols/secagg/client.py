@@ -11,13 +11,13 @@ every client of the shard at once, and asks the protocol for what only the proto
 * :meth:`~SecureSumClient.secagg_included` — called with the clients whose inputs the sum holds,
   e.g. to commit what they contributed.
 
-In ``real`` mode every client's :class:`~fedgraphrec.crypto.secagg_client.SecAggClient` (private keys,
+In ``real`` mode every client's :class:`~fedgraphrec.crypto.secagg.client.SecAggClient` (private keys,
 shares held for others) lives in the program's typed state as exported bytes
 (:class:`SecAggState`), so a node that is restarted between messages resumes from its state, and
 none of it ever leaves the node. In ``accounted`` mode no key is drawn and nothing is encrypted: a
 node sends its shard's *sum* of the same fixed-point encodings (a ``summed`` part standing for the
-masked inputs) and content-free stand-ins booked at the sizes ``real`` mode sends
-(:func:`~fedgraphrec.crypto.secagg.secagg_traffic`).
+masked inputs) and content-free stand-ins booked at the sizes ``real`` mode sends (the
+``*_BYTES`` of :mod:`fedgraphrec.crypto.secagg.wire`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,11 @@ import numpy as np
 
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.fixed_point import FixedPoint
-from fedgraphrec.crypto.secagg_client import SecAggClient
-from fedgraphrec.crypto.secagg_wire import (
+from fedgraphrec.crypto.secagg import wire
+from fedgraphrec.crypto.secagg.client import SecAggClient
+from fedgraphrec.crypto.secagg.wire import (
     ADVERTISE_BYTES,
+    ID_BYTES,
     SHARE_MESSAGE_BYTES,
     UNMASK_ENTRY_BYTES,
     AdvertisedKeys,
@@ -50,10 +52,7 @@ from fedgraphrec.protocols.secagg.upload import (
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.state import SECRET
 
-__all__ = ["ID_BYTES", "SecAggState", "SecureSumClient"]
-
-ID_BYTES = 4
-"""A client id on the wire (u32, little endian)."""
+__all__ = ["SecAggState", "SecureSumClient"]
 
 
 @dataclass
@@ -62,7 +61,7 @@ class SecAggState:
 
     Attributes:
         session: the session label of the open session (``""``: none; ``real`` mode).
-        clients: the shard's :class:`~fedgraphrec.crypto.secagg_client.SecAggClient` objects, as JSON
+        clients: the shard's :class:`~fedgraphrec.crypto.secagg.client.SecAggClient` objects, as JSON
             ``{client id: exported state}`` (private keys: these bytes never leave the node).
         record: the open session's :class:`~fedgraphrec.protocols.secagg.policy.SessionRecord` as
             JSON (both modes): what every later stage is held to.
@@ -91,11 +90,6 @@ def _phase(request: Message, stage: str) -> str:
 
 def _out(request: Message, stage: str, value: Any, senders: np.ndarray, **kw: Any) -> Part:
     return Part(_phase(request, stage), KINDS[stage], "client", "server", value, senders=senders, **kw)
-
-
-def ids_blob(ids: np.ndarray) -> bytes:
-    """Client ids as concatenated u32 (what the server announces)."""
-    return np.asarray(ids, dtype="<u4").tobytes()
 
 
 class SecureSumClient:
@@ -144,20 +138,22 @@ class SecureSumClient:
         session, phase = str(f["session"]), str(f.get("phase", "?"))
         st: SecAggState = self.state.secagg
         if session in _closed(st):
-            raise refuse("advertise", phase, session, "this session label was already used on this node")
+            raise refuse(wire.ADVERTISE, phase, session, "this session label was already used on this node")
         if not np.isin(ids, self.clients).all() or len(np.unique(ids)) != len(ids):
-            raise refuse("advertise", phase, session, "the request names clients this node does not host")
+            raise refuse(wire.ADVERTISE, phase, session, "the request names clients this node does not host")
         if policy.real and not f["real"]:
             raise refuse(
-                "advertise", phase, session,
+                wire.ADVERTISE, phase, session,
                 "the server asks for an unprotected (accounted) secure sum; "
                 "this client runs in real crypto mode",
             )  # fmt: skip
         n = int(f["n_clients"])
         if n < len(ids):
-            raise refuse("advertise", phase, session, f"n_clients = {n} is fewer than this node's {len(ids)}")
-        policy.check_size("advertise", phase, session, "n_clients", n, int(f["threshold"]))
-        return SessionRecord(session, "advertise", SessionRecord.fixed_of(f), ids.tolist()), policy
+            raise refuse(
+                wire.ADVERTISE, phase, session, f"n_clients = {n} is fewer than this node's {len(ids)}"
+            )
+        policy.check_size(wire.ADVERTISE, phase, session, "n_clients", n, int(f["threshold"]))
+        return SessionRecord(session, wire.ADVERTISE, SessionRecord.fixed_of(f), ids.tolist()), policy
 
     def _secagg_next(
         self, stage: str, request: Message, ids: np.ndarray
@@ -208,12 +204,12 @@ class SecureSumClient:
         """Stage 1: each participant's Shamir shares, encrypted to their holders (presealed)."""
         f, ids = request.fields, _ids(request)
         session = str(f["session"])
-        record, policy = self._secagg_next("share", request, ids)
+        record, policy = self._secagg_next(wire.SHARE, request, ids)
         phase, t = str(record.fixed.get("phase")), int(record.fixed["threshold"])
         n_roster = int(f["n_advertised"])
         if n_roster > int(record.fixed["n_clients"]):
-            raise refuse("share", phase, session, f"a roster of {n_roster} clients, more than n_clients")
-        policy.check_size("share", phase, session, "the roster", n_roster, t)
+            raise refuse(wire.SHARE, phase, session, f"a roster of {n_roster} clients, more than n_clients")
+        policy.check_size(wire.SHARE, phase, session, "the roster", n_roster, t)
         if n_roster < 2:
             self._secagg_keep(record)
             return Message()
@@ -228,17 +224,19 @@ class SecureSumClient:
             )
         blob = request["roster"].value[0]
         if len(blob) != n_roster * ADVERTISE_BYTES:
-            raise refuse("share", phase, session, f"the roster holds {len(blob)} bytes, not {n_roster} keys")
+            raise refuse(
+                wire.SHARE, phase, session, f"the roster holds {len(blob)} bytes, not {n_roster} keys"
+            )
         entries = [
             AdvertisedKeys.from_bytes(blob[k : k + ADVERTISE_BYTES])
             for k in range(0, len(blob), ADVERTISE_BYTES)
         ]
         roster = {a.client: a for a in entries}
-        self._secagg_ids_in(record, "share", "the roster", [a.client for a in entries])
+        self._secagg_ids_in(record, wire.SHARE, "the roster", [a.client for a in entries])
         clients = self._secagg_load(session)
         for u in ids.tolist():
             if roster[u] != clients[u].advertise():
-                raise refuse("share", phase, session, f"the roster carries other keys for client {u}")
+                raise refuse(wire.SHARE, phase, session, f"the roster carries other keys for client {u}")
         record.roster = sorted(roster)
         blobs: list[bytes] = []
         senders: list[int] = []
@@ -261,19 +259,19 @@ class SecureSumClient:
         """Stage 2: receive the shares; upload ``x_u`` plus the self and pairwise masks."""
         f, ids = request.fields, _ids(request)
         session = str(f["session"])
-        record, policy = self._secagg_next("mask", request, ids)
+        record, policy = self._secagg_next(wire.MASK, request, ids)
         phase, t = str(record.fixed.get("phase")), int(record.fixed["threshold"])
         shared = [int(v) for v in f["shared"]]
-        self._secagg_ids_in(record, "mask", "U2", shared)
+        self._secagg_ids_in(record, wire.MASK, "U2", shared)
         if record.roster and not set(shared) <= set(record.roster):
-            raise refuse("mask", phase, session, "U2 names clients outside the roster")
-        policy.check_size("mask", phase, session, "U2", len(shared), t)
+            raise refuse(wire.MASK, phase, session, "U2 names clients outside the roster")
+        policy.check_size(wire.MASK, phase, session, "U2", len(shared), t)
         record.shared = shared
         upload = self.secagg_input(session)
         length = int(f["length"])
         if upload.length != length:
             raise refuse(
-                "mask", phase, session, f"length = {length}, but this client's input has {upload.length}"
+                wire.MASK, phase, session, f"length = {length}, but this client's input has {upload.length}"
             )
         fp = FixedPoint(int(f["frac_bits"]))
         phase = _phase(request, MASK)
@@ -298,7 +296,9 @@ class SecureSumClient:
                 shares.senders.tolist(), shares.receivers.tolist(), shares.value, strict=True
             ):
                 if v not in clients:
-                    raise refuse("mask", phase, session, f"a share for client {v}, not in this session here")
+                    raise refuse(
+                        wire.MASK, phase, session, f"a share for client {v}, not in this session here"
+                    )
                 if blob is not None:  # a withheld share: the holder notices below (masked_input)
                     inbox[v][u] = blob
             for v, messages in inbox.items():
@@ -318,16 +318,16 @@ class SecureSumClient:
         """Stage 3: shares of the survivors' self-mask seeds and of the dropped clients' keys."""
         f, ids = request.fields, _ids(request)
         session = str(f["session"])
-        record, policy = self._secagg_next("unmask", request, ids)
+        record, policy = self._secagg_next(wire.UNMASK, request, ids)
         phase, t = str(record.fixed.get("phase")), int(record.fixed["threshold"])
         shared = [int(v) for v in f["shared"]]
         if shared != record.shared:
-            raise refuse("unmask", phase, session, "U2 differs from the U2 of the mask stage")
+            raise refuse(wire.UNMASK, phase, session, "U2 differs from the U2 of the mask stage")
         survivors = [int(v) for v in f["survivors"]]
-        self._secagg_ids_in(record, "unmask", "U3", survivors)
+        self._secagg_ids_in(record, wire.UNMASK, "U3", survivors)
         if not set(survivors) <= set(shared):
-            raise refuse("unmask", phase, session, "U3 names clients outside U2")
-        policy.check_size("unmask", phase, session, "U3", len(survivors), t)
+            raise refuse(wire.UNMASK, phase, session, "U3 names clients outside U2")
+        policy.check_size(wire.UNMASK, phase, session, "U3", len(survivors), t)
         self.secagg_included(session, ids)
         responders = ids[~np.isin(ids, self.secagg_offline(session, "after"))]
         closed = SecAggState(closed=self.state.secagg.closed)

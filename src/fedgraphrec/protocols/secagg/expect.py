@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.crypto.secagg_wire import ADVERTISE_BYTES
+from fedgraphrec.crypto.secagg.wire import ADVERTISE_BYTES
 from fedgraphrec.protocols.secagg.client import SecureSumClient
 from fedgraphrec.protocols.secagg.policy import SecAggPolicy
 from fedgraphrec.protocols.secagg.roles import ADVERTISE, KINDS, MASK, PLAIN, SHARE, SUFFIX, UNMASK
@@ -239,7 +239,7 @@ def check_sum_threshold(stage: str, request: Message, policy: SecAggPolicy, held
 
     A server that lowered ``t`` (a field it sends) could collect, for one client, both the shares
     of its self mask and those of its pairwise key, and unmask its input (the reason for
-    ``t > n/2``, :func:`~fedgraphrec.protocols.secagg.check_threshold`). The node checks ``t``
+    ``t > n/2``, :func:`~fedgraphrec.protocols.secagg.policy.check_threshold`). The node checks ``t``
     against the number of clients the server announces at ``advertise`` (at least this node's
     own), and at ``share`` against the roster it received (``real`` mode: the roster's own size)
     and against the ``t`` its clients were made with (``held``).

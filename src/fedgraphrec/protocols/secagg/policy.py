@@ -1,5 +1,10 @@
 """What a client requires of a secure sum, from its own settings, and the checks of each stage.
 
+The one threshold rule lives here: :func:`check_threshold` (which fractions a configuration may
+set), :func:`threshold_for` (``t`` of ``n`` clients) and :meth:`SecAggPolicy.required` (the least
+``t`` a client accepts); the per-stage count check is
+:func:`~fedgraphrec.crypto.secagg.wire.require`.
+
 The server runs secure aggregation and sends the parameters of every stage (``threshold``,
 ``length``, the roster, ``U2``, ``U3``) in its requests. A server that lies could ask for a
 threshold it can reach alone (``t = 2`` of ``n = 31``: it then holds enough shares to rebuild any
@@ -30,22 +35,54 @@ rebuild the program for every message.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.protocols.secagg.upload import threshold_for
+from fedgraphrec.crypto.secagg.wire import STAGES
 
-__all__ = ["MIN_CLIENTS", "SecAggPolicy", "SessionRecord", "refuse"]
+__all__ = ["MIN_CLIENTS", "SecAggPolicy", "SessionRecord", "check_threshold", "refuse", "threshold_for"]
 
 MIN_CLIENTS = 3
 """Default ``secagg_min_clients``: a sum of one input is that input, and in a sum of two each
 participant learns the other's input by subtracting its own; three is the smallest sum in which no
 single other participant (possibly the server's accomplice) learns an input."""
 
-_ORDER = ("advertise", "share", "mask", "unmask")
-"""The stages of one session, in order (the short names used in records and errors)."""
+_ORDER = STAGES
+"""The stages of one session, in order (the names used in records and errors)."""
+
+
+def _check_range(fraction: float) -> None:
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"secagg_threshold (a fraction of the clients) must be in (0, 1], got {fraction}")
+
+
+def check_threshold(fraction: float, semi_honest: bool = False) -> None:
+    """Refuse a secure-aggregation threshold fraction that does not hold against the assumed server.
+
+    ``t = ceil(fraction · n)`` survivors are needed at every stage. Against a server that may act
+    maliciously (the model Flower's SecAgg+ documents), ``t > n/2`` is required: otherwise the server
+    can tell two halves of the clients different survivor sets and collect, for one client, both the
+    shares of its self mask and those of its pairwise key, unmasking its input. The trade-off: a
+    higher ``t`` tolerates fewer dropouts (at most ``n − t`` per round). ``semi_honest=True`` accepts
+    ``fraction ≤ 1/2`` for an honest-but-curious server only.
+    """
+    _check_range(fraction)
+    if fraction <= 0.5 and not semi_honest:
+        raise ValueError(
+            f"secagg_threshold must exceed 0.5 (t > n/2) so that secure aggregation holds against a "
+            f"malicious server; got {fraction}. A higher threshold tolerates fewer dropouts (at most "
+            "n - t); set secagg_semi_honest = true to accept a lower one against an honest-but-curious "
+            "server only"
+        )
+
+
+def threshold_for(n_clients: int, fraction: float) -> int:
+    """``t = max(1, ceil(fraction · n))``: the survivors secure aggregation needs among ``n`` clients."""
+    _check_range(fraction)
+    return max(1, math.ceil(fraction * n_clients))
 
 
 def refuse(stage: str, phase: str, session: str, what: str) -> IntegrityError:

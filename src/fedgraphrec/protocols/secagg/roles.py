@@ -2,13 +2,16 @@
 
 A protocol runs a secure sum under its own phase prefix (``"train/upload"``); every stage's
 messages are booked under ``<prefix>/<suffix>`` with the suffixes below (the names the ledger has
-always used), and each stage is one transport round answered by the client method
+always used), all derived from the one stage vocabulary of :mod:`fedgraphrec.crypto.secagg.wire`,
+and each stage is one transport round answered by the client method
 ``stage_secagg_<name>`` (:class:`~fedgraphrec.protocols.secagg.client.SecureSumClient`).
 """
 
 from __future__ import annotations
 
 from typing import Final
+
+from fedgraphrec.crypto.secagg import wire
 
 __all__ = [
     "ADVERTISE",
@@ -17,26 +20,27 @@ __all__ = [
     "PART",
     "PLAIN",
     "SHARE",
+    "STAGE",
     "SUFFIX",
     "UNMASK",
 ]
 
-ADVERTISE: Final = "secagg/advertise"
+ADVERTISE: Final = f"secagg/{wire.ADVERTISE}"
 """Stage 0: each client's two public keys up."""
-SHARE: Final = "secagg/share"
+SHARE: Final = f"secagg/{wire.SHARE}"
 """Stage 1: the roster down; each client's encrypted Shamir shares up."""
-MASK: Final = "secagg/mask"
+MASK: Final = f"secagg/{wire.MASK}"
 """Stage 2: the shares forwarded to their holders and ``U2`` down; masked inputs up."""
-UNMASK: Final = "secagg/unmask"
+UNMASK: Final = f"secagg/{wire.UNMASK}"
 """Stage 3: the survivors ``U3`` down; the revealed shares up."""
 PLAIN: Final = "secagg/plain"
 """The unprotected baseline (privacy audits): every client's rows up, in the clear."""
 
+STAGE: Final = {ADVERTISE: wire.ADVERTISE, SHARE: wire.SHARE, MASK: wire.MASK, UNMASK: wire.UNMASK}
+"""The vocabulary's stage (:data:`fedgraphrec.crypto.secagg.wire.STAGES`) of each transport stage."""
+
 SUFFIX: Final = {
-    ADVERTISE: "secagg-advertise-keys",
-    SHARE: "secagg-share-keys",
-    MASK: "secagg-masked-input",
-    UNMASK: "secagg-unmask",
+    **{stage: f"secagg-{wire.STAGE_TITLE[name]}" for stage, name in STAGE.items()},
     PLAIN: "plain-upload",
 }
 """Ledger phase suffix of each stage's messages (``<prefix>/<suffix>``)."""

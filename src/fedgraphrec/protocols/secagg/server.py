@@ -1,6 +1,6 @@
 """The server side of secure aggregation: four transport rounds, dropout recovery, the exact sum.
 
-:func:`secure_sum` runs Bonawitz et al.'s protocol (:mod:`fedgraphrec.crypto.secagg`) over a
+:func:`secure_sum` runs Bonawitz et al.'s protocol (:mod:`fedgraphrec.crypto.secagg.wire`) over a
 :class:`~fedgraphrec.runtime.transport.Transport`, one round per stage, the client side answering
 on the nodes (:class:`~fedgraphrec.protocols.secagg.client.SecureSumClient`):
 
@@ -15,11 +15,13 @@ on the nodes (:class:`~fedgraphrec.protocols.secagg.client.SecureSumClient`):
 A node that stops answering (every round uses ``allow_loss``) loses its clients from that stage on:
 before the masked-input stage they are *dropped* (not summed; their pairwise masks are removed
 through the others' shares), afterwards *unresponsive* (summed; their self masks are rebuilt from
-the others' shares). Every stage needs ``t`` clients, or :class:`SecAggAbortError`.
+the others' shares). Every stage needs ``t`` clients, or
+:class:`~fedgraphrec.crypto.secagg.wire.SecAggAbortError`.
 
 In ``accounted`` mode the same rounds carry no keys: each node sends its shard's sum of the same
-fixed-point encodings, and every stage books exactly the bytes ``real`` mode sends
-(:func:`~fedgraphrec.crypto.secagg.secagg_traffic`), so both modes give identical sums and ledgers.
+fixed-point encodings, and every stage books exactly the bytes ``real`` mode sends (the ``*_BYTES``
+of :mod:`fedgraphrec.crypto.secagg.wire`), so both modes give identical sums and ledgers: the ledger's
+booked bytes are the one byte count of secure aggregation.
 :func:`plain_sum` is the unprotected baseline (uploads in the clear) for privacy audits.
 """
 
@@ -32,15 +34,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedgraphrec.crypto.secagg_server import SecAggServer
-from fedgraphrec.crypto.secagg_wire import (
+from fedgraphrec.crypto.secagg import wire
+from fedgraphrec.crypto.secagg.server import SecAggServer
+from fedgraphrec.crypto.secagg.wire import (
     ADVERTISE_BYTES,
+    ID_BYTES,
     SHARE_MESSAGE_BYTES,
+    UNMASK_ENTRY_BYTES,
     AdvertisedKeys,
-    SecAggAbortError,
+    ids_to_bytes,
+    require,
 )
-from fedgraphrec.crypto.shamir import SHARE_BYTES
-from fedgraphrec.protocols.secagg.client import ID_BYTES, ids_blob
 from fedgraphrec.protocols.secagg.roles import ADVERTISE, KINDS, MASK, PLAIN, SHARE, SUFFIX, UNMASK
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import Transport
@@ -63,14 +67,6 @@ class SumResult:
     included: np.ndarray
     dropped: np.ndarray
     unresponsive: np.ndarray
-
-
-def _need(count: int, threshold: int, stage: str) -> None:
-    if count < threshold:
-        raise SecAggAbortError(
-            f"secure aggregation aborted at stage {stage}: only {count} clients left, "
-            f"below the threshold {threshold}"
-        )
 
 
 def _split(ids: np.ndarray, hosted: Mapping[int, np.ndarray], alive: list[int]) -> dict[int, np.ndarray]:
@@ -141,12 +137,12 @@ def secure_sum(
     def fields(ids: np.ndarray, **extra: Any) -> dict[str, Any]:
         return {**base, "clients": ids.tolist(), **extra}
 
-    _need(len(everyone), threshold, "advertise-keys")
+    require(len(everyone), threshold, wire.ADVERTISE)
     # ---- stage 0: advertise keys
     replies = transport.round(ADVERTISE, {n: Message(fields=fields(ids)) for n, ids in hosted.items()},
                               allow_loss=True)  # fmt: skip
     u1 = np.sort(np.concatenate([hosted[n] for n in replies] or [np.zeros(0, np.int64)]))
-    _need(len(u1), threshold, "advertise-keys")
+    require(len(u1), threshold, wire.ADVERTISE)
     server = SecAggServer(threshold, length, session.encode())
     roster_blob = None
     if real:
@@ -163,7 +159,7 @@ def secure_sum(
     }
     replies = transport.round(SHARE, requests, allow_loss=True)
     u2 = np.sort(np.concatenate([requests[n].fields["clients"] for n in replies] or [[]]).astype(np.int64))
-    _need(len(u2), threshold, "share-keys")
+    require(len(u2), threshold, wire.SHARE)
     shares: Part | None = None
     if real:
         got = [r["shares"] for r in replies.values() if "shares" in r]
@@ -193,7 +189,7 @@ def secure_sum(
         requests[n] = msg
     replies = transport.round(MASK, requests, allow_loss=True)
     u3 = _senders(replies, "masked")
-    _need(len(u3), threshold, "masked-input")
+    require(len(u3), threshold, wire.MASK)
     masked = [r["masked"] for r in replies.values() if "masked" in r]
     total: torch.Tensor | None = None
     if real:
@@ -207,7 +203,7 @@ def secure_sum(
             value = torch.as_tensor(p.value)
             total = value.clone() if total is None else total.add_(value.to(total.device))
     # ---- stage 3: survivors down, revealed shares up
-    survivors = ids_blob(u3) if real else None
+    survivors = ids_to_bytes(u3) if real else None
     requests = {
         n: Message(
             {"survivors": _down(phase, UNMASK, ids, survivors, ID_BYTES * len(u3))},
@@ -217,9 +213,9 @@ def secure_sum(
     }
     replies = transport.round(UNMASK, requests, allow_loss=True)
     u4 = _senders(replies, "reveal")
-    _need(len(u4), threshold, "unmask")
+    require(len(u4), threshold, wire.UNMASK)
     if real:
-        entry = ID_BYTES + SHARE_BYTES
+        entry = UNMASK_ENTRY_BYTES
         responses: dict[int, dict[int, bytes]] = {}
         for r in replies.values():
             p = r["reveal"]

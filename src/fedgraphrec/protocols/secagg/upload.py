@@ -10,7 +10,6 @@ encodings (``accounted``: the same integers added directly, so both modes give b
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,43 +19,13 @@ from fedgraphrec.crypto.fixed_point import FixedPoint
 
 __all__ = [
     "SparseUpload",
-    "check_threshold",
     "encode_dense",
     "encode_fixed",
     "encode_sum",
     "flat_entries",
     "flat_index",
     "plain_sizes",
-    "threshold_for",
 ]
-
-
-def check_threshold(fraction: float, semi_honest: bool = False) -> None:
-    """Refuse a secure-aggregation threshold fraction that does not hold against the assumed server.
-
-    ``t = ceil(fraction · n)`` survivors are needed at every stage. Against a server that may act
-    maliciously (the model Flower's SecAgg+ documents), ``t > n/2`` is required: otherwise the server
-    can tell two halves of the clients different survivor sets and collect, for one client, both the
-    shares of its self mask and those of its pairwise key, unmasking its input. The trade-off: a
-    higher ``t`` tolerates fewer dropouts (at most ``n − t`` per round). ``semi_honest=True`` accepts
-    ``fraction ≤ 1/2`` for an honest-but-curious server only.
-    """
-    if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"secagg_threshold must be in (0, 1], got {fraction}")
-    if fraction <= 0.5 and not semi_honest:
-        raise ValueError(
-            f"secagg_threshold must exceed 0.5 (t > n/2) so that secure aggregation holds against a "
-            f"malicious server; got {fraction}. A higher threshold tolerates fewer dropouts (at most "
-            "n - t); set secagg_semi_honest = true to accept a lower one against an honest-but-curious "
-            "server only"
-        )
-
-
-def threshold_for(n_clients: int, fraction: float) -> int:
-    """``t = max(1, ceil(fraction · n))``: the survivors secure aggregation needs among ``n`` clients."""
-    if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"the secure-aggregation threshold fraction must be in (0, 1], got {fraction}")
-    return max(1, math.ceil(fraction * n_clients))
 
 
 @dataclass

@@ -28,8 +28,9 @@ from fedgraphrec.protocols.baselines.fedmf.roles import DOWNLOAD, EVALUATE, FLOW
 from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
 from fedgraphrec.protocols.common import local_bpr
 from fedgraphrec.protocols.optim import LocalOptimizer
-from fedgraphrec.protocols.secagg import SecAggState, SparseUpload
+from fedgraphrec.protocols.secagg.client import SecAggState
 from fedgraphrec.protocols.secagg.expect import SECURE_STAGES, CheckedSecureSumClient, SumSite
+from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow
 from fedgraphrec.runtime.message import Message
 

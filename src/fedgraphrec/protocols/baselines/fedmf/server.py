@@ -4,7 +4,7 @@
    not learn which items it needs);
 2. each node's users compute their part of the BPR loss, update their own rows, and upload their
    item gradients as **dense** ``N × d`` vectors under secure aggregation
-   (:func:`~fedgraphrec.protocols.secagg.secure_sum`);
+   (:func:`~fedgraphrec.protocols.secagg.server.secure_sum`);
 3. the server receives only the sum and applies Adam to the item table.
 
 Training is then exactly centralized BPR-MF (up to the fixed-point resolution of the secure sum):
@@ -23,7 +23,8 @@ from fedgraphrec.protocols.base import ServerProgram, StepStats
 from fedgraphrec.protocols.baselines.fedmf.roles import DOWNLOAD, GRADIENTS, LOCAL, session
 from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
 from fedgraphrec.protocols.optim import LocalOptimizer
-from fedgraphrec.protocols.secagg import secure_sum, threshold_for
+from fedgraphrec.protocols.secagg.policy import threshold_for
+from fedgraphrec.protocols.secagg.server import secure_sum
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["FedMFServer"]

@@ -20,7 +20,7 @@ class FedMFSettings(SecureSumSettings):
             centralized oracle wants ≥ 40 (Adam divides by the running gradient magnitude, so an
             item with a tiny summed gradient feels the rounding; 32 gives deviations near 1e-7).
         secagg_threshold: fraction of a minibatch's users secure aggregation needs (> 0.5; see
-            :func:`~fedgraphrec.protocols.secagg.check_threshold`).
+            :func:`~fedgraphrec.protocols.secagg.policy.check_threshold`).
         secagg_semi_honest: accept a threshold ≤ 0.5 (honest-but-curious server only).
         secagg_min_clients: the fewest users a secure sum may have (default 3).
         crypto: the client's own crypto mode; in ``real`` it refuses unprotected secure-sum stages.

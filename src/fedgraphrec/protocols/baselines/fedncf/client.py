@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.crypto.secagg.wire import ID_BYTES
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.baselines.fedncf import expect as E
 from fedgraphrec.protocols.baselines.fedncf import roles as R
@@ -16,14 +17,13 @@ from fedgraphrec.protocols.baselines.fedncf.local import LocalDeltas, local_trai
 from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
 from fedgraphrec.protocols.baselines.fedpergnn.expect import check_download, sampled_users
 from fedgraphrec.protocols.baselines.shard_sampling import ShardRound, sample_shard
-from fedgraphrec.protocols.secagg import SecAggState, SparseUpload
+from fedgraphrec.protocols.secagg.client import SecAggState
 from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
+from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["FedNCFClient", "FedNCFState"]
-
-_ID_BYTES = 4
 
 
 @dataclass
@@ -103,7 +103,7 @@ class FedNCFClient(CheckedSecureSumClient, ClientProgram[FedNCFState]):
         seg, items = sr.queries()
         counts = np.bincount(seg, minlength=len(ids)).astype(np.int64)
         part = Part(R.PH_QUERY, R.K_QUERY, R.CLIENT, R.SERVER, items, senders=ids, counts=counts)
-        return Message({R.P_QUERY: part.with_sizes(counts * _ID_BYTES)})
+        return Message({R.P_QUERY: part.with_sizes(counts * ID_BYTES)})
 
     def stage_train_local(self, step: int, request: Message) -> Message:
         """``τ`` local steps; the users keep their rows, the deltas wait for the secure sum."""

@@ -13,7 +13,8 @@ from fedgraphrec.protocols.baselines.fedncf.expect import session
 from fedgraphrec.protocols.baselines.fedncf.local import weights_of
 from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
 from fedgraphrec.protocols.baselines.shard_sampling import RoundSampledServer
-from fedgraphrec.protocols.secagg import secure_sum, threshold_for
+from fedgraphrec.protocols.secagg.policy import threshold_for
+from fedgraphrec.protocols.secagg.server import secure_sum
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["FedNCFServer"]

@@ -14,6 +14,7 @@ import torch
 
 from fedgraphrec.crypto import IntegrityError, ItemTokenizer, SharedKey
 from fedgraphrec.crypto.group_key import client_keys, unwrap_all, wrap_for_all
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.baselines.fedpergnn import expect as E
 from fedgraphrec.protocols.baselines.fedpergnn import roles as R
@@ -145,7 +146,7 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
             flat = b"".join(ItemTokenizer(SharedKey.from_bytes(self.state.key)).tokens(items))
         else:  # accounted: the item ids stand in for tokens, with the tokens' size
             flat = np.stack([items, np.zeros_like(items)], axis=1).astype("<u8").tobytes()
-        ptr = self.rows.indptr * 16
+        ptr = self.rows.indptr * TOKEN_BYTES
         return [flat[a:b] for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist(), strict=True)]
 
     def stage_setup_expand(self, step: int, request: Message) -> Message:

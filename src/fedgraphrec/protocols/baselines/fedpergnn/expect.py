@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.base import EVALUATE_ITEMS
 from fedgraphrec.protocols.baselines.fedpergnn import roles as R
@@ -43,7 +44,6 @@ __all__ = [
 
 ST_EVALUATE = "evaluate"
 """The generic federated-evaluation stage (:meth:`~fedgraphrec.protocols.base.ServerProgram.evaluate`)."""
-_PUBLIC_KEY_BYTES = 32
 
 
 def stage_flow(local_graph: bool, holds_key: bool) -> StageFlow:
@@ -159,8 +159,8 @@ def check_public_keys(part: Part, n_users: int) -> bytes:
         IntegrityError: more or fewer keys than the run has users.
     """
     value = part.value if part.value is not None else []
-    if len(value) != 1 or len(value[0]) != _PUBLIC_KEY_BYTES * n_users:
-        got = sum(len(b) for b in value) // _PUBLIC_KEY_BYTES
+    if len(value) != 1 or len(value[0]) != PUBLIC_KEY_BYTES * n_users:
+        got = sum(len(b) for b in value) // PUBLIC_KEY_BYTES
         raise IntegrityError(
             f"{R.ST_WRAP}: part {R.P_PUBLIC_KEYS!r} holds {got} public key(s) in {len(value)} blob(s); "
             f"this run has {n_users} users"

@@ -12,12 +12,11 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.baselines.fedpergnn import roles as R
 from fedgraphrec.runtime.part import Part
 
 __all__ = ["ThirdParty", "neighbour_means"]
-
-TOKEN_BYTES = 16
 
 
 def neighbour_means(

@@ -32,8 +32,9 @@ from fedgraphrec.protocols.baselines.pgcn import roles as R
 from fedgraphrec.protocols.baselines.pgcn.local import star_gradients
 from fedgraphrec.protocols.baselines.pgcn.settings import PGCNSettings
 from fedgraphrec.protocols.common import ShardRows, local_bpr
-from fedgraphrec.protocols.secagg import SecAggState, SparseUpload
+from fedgraphrec.protocols.secagg.client import SecAggState
 from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
+from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message
 

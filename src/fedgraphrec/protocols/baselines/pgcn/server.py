@@ -24,12 +24,11 @@ import torch
 from fedgraphrec.protocols.base import ServerProgram, StepStats
 from fedgraphrec.protocols.baselines.pgcn import roles as R
 from fedgraphrec.protocols.baselines.pgcn.settings import PGCNSettings
-from fedgraphrec.protocols.secagg import SumResult, secure_sum, threshold_for
+from fedgraphrec.protocols.secagg.policy import threshold_for
+from fedgraphrec.protocols.secagg.server import SumResult, secure_sum
 from fedgraphrec.runtime.message import Message, Part
 
 __all__ = ["PGCNServer"]
-
-_DEGREE_BYTES = 4
 
 
 class PGCNServer(ServerProgram):

@@ -1,11 +1,11 @@
 """One client's side of secure aggregation: :class:`SecAggClient`, stage by stage.
 
 The protocol (four stages, dropout recovery, threat model) is described in
-:mod:`fedgraphrec.crypto.secagg`; this module holds what a client keeps and computes: its two key
+:mod:`fedgraphrec.crypto.secagg.wire`; this module holds what a client keeps and computes: its two key
 pairs and self-mask seed, the Shamir shares it holds of the others' secrets, its masked input and
 its answer to the unmask request, plus :meth:`SecAggClient.export_state` for nodes that restart
 between stages. Formats and pairwise derivations shared with the server come from
-:mod:`~fedgraphrec.crypto.secagg_wire`.
+:mod:`~fedgraphrec.crypto.secagg.wire`.
 """
 
 from __future__ import annotations
@@ -21,14 +21,16 @@ from fedgraphrec.crypto._primitives import KEY_BYTES, gcm_decrypt, gcm_encrypt
 from fedgraphrec.crypto.agreement import ClientKeyPair
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.ring import UInt64Array
-from fedgraphrec.crypto.secagg_wire import (
-    _ID_BYTES,
+from fedgraphrec.crypto.secagg.wire import (
+    ID_BYTES,
+    SHARE,
+    UNMASK,
     AdvertisedKeys,
-    SecAggAbortError,
-    _channel,
-    _check_id,
-    _pair_mask,
-    _share_aad,
+    check_id,
+    pair_mask,
+    require,
+    share_aad,
+    share_channel,
 )
 from fedgraphrec.crypto.shamir import SHARE_BYTES, share_from_bytes, share_secrets, share_to_bytes
 from fedgraphrec.crypto.sharing import mask_from_seed
@@ -56,7 +58,7 @@ class SecAggClient:
     """
 
     def __init__(self, client: int, threshold: int, vector_length: int, label: bytes = b"") -> None:
-        self.client = _check_id(client)
+        self.client = check_id(client)
         self.threshold = threshold
         self.length = vector_length
         self.label = bytes(label)
@@ -99,7 +101,7 @@ class SecAggClient:
         """Inverse of :meth:`export_state`."""
         state = json.loads(data)
         self = cls.__new__(cls)
-        self.client = _check_id(int(state["client"]))
+        self.client = check_id(int(state["client"]))
         self.threshold = int(state["threshold"])
         self.length = int(state["length"])
         self.label = bytes.fromhex(state["label"])
@@ -132,11 +134,7 @@ class SecAggClient:
             SecAggAbortError: the roster has fewer than ``threshold`` clients.
             ValueError: the roster does not contain this client's own keys.
         """
-        if len(roster) < self.threshold:
-            raise SecAggAbortError(
-                f"stage share-keys: {len(roster)} clients advertised keys, below the threshold "
-                f"{self.threshold}"
-            )
+        require(len(roster), self.threshold, SHARE, "clients advertised keys")
         if roster.get(self.client) != self.advertise():
             raise ValueError(f"client {self.client}: the roster does not carry this client's own keys")
         self._roster = dict(roster)
@@ -148,10 +146,10 @@ class SecAggClient:
             if v == self.client:
                 self._held[v] = _Held(s_share, b_share)
                 continue
-            plaintext = _share_aad(self.client, v, b"") + share_to_bytes(s_share) + share_to_bytes(b_share)
-            aead = _channel(self._c, roster[v].c_pk, self.label)
-            blob = gcm_encrypt(aead, plaintext, _share_aad(self.client, v, self.label))
-            out[v] = v.to_bytes(_ID_BYTES, "little") + blob
+            plaintext = share_aad(self.client, v, b"") + share_to_bytes(s_share) + share_to_bytes(b_share)
+            aead = share_channel(self._c, roster[v].c_pk, self.label)
+            blob = gcm_encrypt(aead, plaintext, share_aad(self.client, v, self.label))
+            out[v] = v.to_bytes(ID_BYTES, "little") + blob
         return out
 
     def receive_shares(self, messages: Mapping[int, bytes]) -> None:
@@ -166,20 +164,20 @@ class SecAggClient:
                 raise IntegrityError(
                     f"secagg share-keys: client {self.client} got shares from {u}, not in the roster"
                 )
-            if int.from_bytes(message[:_ID_BYTES], "little") != self.client:
+            if int.from_bytes(message[:ID_BYTES], "little") != self.client:
                 raise IntegrityError(
                     f"secagg share-keys: the share message from {u} to client {self.client} is addressed "
                     "elsewhere (re-routed); the receiver rejected it"
                 )
-            aead = _channel(self._c, self._roster[u].c_pk, self.label)
+            aead = share_channel(self._c, self._roster[u].c_pk, self.label)
             plain = gcm_decrypt(
-                aead, message[_ID_BYTES:], _share_aad(u, self.client, self.label), "secagg share"
+                aead, message[ID_BYTES:], share_aad(u, self.client, self.label), "secagg share"
             )
-            if plain[: 2 * _ID_BYTES] != _share_aad(u, self.client, b""):
+            if plain[: 2 * ID_BYTES] != share_aad(u, self.client, b""):
                 raise IntegrityError(
                     f"secagg share-keys: the share message from {u} to client {self.client} names others"
                 )
-            body = plain[2 * _ID_BYTES :]
+            body = plain[2 * ID_BYTES :]
             self._held[u] = _Held(share_from_bytes(body[:SHARE_BYTES]), share_from_bytes(body[SHARE_BYTES:]))
 
     # ---------------------------------------------------------------- stage 2
@@ -205,7 +203,7 @@ class SecAggClient:
         y = value + mask_from_seed(self._b, self.length, self.label)
         for v in shared:
             if v != self.client:
-                y += _pair_mask(self._s, self.client, self._roster[v].s_pk, v, self.length, self.label)
+                y += pair_mask(self._s, self.client, self._roster[v].s_pk, v, self.length, self.label)
         self._sent_input = True
         return y
 
@@ -222,10 +220,7 @@ class SecAggClient:
             ValueError: a survivor never sent shares, or this session was already unmasked.
         """
         alive = set(survivors)
-        if len(alive) < self.threshold:
-            raise SecAggAbortError(
-                f"stage unmask: {len(alive)} masked inputs arrived, below the threshold {self.threshold}"
-            )
+        require(len(alive), self.threshold, UNMASK, "masked inputs arrived")
         if not alive <= set(shared):
             raise ValueError(
                 f"client {self.client}: survivors {sorted(alive - set(shared))} never shared keys"

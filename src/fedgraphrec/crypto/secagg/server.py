@@ -1,9 +1,9 @@
 """The server's side of secure aggregation: :class:`SecAggServer` routes shares and removes the masks.
 
-The protocol is described in :mod:`fedgraphrec.crypto.secagg`. The server never holds a secret of
+The protocol is described in :mod:`fedgraphrec.crypto.secagg.wire`. The server never holds a secret of
 its own: it builds the roster, forwards the encrypted shares, sums the masked inputs and, from ``t``
 clients' unmask answers, rebuilds the self-mask seeds of the survivors and the mask keys of the
-dropped clients (pairwise masks derived as in :mod:`~fedgraphrec.crypto.secagg_wire`).
+dropped clients (pairwise masks derived as in :mod:`~fedgraphrec.crypto.secagg.wire`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,16 @@ import numpy as np
 
 from fedgraphrec.crypto.agreement import ClientKeyPair
 from fedgraphrec.crypto.ring import UInt64Array
-from fedgraphrec.crypto.secagg_wire import AdvertisedKeys, SecAggAbortError, _pair_mask
+from fedgraphrec.crypto.secagg.wire import (
+    ADVERTISE,
+    MASK,
+    SHARE,
+    UNMASK,
+    AdvertisedKeys,
+    SecAggAbortError,
+    pair_mask,
+    require,
+)
 from fedgraphrec.crypto.shamir import recover, share_from_bytes
 from fedgraphrec.crypto.sharing import mask_from_seed
 
@@ -41,23 +50,16 @@ class SecAggServer:
         self.survivors: tuple[int, ...] = ()
         self._sum: UInt64Array | None = None
 
-    def _need(self, count: int, stage: str, what: str) -> None:
-        if count < self.threshold:
-            raise SecAggAbortError(
-                f"secure aggregation aborted at stage {stage}: only {count} {what}, "
-                f"below the threshold {self.threshold}"
-            )
-
     def collect_keys(self, adverts: Iterable[AdvertisedKeys]) -> dict[int, AdvertisedKeys]:
         """Stage 0: the roster ``U1`` to broadcast."""
         self.roster = {a.client: a for a in adverts}
-        self._need(len(self.roster), "advertise-keys", "clients advertised keys")
+        require(len(self.roster), self.threshold, ADVERTISE, "clients advertised keys")
         return dict(self.roster)
 
     def route_shares(self, outgoing: Mapping[int, Mapping[int, bytes]]) -> dict[int, dict[int, bytes]]:
         """Stage 1: forward each share message to its recipient; ``U2`` = the senders."""
         self.shared = tuple(sorted(outgoing))
-        self._need(len(self.shared), "share-keys", "clients sent shares")
+        require(len(self.shared), self.threshold, SHARE, "clients sent shares")
         inbox: dict[int, dict[int, bytes]] = {v: {} for v in self.shared}
         for u, messages in outgoing.items():
             for v, message in messages.items():
@@ -71,7 +73,7 @@ class SecAggServer:
         if unknown:
             raise ValueError(f"masked inputs from clients that never shared keys: {sorted(unknown)}")
         self.survivors = tuple(sorted(inputs))
-        self._need(len(self.survivors), "masked-input", "masked inputs arrived")
+        require(len(self.survivors), self.threshold, MASK, "masked inputs arrived")
         total = np.zeros(self.length, dtype=np.uint64)
         for y in inputs.values():
             total += y
@@ -82,7 +84,7 @@ class SecAggServer:
         """Stage 3: rebuild the seeds from ``t`` responses and return ``Σ_{u∈U3} x_u``."""
         if self._sum is None:
             raise ValueError("unmask called before collect_masked")
-        self._need(len(responses), "unmask", "clients answered the unmask request")
+        require(len(responses), self.threshold, UNMASK, "clients answered the unmask request")
         alive = set(self.survivors)
         holders = sorted(responses)[: self.threshold]
         points = [h + 1 for h in holders]
@@ -99,5 +101,5 @@ class SecAggServer:
                     f"the shares of dropped client {v}'s key are inconsistent with its key"
                 )
             for u in self.survivors:  # u added σ(u,v)·PRG(s_uv); v's side of it is σ(v,u)·PRG = its negation
-                total += _pair_mask(keys, v, self.roster[u].s_pk, u, self.length, self.label)
+                total += pair_mask(keys, v, self.roster[u].s_pk, u, self.length, self.label)
         return total
