@@ -14,7 +14,7 @@ import torch
 
 from fedgraphrec.protocols.fedgrec.local import PendingUpload
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample
-from fedgraphrec.protocols.secagg import SecAggState
+from fedgraphrec.protocols.secagg.client import SecAggState
 
 __all__ = ["FedGRecState"]
 
