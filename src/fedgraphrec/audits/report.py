@@ -11,7 +11,6 @@ to a random guess.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -24,16 +23,20 @@ import matplotlib.pyplot as plt
 from fedgraphrec.attacks import query_intersection, upload_inference
 from fedgraphrec.audits.graph import audit_gnn4fr, audit_lpgcn
 from fedgraphrec.audits.queries import audit_queries, query_leaks, query_markdown
-from fedgraphrec.training.config import ROUND_PROTOCOLS, TrainConfig
+from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
 
-__all__ = ["audit"]
+__all__ = ["ROUND_PROTOCOLS", "audit"]
+
+ROUND_PROTOCOLS = ("fedgrec", "federank", "fcf")
+"""The protocols run by FedGRec's round programs (the upload-inference and query attacks)."""
 
 
 def _run(cfg: TrainConfig, rounds: int, secure: bool) -> Any:
-    arm = dataclasses.replace(
-        cfg, transcripts=True, secure_aggregation=secure, crypto="real" if secure else "accounted"
+    arm = load_config(
+        base=cfg, transcripts=True, secure_aggregation=secure, crypto="real" if secure else "accounted"
     )
     data = prepare_interactions(arm)
     learner = ProtocolLearner(arm, data)
@@ -54,7 +57,7 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
         return audit_gnn4fr(cfg, out_dir)
     if cfg.protocol in ("fedncf", "fedpergnn"):  # one round: the attacks read its item queries
         return audit_queries(cfg, out_dir)
-    if cfg.protocol not in ROUND_PROTOCOLS:
+    if cfg.protocol not in ROUND_PROTOCOLS:  # FedGRec's programs: the upload and query attacks
         raise ValueError(
             f"audit: attacks exist for {', '.join(ROUND_PROTOCOLS)}, fedncf, fedpergnn, lpgcn, gnn4fr, p4gcn "
             "and dgrec, "
@@ -67,7 +70,7 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
     for name, secure in (("secure_aggregation", True), ("in_the_clear", False)):
         learner, data = _run(cfg, rounds, secure)
         uploads = upload_inference(
-            learner.net.transcript, data.train, cfg.dim, frac_bits=learner.settings.frac_bits
+            learner.net.transcript, data.train, getattr(cfg.settings, "dim"), frac_bits=learner.settings.frac_bits
         ).summary()
         arms[name] = {"upload_inference": uploads}
         if secure:  # the queries are the same either way: attack them once

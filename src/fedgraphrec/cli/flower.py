@@ -3,7 +3,7 @@
 Both take ``train``'s options (``--dataset --epochs --seed --crypto --set --config --out --data-dir``)
 plus ``--supernodes``. ``simulate`` runs Flower's simulation runtime in this process (Ray backend);
 ``deploy`` submits the app in ``deploy/flower`` with ``flwr run`` to a running SuperLink. Any protocol
-registered as party programs runs (``training.protocol_learner.SPECS``).
+registered with party programs runs (:mod:`fedgraphrec.protocols.registry`).
 """
 
 from __future__ import annotations
@@ -79,12 +79,12 @@ def flower_simulate(
     use_data_dir(data_dir)
     _engine()
     from fedgraphrec.training import default_run_dir
-    from fedgraphrec.training.protocol_learner import SPECS
+    from fedgraphrec.protocols.registry import REGISTRY
 
     with user_errors():
-        if protocol not in SPECS:
+        if protocol not in REGISTRY or REGISTRY[protocol].programs is None:
             raise ValueError(
-                f"{protocol!r} does not run as party programs yet; on Flower: {', '.join(sorted(SPECS))}"
+                f"{protocol!r} does not run as party programs yet; on Flower: {', '.join(n for n, e in REGISTRY.items() if e.programs)}"
             )
         cfg = train_config(protocol, dataset, config, setting, epochs, seed, crypto, data_dir)
         run_dir = out_dir or default_run_dir(protocol, cfg.dataset)
@@ -120,12 +120,12 @@ def flower_deploy(
     use_data_dir(data_dir)
     _engine()
     from fedgraphrec.training import default_run_dir
-    from fedgraphrec.training.protocol_learner import SPECS
+    from fedgraphrec.protocols.registry import REGISTRY
 
     with user_errors():
-        if protocol not in SPECS:
+        if protocol not in REGISTRY or REGISTRY[protocol].programs is None:
             raise ValueError(
-                f"{protocol!r} does not run as party programs yet; on Flower: {', '.join(sorted(SPECS))}"
+                f"{protocol!r} does not run as party programs yet; on Flower: {', '.join(n for n, e in REGISTRY.items() if e.programs)}"
             )
         cfg = train_config(protocol, dataset, config, setting, epochs, seed, crypto, data_dir)
         run_dir = Path(out_dir or default_run_dir(protocol, cfg.dataset)).resolve()
