@@ -21,8 +21,10 @@ from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.network import LyingAdversary, Network
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, party_names
 from fedgraphrec.training import load_config
-from fedgraphrec.training.protocol_learner import SPECS, ProtocolLearner
+from fedgraphrec.protocols.registry import REGISTRY
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
+from tests import ring_protocol
 from tests.ring_protocol import NAME, REF
 
 SETTINGS = [
@@ -151,7 +153,7 @@ def test_relabel_and_cross_phase_deliver_forged_parts() -> None:
 # ---------------------------------------------------------------------------- a real protocol
 @pytest.fixture
 def ring(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(SPECS, NAME, REF)
+    monkeypatch.setitem(REGISTRY, NAME, ring_protocol.ENTRY)
 
 
 def _ring_cfg() -> Any:

@@ -29,7 +29,7 @@ from fedgraphrec.runtime import endpoint
 from fedgraphrec.runtime.expect import StageFlow, flow
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.training import load_config
-from fedgraphrec.training.protocol_learner import SPECS
+from fedgraphrec.protocols.registry import REGISTRY
 from tests import ring_protocol
 from tests.ring_protocol import RingClient
 
@@ -89,17 +89,17 @@ class CrashingRing(LaxRing):
         return super().stage_receive(step, request)
 
 
-LAX_SPEC = ProtocolSpec("lax-ring", ring_protocol.RingServer, LaxRing, lambda cfg: None, ("item_emb",))
-CRASHING = ProtocolSpec(
-    "crashing-ring", ring_protocol.RingServer, CrashingRing, lambda cfg: None, ("item_emb",)
-)
+LAX_SPEC = ProtocolSpec("lax-ring", ring_protocol.RingServer, LaxRing, ("item_emb",))
+CRASHING = ProtocolSpec("crashing-ring", ring_protocol.RingServer, CrashingRing, ("item_emb",))
+LAX_ENTRY = dataclasses.replace(ring_protocol.ENTRY, name="lax-ring", programs=LAX_SPEC)
+CRASHING_ENTRY = dataclasses.replace(ring_protocol.ENTRY, name="crashing-ring", programs=CRASHING)
 
 
 @pytest.fixture
 def rings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(SPECS, "ring", ring_protocol.REF)
-    monkeypatch.setitem(SPECS, "lax-ring", "tests.audits.test_integrity:LAX_SPEC")
-    monkeypatch.setitem(SPECS, "crashing-ring", "tests.audits.test_integrity:CRASHING")
+    monkeypatch.setitem(REGISTRY, "ring", ring_protocol.ENTRY)
+    monkeypatch.setitem(REGISTRY, "lax-ring", LAX_ENTRY)
+    monkeypatch.setitem(REGISTRY, "crashing-ring", CRASHING_ENTRY)
 
 
 def _ring(name: str) -> Any:
