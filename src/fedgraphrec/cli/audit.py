@@ -65,7 +65,8 @@ def audit(
                 )
             cfg = load_config(
                 config, ["dataset_options.n_users=24", "dataset_options.n_items=30", *(overrides or [])],
-                protocol=target, dataset=dataset or "synthetic", dim=4, n_layers=2, batch_size=32, seed=seed,
+                protocol=target, dataset=dataset or "synthetic", seed=seed,
+                shared=["dim=4", "n_layers=2", "batch_size=32"],  # the small model, where the protocol has one
             )  # fmt: skip
             if not _integrity(cfg, engine, out_dir):
                 raise typer.Exit(1)

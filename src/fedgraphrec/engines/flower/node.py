@@ -57,7 +57,7 @@ from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.sealing import KeyUsage
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
-from fedgraphrec.protocols.registry import REGISTRY, resolve_refs
+from fedgraphrec.protocols.registry import REGISTRY, ProtocolEntry, resolve_refs
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import secure_init
 from fedgraphrec.training.loading import config_from_dict
@@ -151,7 +151,7 @@ def check_hello(cfg: TrainConfig, node_config: Mapping[str, Any]) -> None:
 def handle_party(
     content: RecordDict,
     state: RecordDict,
-    specs: Mapping[str, str] | None = None,
+    specs: Mapping[str, str | ProtocolEntry] | None = None,
     allow_export: bool = False,
     node_config: Mapping[str, Any] | None = None,
 ) -> RecordDict:
@@ -167,8 +167,8 @@ def handle_party(
         IntegrityError: a second hello, a hello asking for weaker protection, a stage out of
             order, or a sealed message that was tampered with, replayed or re-routed.
     """
-    if specs:  # the protocols this ClientApp was built with serve in this process too
-        REGISTRY.update(resolve_refs(specs))
+    for name, entry in (specs or {}).items():  # the protocols this ClientApp was built with serve here too
+        REGISTRY[name] = entry if isinstance(entry, ProtocolEntry) else resolve_refs({name: entry})[name]
     header, request = decode_message(content)
     run = dict(state.config_records[_RUN]) if _RUN in state.config_records else None
     if "hello" in content.config_records:
@@ -232,7 +232,10 @@ def _export(program: ClientProgram[Any]) -> Message:
 
 
 def party_query(
-    msg: FlowerMessage, context: Context, specs: Mapping[str, str] | None = None, allow_export: bool = False
+    msg: FlowerMessage,
+    context: Context,
+    specs: Mapping[str, str | ProtocolEntry] | None = None,
+    allow_export: bool = False,
 ) -> FlowerMessage:
     """The ``query.party`` handler: :func:`handle_party` on the message and the node's context.
 
@@ -257,7 +260,7 @@ def make_client_app(specs: Mapping[str, str] | None = None, allow_export: bool =
     (:data:`EXPORT_STAGE`): for tests comparing engines only.
     """
     app = ClientApp()
-    extra = dict(specs or {})
+    extra: dict[str, str | ProtocolEntry] = {**REGISTRY, **(specs or {})}  # what this process registered
 
     @app.query("party")
     def _party(msg: FlowerMessage, context: Context) -> FlowerMessage:

@@ -141,6 +141,7 @@ class FedeRankSettings(FedGRecSettings):
 
     MODELS: ClassVar[tuple[str, ...]] = ("lightgcn", "mf")
     LOSS: ClassVar[str] = "bpr"
+    ALIASES: ClassVar[dict[str, str]] = {}  # K is fixed: no layer count to set
 
     K: int = 0
     loss: str = "bpr"
