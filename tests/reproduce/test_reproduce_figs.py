@@ -19,7 +19,7 @@ from fedgraphrec.reproduce.figures import (
     train_overrides,
 )
 from fedgraphrec.reproduce.tables import Budget
-from fedgraphrec.training.config import PROTOCOLS
+from fedgraphrec.protocols.registry import REGISTRY as PROTOCOLS
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.rating import RatingSettings
 
