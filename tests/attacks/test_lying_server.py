@@ -15,17 +15,17 @@ import torch
 
 from fedgraphrec.attacks.lying_server import LyingServer, forge_plain
 from fedgraphrec.crypto import SharedKey
+from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime import endpoint
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.network import LyingAdversary, Network
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, party_names
 from fedgraphrec.training import load_config
-from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
 from tests import ring_protocol
-from tests.ring_protocol import NAME, REF
+from tests.ring_protocol import NAME
 
 SETTINGS = [
     "dataset_options.n_users=10", "dataset_options.n_items=12", "dataset_options.mean_degree=4.0",

@@ -25,11 +25,11 @@ from fedgraphrec.audits.integrity_runs import Catalogue, in_process
 from fedgraphrec.cli import app
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.base import ProtocolSpec
+from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime import endpoint
 from fedgraphrec.runtime.expect import StageFlow, flow
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.training import load_config
-from fedgraphrec.protocols.registry import REGISTRY
 from tests import ring_protocol
 from tests.ring_protocol import RingClient
 

@@ -66,7 +66,9 @@ def test_separate_by_ranks_names_exactly_the_positives_the_seeded_ranks_expose()
 def test_the_seeded_attack_replays_the_protocols_draw(protocol: str, ranks: Any) -> None:
     """Whatever it names is a true positive: the server's replay matches the seeded draw exactly."""
     cfg, transcript, train = _one_round(protocol)
-    leak = seeded_attack(transcript, train, cfg.settings.n_negatives, ranks(cfg.seed, train.shape[1], cfg.settings.n_negatives))
+    leak = seeded_attack(
+        transcript, train, cfg.settings.n_negatives, ranks(cfg.seed, train.shape[1], cfg.settings.n_negatives)
+    )
     assert leak.named == leak.correct  # precision 1 whenever the replay names something
 
 

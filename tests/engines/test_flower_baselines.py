@@ -27,7 +27,13 @@ SETTINGS = [
 
 def _cfg(protocol: str, *extra: str, **values: Any) -> TrainConfig:
     return load_config(
-        None, [*extra], shared=SETTINGS, protocol=protocol, dataset="synthetic", epochs=2, crypto="real",
+        None,
+        [*extra],
+        shared=SETTINGS,
+        protocol=protocol,
+        dataset="synthetic",
+        epochs=2,
+        crypto="real",
         **values,
     )
 

@@ -20,13 +20,13 @@ from fedgraphrec.attacks.lying_server import LyingServer
 from fedgraphrec.attacks.malformed_records import malform
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.engines.flower.loopback import LoopbackLearner
+from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime.flower.parts import encode_message
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.training.trainer import prepare_interactions
-from tests.attacks.test_lying_server import _ring_cfg, _sealed_rows
 from tests import ring_protocol
-from tests.ring_protocol import NAME, REF
+from tests.attacks.test_lying_server import _ring_cfg, _sealed_rows
+from tests.ring_protocol import NAME
 
 
 @pytest.fixture

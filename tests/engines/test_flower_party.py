@@ -32,6 +32,7 @@ from fedgraphrec.engines.flower.learner import FlowerLearner
 from fedgraphrec.engines.flower.local import APP_DIR, local_federation
 from fedgraphrec.engines.flower.node import handle_party
 from fedgraphrec.engines.flower.party_app import deploy, simulate
+from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime.expect import flow
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.flower.transport import FlowerTransport, NodeError
@@ -39,7 +40,6 @@ from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import LostNodeError
 from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.config import TrainConfig
-from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables
 from tests import ring_protocol
 from tests.ring_protocol import NAME, REF

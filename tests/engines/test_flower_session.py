@@ -15,12 +15,12 @@ from flwr.app import ConfigRecord, RecordDict
 
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.engines.flower.node import handle_party
+from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime.flower.parts import encode_message
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.training.config import TrainConfig
-from fedgraphrec.protocols.registry import REGISTRY
-from tests.engines.test_flower_party import _cfg
 from tests import ring_protocol
+from tests.engines.test_flower_party import _cfg
 from tests.ring_protocol import NAME, REF
 
 SPEC = {NAME: REF}

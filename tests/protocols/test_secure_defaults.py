@@ -68,7 +68,9 @@ def test_real_crypto_hides_by_default_and_reproducible_is_one_explicit_switch() 
     assert real.program_settings().secure_virtual_items
     assert not accounted.program_settings().secure_virtual_items
     assert TrainConfig(protocol="fedncf", crypto="real").program_settings().secure_cover
-    assert not TrainConfig(protocol="fedncf", crypto="real", reproducible=True).program_settings().secure_cover
+    assert (
+        not TrainConfig(protocol="fedncf", crypto="real", reproducible=True).program_settings().secure_cover
+    )
     s = TrainConfig(protocol="fedpergnn", crypto="real").program_settings()
     assert s.secure_cover and s.secure_noise
     with pytest.raises(ConfigError, match="reproducible expects"):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.reproduce.dgrec_central import (
     build_central,
     fit_central,
@@ -14,7 +15,6 @@ from fedgraphrec.reproduce.dgrec_central import (
     run,
 )
 from fedgraphrec.reproduce.frontier import _epsilon
-from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.training.config import ConfigError, EvalSettings, TrainConfig
 from fedgraphrec.training.loading import load_config
 from tests.helpers import random_train

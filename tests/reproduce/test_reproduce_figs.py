@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fedgraphrec.protocols.registry import REGISTRY as PROTOCOLS
 from fedgraphrec.reproduce import claims as figure_claims
 from fedgraphrec.reproduce import p4gcn_table, paper_figures
 from fedgraphrec.reproduce.dgrec_runs import REFERENCES, VARIANTS
@@ -19,7 +20,6 @@ from fedgraphrec.reproduce.figures import (
     train_overrides,
 )
 from fedgraphrec.reproduce.tables import Budget
-from fedgraphrec.protocols.registry import REGISTRY as PROTOCOLS
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.rating import RatingSettings
 

@@ -17,6 +17,7 @@ from flwr.app import ConfigRecord, RecordDict
 
 from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.engines.flower.node import handle_party
+from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime import sealing
 from fedgraphrec.runtime.endpoint import NodeEndpoint
 from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
@@ -24,9 +25,8 @@ from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, KeyUsage
 from fedgraphrec.training import load_config
-from fedgraphrec.protocols.registry import REGISTRY
 from tests import ring_protocol
-from tests.ring_protocol import NAME, REF
+from tests.ring_protocol import NAME
 
 SETTINGS = [
     "dataset_options.n_users=10",

@@ -35,9 +35,10 @@ def test_toml_tables_then_overrides(tmp_path):
     assert s.model == "mf" and s.dim == 8 and s.lr == 1.0 and isinstance(s.lr, float)
     assert cfg.eval.ks == [5, 20] and cfg.eval.metric == "ndcg@5" and cfg.epochs == 3
     assert cfg.dataset_options == {"threshold": 4.0, "split": "u2"}
-    assert load_config(None, ["protocol.alpha=5"], protocol="lpgcn").settings == load_config(
-        None, ["alpha=5"], protocol="lpgcn"
-    ).settings
+    assert (
+        load_config(None, ["protocol.alpha=5"], protocol="lpgcn").settings
+        == load_config(None, ["alpha=5"], protocol="lpgcn").settings
+    )
 
 
 def test_a_flat_protocol_key_in_a_file_names_the_table(tmp_path):
@@ -135,10 +136,10 @@ def test_federank_and_fcf_are_fedgrec_with_k0():
 
 def test_the_backbone_is_the_protocols_own_default():
     """`train fedmf` and `train pgcn` need no --model: each protocol's settings name its backbone."""
-    model = {p: getattr(load_config(None, [], protocol=p).settings, "model") for p in REGISTRY}
+    model = {p: load_config(None, [], protocol=p).settings.model for p in REGISTRY}
     assert model["fedmf"] == "mf" and model["pgcn"] == "lightgcn+" and model["fedncf"] == "ncf"
     assert model["fedgrec"] == "lightgcn" and model["central"] == "lightgcn"
-    assert getattr(load_config(None, ["model='mf'"], protocol="federank").settings, "model") == "mf"
+    assert load_config(None, ["model='mf'"], protocol="federank").settings.model == "mf"
     with pytest.raises(ConfigError, match="model must be 'mf'"):
         load_config(None, ["model=lightgcn"], protocol="fedmf")
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from fedgraphrec.attacks.lying_server import LyingServer
 from fedgraphrec.data import Interactions
+from fedgraphrec.protocols.settings import MinibatchSettings
 from fedgraphrec.runtime.network import Adversary
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.loading import load_config
@@ -81,7 +82,7 @@ def run_once(cfg: TrainConfig, factory: LearnerFactory, adversary: Adversary | N
         for r in range(STEPS):
             learner.train_round(r)
         return learner
-    batches = BPRSampler(data.train, seed=cfg.seed).batches(0, getattr(cfg.settings, "batch_size"))
+    batches = BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.settings_as(MinibatchSettings).batch_size)
     for _ in range(STEPS):
         learner.train_batch(*next(batches))
     if cfg.protocol in ("lpgcn", "gnn4fr"):

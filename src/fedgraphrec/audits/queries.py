@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedgraphrec.attacks.query_order import Ranks, order_attack, seeded_attack
+from fedgraphrec.protocols.settings import RoundSampling
 from fedgraphrec.runtime import Transcript
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
@@ -85,7 +86,7 @@ RANKS = {
 
 def query_leaks(cfg: TrainConfig, transcript: Transcript, train: sp.csr_matrix) -> dict[str, Any]:
     """Both attacks on the first round of queries in ``transcript`` (report section ``query_order``)."""
-    n_negatives = int(getattr(cfg.settings, "n_negatives"))
+    n_negatives = cfg.settings_as(RoundSampling).n_negatives
     ranks = RANKS[cfg.protocol](cfg.seed, train.shape[1], n_negatives)
     order = order_attack(transcript, train, n_negatives)
     seeded = seeded_attack(transcript, train, n_negatives, ranks)

@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 from fedgraphrec.attacks import query_intersection, upload_inference
 from fedgraphrec.audits.graph import audit_gnn4fr, audit_lpgcn
 from fedgraphrec.audits.queries import audit_queries, query_leaks, query_markdown
+from fedgraphrec.protocols.settings import ModelSettings
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
@@ -70,7 +71,10 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
     for name, secure in (("secure_aggregation", True), ("in_the_clear", False)):
         learner, data = _run(cfg, rounds, secure)
         uploads = upload_inference(
-            learner.net.transcript, data.train, getattr(cfg.settings, "dim"), frac_bits=learner.settings.frac_bits
+            learner.net.transcript,
+            data.train,
+            cfg.settings_as(ModelSettings).dim,
+            frac_bits=learner.settings.frac_bits,
         ).summary()
         arms[name] = {"upload_inference": uploads}
         if secure:  # the queries are the same either way: attack them once

@@ -66,7 +66,7 @@ def audit(
             cfg = load_config(
                 config, ["dataset_options.n_users=24", "dataset_options.n_items=30", *(overrides or [])],
                 protocol=target, dataset=dataset or "synthetic", seed=seed,
-                shared=["dim=4", "n_layers=2", "batch_size=32"],  # the small model, where the protocol has one
+                shared=["dim=4", "n_layers=2", "batch_size=32"],  # a small model, where the protocol has one
             )  # fmt: skip
             if not _integrity(cfg, engine, out_dir):
                 raise typer.Exit(1)

@@ -78,14 +78,13 @@ def flower_simulate(
     """
     use_data_dir(data_dir)
     _engine()
-    from fedgraphrec.training import default_run_dir
     from fedgraphrec.protocols.registry import REGISTRY
+    from fedgraphrec.training import default_run_dir
 
     with user_errors():
         if protocol not in REGISTRY or REGISTRY[protocol].programs is None:
-            raise ValueError(
-                f"{protocol!r} does not run as party programs yet; on Flower: {', '.join(n for n, e in REGISTRY.items() if e.programs)}"
-            )
+            served = ", ".join(n for n, e in REGISTRY.items() if e.programs)
+            raise ValueError(f"{protocol!r} does not run as party programs yet; on Flower: {served}")
         cfg = train_config(protocol, dataset, config, setting, epochs, seed, crypto, data_dir)
         run_dir = out_dir or default_run_dir(protocol, cfg.dataset)
         err.print(f"run folder: {run_dir}")
@@ -119,14 +118,13 @@ def flower_deploy(
     """
     use_data_dir(data_dir)
     _engine()
-    from fedgraphrec.training import default_run_dir
     from fedgraphrec.protocols.registry import REGISTRY
+    from fedgraphrec.training import default_run_dir
 
     with user_errors():
         if protocol not in REGISTRY or REGISTRY[protocol].programs is None:
-            raise ValueError(
-                f"{protocol!r} does not run as party programs yet; on Flower: {', '.join(n for n, e in REGISTRY.items() if e.programs)}"
-            )
+            served = ", ".join(n for n, e in REGISTRY.items() if e.programs)
+            raise ValueError(f"{protocol!r} does not run as party programs yet; on Flower: {served}")
         cfg = train_config(protocol, dataset, config, setting, epochs, seed, crypto, data_dir)
         run_dir = Path(out_dir or default_run_dir(protocol, cfg.dataset)).resolve()
         err.print(f"run folder: {run_dir}")

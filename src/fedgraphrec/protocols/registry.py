@@ -50,23 +50,25 @@ class ProtocolEntry:
 
 
 _ENTRIES = (
-    ProtocolEntry("central", CentralSettings, "ranking", "the centralized oracle (LightGCN, MF, NGCF, NCF, Mult-VAE)"),
-    ProtocolEntry("lpgcn", lpgcn.LPGCNSettings, "ranking", "LP-GCN: lossless federated LightGCN(+)", lpgcn.SPEC),
-    ProtocolEntry("gnn4fr", gnn4fr.GNN4FRSettings, "ranking", "GNN4FR: lossless federated LightGCN", gnn4fr.SPEC),
-    ProtocolEntry("fedgrec", FedGRecSettings, "ranking", "FedGRec-K: latent embeddings, rounds", fedgrec.SPEC),
-    ProtocolEntry("federank", FedeRankSettings, "ranking", "FedeRank: FedGRec with K = 0", fedgrec.FEDERANK),
-    ProtocolEntry("fcf", FCFSettings, "ranking", "FCF: K = 0 with FCF's squared error", fedgrec.FCF),
-    ProtocolEntry("fedmf", fedmf.FedMFSettings, "ranking", "FedMF: lossless federated BPR-MF", fedmf.SPEC),
-    ProtocolEntry("fedncf", fedncf.FedNCFSettings, "ranking", "FedNCF: federated NeuMF, rounds", fedncf.SPEC),
-    ProtocolEntry("pgcn", pgcn.PGCNSettings, "ranking", "P-GCN: LightGCN+ over secure sums", pgcn.SPEC),
-    ProtocolEntry("fedpergnn", fedpergnn.FedPerGNNSettings, "ranking", "FedPerGNN / FedGNN: local graphs, LDP", fedpergnn.SPEC),
+    ProtocolEntry("central", CentralSettings, "ranking", "the oracle: LightGCN(+), MF, NGCF, NCF, Mult-VAE"),
+    ProtocolEntry("lpgcn", lpgcn.LPGCNSettings, "ranking", "LP-GCN: lossless LightGCN(+)", lpgcn.SPEC),
+    ProtocolEntry("gnn4fr", gnn4fr.GNN4FRSettings, "ranking", "GNN4FR: lossless LightGCN", gnn4fr.SPEC),
+    ProtocolEntry("fedgrec", FedGRecSettings, "ranking", "FedGRec-K: latent embeddings", fedgrec.SPEC),
+    ProtocolEntry("federank", FedeRankSettings, "ranking", "FedeRank: FedGRec, K = 0", fedgrec.FEDERANK),
+    ProtocolEntry("fcf", FCFSettings, "ranking", "FCF: K = 0, squared error", fedgrec.FCF),
+    ProtocolEntry("fedmf", fedmf.FedMFSettings, "ranking", "FedMF: lossless BPR-MF", fedmf.SPEC),
+    ProtocolEntry("fedncf", fedncf.FedNCFSettings, "ranking", "FedNCF: federated NeuMF", fedncf.SPEC),
+    ProtocolEntry("pgcn", pgcn.PGCNSettings, "ranking", "P-GCN: LightGCN+, secure sums", pgcn.SPEC),
+    ProtocolEntry("fedpergnn", fedpergnn.FedPerGNNSettings, "ranking", "FedPerGNN: LDP", fedpergnn.SPEC),
 )  # fmt: skip
 REGISTRY: dict[str, ProtocolEntry] = {e.name: e for e in _ENTRIES}
 """Every protocol by name (tests may add a toy protocol for their duration)."""
 
 _EXTERNAL: dict[str, str] = {
     name.strip(): ref.strip()
-    for name, _, ref in (item.partition("=") for item in os.environ.get("FEDGRAPHREC_PROTOCOLS", "").split(","))
+    for name, _, ref in (
+        item.partition("=") for item in os.environ.get("FEDGRAPHREC_PROTOCOLS", "").split(",")
+    )
     if ref.strip()
 }
 
@@ -102,4 +104,3 @@ def lookup(name: str, extra: Mapping[str, ProtocolEntry] | None = None) -> Proto
 def protocol_names() -> list[str]:
     """The registered protocols, in registry order."""
     return [*REGISTRY, *(n for n in _EXTERNAL if n not in REGISTRY)]
-

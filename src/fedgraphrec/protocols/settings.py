@@ -123,7 +123,7 @@ def settings_rows(cls: type[ProtocolSettings]) -> list[tuple[str, str, str, str]
         aliases.setdefault(target, []).append(alias)
     rows = []
     for f in settings_fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        default = f.default
         kind = str(f.type).replace("typing.", "")
         text = " ".join(docs.get(f.name, "").split())
         if f.name in aliases:

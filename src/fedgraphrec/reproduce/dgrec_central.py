@@ -50,9 +50,9 @@ from fedgraphrec.models.side_graph import (
     items_sharing_a_tag,
 )
 from fedgraphrec.privacy.laplace import laplace_scale_for
+from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.reproduce.dgrec_runs import data_sizes, load_side
 from fedgraphrec.seeding import torch_generator
-from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.training.config import EvalSettings, TrainConfig
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import Trainer, evaluate_embeddings_on

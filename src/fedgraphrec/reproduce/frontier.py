@@ -32,8 +32,9 @@ import matplotlib.pyplot as plt
 
 from fedgraphrec.attacks import upload_inference
 from fedgraphrec.privacy.laplace import laplace_ldp_epsilon as ldp_epsilon
-from fedgraphrec.reproduce.compare import MethodSpec, compare, parse_method
 from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
+from fedgraphrec.protocols.settings import ModelSettings, SecureSumSettings
+from fedgraphrec.reproduce.compare import MethodSpec, compare, parse_method
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learners import make_learner
 from fedgraphrec.training.loading import load_config
@@ -85,7 +86,9 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
     the same reason the step's other secure sums (P-GCN's forward over every user) stay ``accounted``:
     only the attacked phase's are enciphered.
     """
-    size = {k: participants for k in ("batch_size", "clients_per_round") if hasattr(cfg.settings, k)}
+    size: dict[str, Any] = {
+        k: participants for k in ("batch_size", "clients_per_round") if hasattr(cfg.settings, k)
+    }
     short = load_config(base=cfg, transcripts=True, crypto="accounted", **size)
     data = prepare_interactions(short)
     learner = make_learner(short, data)
@@ -100,8 +103,9 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
         users, pos, neg = next(iter(BPRSampler(data.train, short.seed).batches(0, participants)))
         learner.train_batch(users, pos, neg)
     settings = getattr(learner, "settings", None) or getattr(protocol, "fp", None)
-    frac_bits = getattr(settings, "frac_bits", None) or getattr(short.settings, "frac_bits")
-    dim = getattr(short.settings, "dim")
+    own = getattr(short.settings, "frac_bits", SecureSumSettings.frac_bits)  # plain uploads: the default
+    frac_bits = getattr(settings, "frac_bits", None) or own
+    dim = short.settings_as(ModelSettings).dim
     result = upload_inference(net.transcript, data.train, dim, phase=phase, frac_bits=frac_bits)
     return float(result.summary()["mean_auc"])
 

@@ -4,8 +4,8 @@ May import data, models, evaluation, crypto, privacy, runtime, protocols and att
 engines and the CLI build on it.
 """
 
-from fedgraphrec.training.config import ConfigError, EvalSettings, TrainConfig
 from fedgraphrec.training.central import CentralLearner
+from fedgraphrec.training.config import ConfigError, EvalSettings, TrainConfig
 from fedgraphrec.training.learner_base import BatchStats, Learner, build_model
 from fedgraphrec.training.learners import make_learner
 from fedgraphrec.training.loading import load_config

@@ -12,13 +12,15 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from fedgraphrec.protocols.registry import ProtocolEntry, lookup
 from fedgraphrec.protocols.settings import ProtocolSettings, settings_fields
 from fedgraphrec.seeding import secure_draws
 
 __all__ = ["ConfigError", "EvalSettings", "TrainConfig"]
+
+G = TypeVar("G", bound=ProtocolSettings)
 
 
 class ConfigError(ValueError):
@@ -165,6 +167,18 @@ class TrainConfig:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
+    def settings_as(self, group: type[G]) -> G:
+        """The settings as one of their groups (``MinibatchSettings``, ``ModelSettings``, ...).
+
+        Raises:
+            ConfigError: the protocol's settings are not of that group (e.g. a round-based protocol
+                has no ``batch_size``).
+        """
+        if not isinstance(self.settings, group):
+            raise ConfigError(f"protocol {self.protocol} has no {group.__name__} (its settings: "
+                              f"{type(self.settings).__name__})")  # fmt: skip
+        return self.settings
+
     @property
     def protocol_settings(self) -> ProtocolSettings:
         """The settings object (never ``None`` after construction)."""
@@ -201,7 +215,9 @@ class TrainConfig:
         device = getattr(self.settings, "device", "cpu")
         if device != "cpu":
             if self.protocol != "fedgrec":
-                raise ConfigError(f"device={device!r}: only fedgrec runs off the CPU so far; use device='cpu'")
+                raise ConfigError(
+                    f"device={device!r}: only fedgrec runs off the CPU so far; use device='cpu'"
+                )
             import torch
 
             if not torch.cuda.is_available():

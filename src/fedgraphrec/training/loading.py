@@ -211,9 +211,8 @@ class _Builder:
             if not place:
                 raise self._unknown(key, where)
             what = f"a setting of protocol {name}" if place == "protocol" else "an evaluation setting"
-            raise ConfigError(
-                f"{path or where}: `{key}` is {what}; put it under [{place}] as `{key} = {_toml_value(value)}`"
-            )
+            assignment = f"{key} = {_toml_value(value)}"
+            raise ConfigError(f"{path or where}: `{key}` is {what}; put it under [{place}] as `{assignment}`")
         if table == "?":  # a bare key: the one place it belongs to
             if key in ("protocol", "protocol.name"):
                 return
@@ -287,9 +286,9 @@ def load_config(
     Precedence (lowest first): ``base`` (or the defaults), the TOML file at ``path``, keyword
     ``values`` (used by the CLI's named options; a key as in ``--set``), then ``shared`` overrides
     (a base for several protocols: a setting this protocol lacks but another has is skipped), then
-    ``overrides`` (``["key=value", ...]``, module docstring). The protocol is decided first (the last source that
-    names it), then every other key is checked against the run fields, ``[eval]`` or that protocol's
-    settings.
+    ``overrides`` (``["key=value", ...]``, module docstring). The protocol is decided first (the
+    last source that names it), then every other key is checked against the run fields, ``[eval]`` or
+    that protocol's settings.
 
     Raises:
         ConfigError: on a missing or malformed file, an unknown or misplaced key, a value of the

@@ -19,6 +19,7 @@ import torch
 
 from fedgraphrec.data import Interactions, Ratings, carve_validation, load_dataset
 from fedgraphrec.evaluation import evaluate_embeddings, evaluate_scores
+from fedgraphrec.protocols.settings import MinibatchSettings
 from fedgraphrec.training.checkpoint import SECRETS, load_checkpoint, save_checkpoint
 from fedgraphrec.training.config import ConfigError, TrainConfig
 from fedgraphrec.training.learner_base import BatchStats, Learner
@@ -163,7 +164,9 @@ class Trainer:
         try:
             saved = config_from_dict(payload["config"]).to_dict()
         except ConfigError as exc:
-            raise ValueError(f"{path}: the checkpoint's config does not load ({exc}); refusing to resume") from None
+            raise ValueError(
+                f"{path}: the checkpoint's config does not load ({exc}); refusing to resume"
+            ) from None
         wanted = self.cfg.to_dict()
         if saved.pop("epochs") > wanted.pop("epochs"):
             raise ValueError(f"{path}: a run can be extended (more epochs) on resume, not shortened")
@@ -198,7 +201,9 @@ class Trainer:
                 record[name] = evaluate_embeddings_on(U, V, self.data, self.cfg.eval.ks, name)
         record["eval_seconds"] = time.perf_counter() - t0
         cfg, st = self.cfg, self.state
-        split = {"valid": "valid" if self.data.valid is not None else None, "test": "test"}.get(cfg.eval.select)
+        split = {"valid": "valid" if self.data.valid is not None else None, "test": "test"}.get(
+            cfg.eval.select
+        )
         if split is None:  # "last", or "valid" without a validation split
             return
         value = record[split][cfg.eval.metric]
@@ -219,7 +224,7 @@ class Trainer:
             total, bpr, reg, n = out.loss, out.bpr, out.reg, 1
             bar.advance_batch()
         else:
-            for users, pos, neg in self.sampler.batches(epoch, getattr(cfg.settings, "batch_size")):
+            for users, pos, neg in self.sampler.batches(epoch, cfg.settings_as(MinibatchSettings).batch_size):
                 out = self.learner.train_batch(users, pos, neg)
                 total += out.loss
                 bpr += out.bpr
@@ -256,7 +261,11 @@ class Trainer:
                 record: dict[str, Any] = {"epoch": 0, "loss": None}
                 self._evaluate(record)
                 self._log(record)
-        n_batches = 1 if self._rounds is not None else self.sampler.n_batches(getattr(cfg.settings, "batch_size"))
+        n_batches = (
+            1
+            if self._rounds is not None
+            else self.sampler.n_batches(cfg.settings_as(MinibatchSettings).batch_size)
+        )
         with EpochProgress(cfg.epochs, n_batches, enabled=self.progress, start=self.state.epoch) as bar:
             for epoch in range(self.state.epoch, cfg.epochs):
                 if self.state.stopped_early:
@@ -280,7 +289,9 @@ class Trainer:
         summary = self._summary()
         self.run.write_summary(summary)
         plot_curves(
-            self.history, self.run.curves_path, title=f"{cfg.protocol}/{getattr(cfg.settings, 'model', cfg.protocol)} on {self.data.name}"
+            self.history,
+            self.run.curves_path,
+            title=f"{cfg.protocol}/{getattr(cfg.settings, 'model', cfg.protocol)} on {self.data.name}",
         )
         net = getattr(self.learner, "net", None) or getattr(
             getattr(self.learner, "protocol", None), "net", None

@@ -51,13 +51,13 @@ from flwr.clientapp import ClientApp
 
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.protocols.registry import REGISTRY, ProtocolEntry, resolve_refs
 from fedgraphrec.runtime.endpoint import NodeEndpoint
 from fedgraphrec.runtime.expect import FlowState
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.sealing import KeyUsage
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
-from fedgraphrec.protocols.registry import REGISTRY, ProtocolEntry, resolve_refs
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import secure_init
 from fedgraphrec.training.loading import config_from_dict
@@ -253,8 +253,9 @@ def party_query(
 
 
 def make_client_app(specs: Mapping[str, str] | None = None, allow_export: bool = False) -> ClientApp:
-    """A ClientApp serving ``query.party`` (plus protocols ``specs``, ``name -> "module:attr"`` of a
-    :class:`~fedgraphrec.protocols.registry.ProtocolEntry`).
+    """A ClientApp serving ``query.party`` for this process's protocols and ``specs``.
+
+    ``specs``: ``name -> "module:attr"`` of a :class:`~fedgraphrec.protocols.registry.ProtocolEntry`.
 
     ``allow_export`` lets the server fetch the clients' final representations in the clear
     (:data:`EXPORT_STAGE`): for tests comparing engines only.

@@ -128,7 +128,8 @@ def simulate(
     """``cfg`` in Flower's simulation runtime with ``supernodes`` virtual SuperNodes (Ray backend).
 
     The virtual SuperNodes serve the protocols registered in this process
-    (:mod:`fedgraphrec.protocols.registry`, plus ``specs``: ``name -> "module:attr"`` of an entry); ``export`` (tests only) lets them hand over their clients' final representations.
+    (:mod:`fedgraphrec.protocols.registry`, plus ``specs``: ``name -> "module:attr"`` of an entry);
+    ``export`` (tests only) lets them hand over their clients' final representations.
     """
     from flwr.simulation import run_simulation
 

@@ -17,6 +17,5 @@ from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
 __all__ = ["SPEC", "FedMFClient", "FedMFServer", "FedMFSettings"]
 
 
-
 SPEC = ProtocolSpec("fedmf", FedMFServer, FedMFClient, server_tables=("item_emb",), lossless=True)
 """FedMF's programs (lossless: ``--verify`` against centralized BPR-MF)."""

@@ -6,7 +6,13 @@ import itertools
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from fedgraphrec.protocols.settings import COVER, Architecture, ModelSettings, RoundSampling, SecureSumSettings
+from fedgraphrec.protocols.settings import (
+    COVER,
+    Architecture,
+    ModelSettings,
+    RoundSampling,
+    SecureSumSettings,
+)
 
 __all__ = ["FedNCFSettings"]
 

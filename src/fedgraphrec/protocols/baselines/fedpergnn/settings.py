@@ -43,7 +43,9 @@ class FedPerGNNSettings(ModelSettings, RoundSampling):
 
     def __post_init__(self) -> None:
         if self.model not in self.MODELS:
-            raise ValueError(f"fedpergnn trains user and item tables; model must be lightgcn or mf (got {self.model!r})")
+            raise ValueError(
+                f"fedpergnn trains user and item tables; model must be lightgcn or mf (got {self.model!r})"
+            )
         super().__post_init__()
         for name in ("n_pseudo", "ldp_clip", "ldp_scale"):
             if getattr(self, name) < 0:

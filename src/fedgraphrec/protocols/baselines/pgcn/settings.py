@@ -30,7 +30,9 @@ class PGCNSettings(ModelSettings, MinibatchSettings, SecureSumSettings):
 
     def __post_init__(self) -> None:
         if self.model != "lightgcn+":
-            raise ValueError(f"pgcn runs the lightgcn+ backbone; model must be 'lightgcn+' (got {self.model!r})")
+            raise ValueError(
+                f"pgcn runs the lightgcn+ backbone; model must be 'lightgcn+' (got {self.model!r})"
+            )
         super().__post_init__()
         if self.n_layers < 0:
             raise ValueError(f"n_layers must be >= 0, got {self.n_layers}")
