@@ -100,8 +100,20 @@ class ProtocolSettings:
 
 
 def settings_fields(cls: type[ProtocolSettings]) -> list[dataclasses.Field[Any]]:
-    """The fields of ``cls`` a configuration sets (every field but the run's, :data:`RUN`)."""
-    return [f for f in dataclasses.fields(cls) if not f.metadata.get("run")]
+    """The fields of ``cls`` a configuration sets (every field but the run's, :data:`RUN`).
+
+    In reading order: the backbone, the training schedule, the protocol's own, the secure sum.
+    """
+    groups = [ModelSettings, MinibatchSettings, RoundSampling, None, SecureSumSettings]
+
+    def rank(f: dataclasses.Field[Any]) -> int:
+        for i, group in enumerate(groups):
+            if group is not None and issubclass(cls, group) and f.name in group.__dataclass_fields__:
+                return i
+        return groups.index(None)
+
+    fields = [f for f in dataclasses.fields(cls) if not f.metadata.get("run")]
+    return sorted(fields, key=rank)  # stable: declaration order within a group
 
 
 def settings_docs(cls: type) -> dict[str, str]:
