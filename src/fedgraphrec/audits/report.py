@@ -23,16 +23,14 @@ import matplotlib.pyplot as plt
 from fedgraphrec.attacks import query_intersection, upload_inference
 from fedgraphrec.audits.graph import audit_gnn4fr, audit_lpgcn
 from fedgraphrec.audits.queries import audit_queries, query_leaks, query_markdown
+from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from fedgraphrec.protocols.settings import ModelSettings
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
 
-__all__ = ["ROUND_PROTOCOLS", "audit"]
-
-ROUND_PROTOCOLS = ("fedgrec", "federank", "fcf")
-"""The protocols run by FedGRec's round programs (the upload-inference and query attacks)."""
+__all__ = ["audit"]
 
 
 def _run(cfg: TrainConfig, rounds: int, secure: bool) -> Any:
@@ -58,9 +56,9 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
         return audit_gnn4fr(cfg, out_dir)
     if cfg.protocol in ("fedncf", "fedpergnn"):  # one round: the attacks read its item queries
         return audit_queries(cfg, out_dir)
-    if cfg.protocol not in ROUND_PROTOCOLS:  # FedGRec's programs: the upload and query attacks
+    if not isinstance(cfg.settings, FedGRecSettings):  # FedGRec's programs (FedeRank, FCF): uploads, queries
         raise ValueError(
-            f"audit: attacks exist for {', '.join(ROUND_PROTOCOLS)}, fedncf, fedpergnn, lpgcn, gnn4fr, p4gcn "
+            f"audit: attacks exist for fedgrec, federank, fcf, fedncf, fedpergnn, lpgcn, gnn4fr, p4gcn "
             "and dgrec, "
             f"not for {cfg.protocol!r}"
         )
