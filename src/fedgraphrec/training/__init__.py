@@ -5,7 +5,7 @@ engines and the CLI build on it.
 """
 
 from fedgraphrec.training.central import CentralLearner
-from fedgraphrec.training.config import ConfigError, EvalSettings, TrainConfig
+from fedgraphrec.training.config import ConfigError, TrainConfig
 from fedgraphrec.training.learner_base import BatchStats, Learner, build_model
 from fedgraphrec.training.learners import make_learner
 from fedgraphrec.training.loading import load_config
@@ -19,7 +19,6 @@ __all__ = [
     "BatchStats",
     "CentralLearner",
     "ConfigError",
-    "EvalSettings",
     "Learner",
     "ProtocolLearner",
     "RunDir",
