@@ -174,7 +174,7 @@ def _settings_fields(command: str, protocol: object) -> set[str]:
         from fedgraphrec.training.dgrec import DGRECRunSettings
 
         return {f.name for f in dataclasses.fields(DGRECRunSettings)}
-    keys = {f.name for f in dataclasses.fields(TrainConfig)} | {f.name for f in dataclasses.fields(EvalSettings)}
+    keys = {f.name for cls in (TrainConfig, EvalSettings) for f in dataclasses.fields(cls)}
     keys |= {"protocol", "eval", "dataset_options"}
     entries = [REGISTRY[protocol]] if protocol in REGISTRY else list(REGISTRY.values())
     for entry in entries:  # compare, frontier: a base for several protocols
