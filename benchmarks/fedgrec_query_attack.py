@@ -47,7 +47,7 @@ def main() -> None:
         "dataset": args.dataset,
         "rounds": args.rounds,
         "clients_per_round": args.clients,
-        "n_negatives": cfg.n_negatives,
+        "n_negatives": learner.settings.n_negatives,
         "mean_recall": float(result.recall.mean()),
         "by_rounds_seen": result.by_rounds_seen(),
     }

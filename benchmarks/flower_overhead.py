@@ -70,7 +70,13 @@ def main() -> None:
     from fedgraphrec.training import load_config
 
     cfg = load_config(
-        None, SETTINGS, protocol=args.protocol, dataset="synthetic", epochs=args.epochs, crypto=args.crypto
+        None,
+        [],
+        shared=SETTINGS,
+        protocol=args.protocol,
+        dataset="synthetic",
+        epochs=args.epochs,
+        crypto=args.crypto,
     )
     with tempfile.TemporaryDirectory() as tmp:
         local = local_rounds(cfg, Path(tmp) / "local", args.nodes)

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from fedgraphrec.protocols.settings import MinibatchSettings, ModelSettings
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.training import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
@@ -102,7 +103,11 @@ def main() -> None:
         arms[mode] = ProtocolLearner(dataclasses.replace(cfg, crypto=mode), data)
         setup[mode] = time.perf_counter() - t0
     base = {m: a.net.ledger.client_sent + a.net.ledger.client_received for m, a in arms.items()}
-    batches = list(BPRSampler(data.train, cfg.seed, cfg.sampler).batches(0, cfg.batch_size))
+    batches = list(
+        BPRSampler(data.train, cfg.seed, cfg.settings_as(MinibatchSettings).sampler).batches(
+            0, cfg.settings_as(MinibatchSettings).batch_size
+        )
+    )
     run = batches[: args.batches] if args.batches else batches
     seconds = {m: 0.0 for m in arms}
     for users, pos, neg in run:  # interleaved: both modes on the same batch, back to back
@@ -127,10 +132,10 @@ def main() -> None:
         "users": int(data.train.shape[0]),
         "items": int(data.train.shape[1]),
         "train": int(data.train.nnz),
-        "dim": cfg.dim,
-        "layers": cfg.n_layers,
+        "dim": cfg.settings_as(ModelSettings).dim,
+        "layers": cfg.settings.n_layers,
         "dtype": cfg.dtype,
-        "batch_size": cfg.batch_size,
+        "batch_size": cfg.settings_as(MinibatchSettings).batch_size,
         "batches": len(run),
         "of_batches": len(batches),
         "ledgers_identical": same,
@@ -144,7 +149,7 @@ def main() -> None:
         "sealed_messages_sent": int(sum(sends.values())),
     }
     if args.paper_literal_bytes:
-        paper = ProtocolLearner(dataclasses.replace(cfg, paper_literal=True), data)
+        paper = ProtocolLearner(load_config(base=cfg, paper_literal=True), data)
         start = paper.net.ledger.client_sent + paper.net.ledger.client_received
         for b in batches[: args.paper_batches]:
             paper.train_batch(*b)

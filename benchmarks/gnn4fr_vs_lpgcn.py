@@ -33,6 +33,7 @@ from fedgraphrec.crypto import ciphertext_size
 from fedgraphrec.data import load_dataset
 from fedgraphrec.protocols.gnn4fr import GNN4FRSettings
 from fedgraphrec.protocols.gnn4fr.local import local_gnn4fr
+from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
 from fedgraphrec.runtime import Ledger, encoded_size
 from fedgraphrec.training import TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
@@ -85,7 +86,8 @@ def main() -> None:
         "batches_per_epoch": len(batches),
     }
 
-    cfg = TrainConfig(protocol="lpgcn", dataset=args.dataset, dim=d, n_layers=L, batch_size=args.batch_size)
+    settings = LPGCNSettings(dim=d, n_layers=L, batch_size=args.batch_size)
+    cfg = TrainConfig(protocol="lpgcn", dataset=args.dataset, settings=settings)
     lp = ProtocolLearner(cfg, data)
     setup = lp.net.ledger.client_sent + lp.net.ledger.client_received
     for b in batches[: args.batches]:

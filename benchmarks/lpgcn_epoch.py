@@ -34,8 +34,10 @@ import torch
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from fedgraphrec.data import load_dataset
+from fedgraphrec.protocols.central import CentralSettings
+from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
 from fedgraphrec.training import TrainConfig
-from fedgraphrec.training.learners import CentralLearner
+from fedgraphrec.training.central import CentralLearner
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 
@@ -81,12 +83,15 @@ def main() -> None:
     args = ap.parse_args()
 
     data = load_dataset(args.dataset)
+    model = dict(model="lightgcn", dim=args.dim, n_layers=args.layers, init_std=args.init_std, lr=args.lr,
+                 reg=args.reg, batch_size=args.batch_size)  # fmt: skip
+    settings = LPGCNSettings(**model, alpha=args.alpha)  # type: ignore[arg-type]
     cfg = TrainConfig(
-        protocol="lpgcn", dataset=args.dataset, model="lightgcn", dim=args.dim, n_layers=args.layers,
-        init_std=args.init_std, lr=args.lr, reg=args.reg, batch_size=args.batch_size, seed=args.seed,
-        alpha=args.alpha, crypto=args.crypto,
-    )  # fmt: skip
-    central = CentralLearner(dataclasses.replace(cfg, protocol="central"), data)  # the same initial tables
+        protocol="lpgcn", dataset=args.dataset, seed=args.seed, crypto=args.crypto, settings=settings
+    )
+    oracle = TrainConfig(protocol="central", dataset=args.dataset, seed=args.seed, crypto=args.crypto,
+                         settings=CentralSettings(**model))  # type: ignore[arg-type]  # fmt: skip
+    central = CentralLearner(oracle, data)  # the same initial tables
     t0 = time.perf_counter()
     fed = ProtocolLearner(cfg, data, nodes=args.nodes)
     reference = None

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-METHODS = {  # each on its protocol's own backbone (TrainConfig's BACKBONES, e.g. fedncf: ncf)
+METHODS = {  # each on its protocol's own backbone (its settings' default model, e.g. fedncf: ncf)
     "central": {"protocol": "central"},
     "lpgcn": {"protocol": "lpgcn"},
     "gnn4fr": {"protocol": "gnn4fr"},
@@ -48,21 +48,26 @@ DEFAULT_METHODS = ["central", "lpgcn", "gnn4fr", "fedgrec"]
 
 def run_one(method: str, fraction: float, args: argparse.Namespace) -> dict[str, Any]:
     """One (method, fraction) in this process: returns the measurements (child side)."""
-    from fedgraphrec.training import TrainConfig, make_learner, prepare_interactions
+    from fedgraphrec.protocols.settings import MinibatchSettings
+    from fedgraphrec.training import load_config, make_learner, prepare_interactions
     from fedgraphrec.training.sampler import BPRSampler
 
     spec = dict(METHODS[method])
-    cfg = TrainConfig(
+    options = {"user_fraction": fraction, "sample_seed": 0} if fraction < 1 else {}
+    sizes = [
+        f"dim={args.dim}",
+        f"n_layers={spec.pop('n_layers', args.layers)}",
+        f"batch_size={args.batch_size}",
+    ]
+    cfg = load_config(
+        None,
+        [f"dataset_options.{k}={v}" for k, v in options.items()],
+        shared=sizes,
         dataset=args.dataset,
-        dataset_options={"user_fraction": fraction, "sample_seed": 0} if fraction < 1 else {},
-        dim=args.dim,
-        n_layers=spec.pop("n_layers", args.layers),
-        batch_size=args.batch_size,
         seed=0,
         crypto=args.crypto,
         **spec,
-    )
-    cfg.validate()
+    )  # fmt: skip  (each size where the method's settings have it)
     data = prepare_interactions(cfg)
     t0 = time.perf_counter()
     learner = make_learner(cfg, data)
@@ -81,8 +86,9 @@ def run_one(method: str, fraction: float, args: argparse.Namespace) -> dict[str,
         per_epoch_steps = 1
     else:
         sampler = BPRSampler(data.train, cfg.seed)
-        per_epoch_steps = sampler.n_batches(cfg.batch_size)
-        for k, (users, pos, neg) in enumerate(sampler.batches(0, cfg.batch_size)):
+        batch_size = cfg.settings_as(MinibatchSettings).batch_size
+        per_epoch_steps = sampler.n_batches(batch_size)
+        for k, (users, pos, neg) in enumerate(sampler.batches(0, batch_size)):
             if k >= args.batches:
                 break
             t = time.perf_counter()

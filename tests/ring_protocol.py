@@ -2,8 +2,9 @@
 
 The server forwards the ciphertexts; every client moves its row half-way towards its predecessor's.
 The server holds the item table (unchanged), so evaluation and prediction work as for a real
-protocol. :data:`SPEC` runs it through the training loop (``protocol = "ring"`` once
-:func:`register` put it in ``SPECS``), in process and on Flower.
+protocol. :data:`ENTRY` registers it (``protocol = "ring"`` once a test put it in
+``fedgraphrec.protocols.registry.REGISTRY``), so it runs through the training loop, in process and on
+Flower.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from fedgraphrec.protocols.base import (
     ServerProgram,
     StepStats,
 )
+from fedgraphrec.protocols.registry import ProtocolEntry
+from fedgraphrec.protocols.settings import MinibatchSettings, ModelSettings, SecureSumSettings
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import require_senders
 
 NAME = "ring"
-REF = "tests.ring_protocol:SPEC"
+REF = "tests.ring_protocol:ENTRY"
 
 
 FLOW = flow(
@@ -139,4 +142,19 @@ class RingServer(ServerProgram):
         self.steps = int(state["steps"])
 
 
-SPEC = ProtocolSpec(NAME, RingServer, RingClient, settings=lambda cfg: None, server_tables=("item_emb",))
+SPEC = ProtocolSpec(NAME, RingServer, RingClient, server_tables=("item_emb",))
+
+
+@dataclass(frozen=True)
+class RingSettings(ModelSettings, MinibatchSettings, SecureSumSettings):
+    """The toy's settings: a backbone, minibatches, and the protective settings a node checks.
+
+    Attributes:
+        ldp_scale: a local-DP noise scale (the toy adds none; a node's hello check reads it).
+    """
+
+    ldp_scale: float = 0.001
+
+
+ENTRY = ProtocolEntry(NAME, RingSettings, "ranking", "toy ring (tests)", SPEC)
+"""The toy's registry entry."""

@@ -4,6 +4,11 @@
   ``SECURITY.md`` (``security.md``), every ``results/**/README.md`` and ``results/**/reproduce.md``
   (a paper table's report) and every ``results/**.png`` a page or report shows (same paths), so the
   guide can link to the committed results and a broken link fails ``mkdocs build --strict``.
+* ``<!-- settings: protocol NAME -->`` becomes the table of the settings of protocol NAME, read from
+  its dataclass in the registry (``fedgraphrec.protocols.registry``): every key of its ``[protocol]``
+  table, with type, default and the description from the ``Attributes:`` sections of the class and
+  the groups it inherits (``fedgraphrec.protocols.settings.settings_rows``, the same rows as
+  ``fedgraphrec train NAME --help``).
 * ``<!-- settings: MODULE[:CLASS] [fallback=KEY,KEY,...] -->`` becomes a table of a settings
   dataclass: key, type, default (read from the dataclass) and the description from its docstring's
   ``Attributes:`` section. Without ``:CLASS`` every ``*Settings`` dataclass defined in MODULE is
@@ -130,9 +135,9 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def dataclass_table(cls: type, keys: list[str] | None = None) -> str:
+def dataclass_table(cls: type, keys: list[str] | None = None, docs: dict[str, str] | None = None) -> str:
     """A markdown table of the fields of ``cls`` (all, or ``keys`` in that order)."""
-    docs = attribute_docs(cls)
+    docs = attribute_docs(cls) if docs is None else docs
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     names = keys if keys is not None else list(fields)
     missing = [k for k in names if k not in fields]
@@ -148,8 +153,22 @@ def dataclass_table(cls: type, keys: list[str] | None = None) -> str:
 
 
 def settings_table(args: str, where: str) -> str:
-    """Expand ``settings: MODULE[:CLASS] [fallback=KEY,...]``."""
+    """Expand ``settings: protocol NAME`` or ``settings: MODULE[:CLASS] [fallback=KEY,...]``."""
     target, *options = args.split()
+    if target == "protocol":
+        from fedgraphrec.protocols.registry import lookup
+        from fedgraphrec.protocols.settings import settings_docs, settings_fields
+
+        cls = lookup(options[0]).settings
+        aliases = {v: k for k, v in cls.ALIASES.items()}
+        docs = {
+            name: text + (f" Alias: `{aliases[name]}`." if name in aliases else "")
+            for name, text in settings_docs(cls).items()
+        }
+        keys = [f.name for f in settings_fields(cls)]
+        return f"Settings of `{options[0]}` (`{cls.__module__}.{cls.__qualname__}`):\n\n" + dataclass_table(
+            cls, keys, docs
+        )
     opts = dict(o.split("=", 1) for o in options)
     module_name, _, class_name = target.partition(":")
     try:

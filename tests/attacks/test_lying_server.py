@@ -15,15 +15,17 @@ import torch
 
 from fedgraphrec.attacks.lying_server import LyingServer, forge_plain
 from fedgraphrec.crypto import SharedKey
+from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime import endpoint
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.network import LyingAdversary, Network
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, party_names
 from fedgraphrec.training import load_config
-from fedgraphrec.training.protocol_learner import SPECS, ProtocolLearner
+from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
-from tests.ring_protocol import NAME, REF
+from tests import ring_protocol
+from tests.ring_protocol import NAME
 
 SETTINGS = [
     "dataset_options.n_users=10", "dataset_options.n_items=12", "dataset_options.mean_degree=4.0",
@@ -151,7 +153,7 @@ def test_relabel_and_cross_phase_deliver_forged_parts() -> None:
 # ---------------------------------------------------------------------------- a real protocol
 @pytest.fixture
 def ring(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(SPECS, NAME, REF)
+    monkeypatch.setitem(REGISTRY, NAME, ring_protocol.ENTRY)
 
 
 def _ring_cfg() -> Any:

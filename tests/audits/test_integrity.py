@@ -25,11 +25,11 @@ from fedgraphrec.audits.integrity_runs import Catalogue, in_process
 from fedgraphrec.cli import app
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.base import ProtocolSpec
+from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime import endpoint
 from fedgraphrec.runtime.expect import StageFlow, flow
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.training import load_config
-from fedgraphrec.training.protocol_learner import SPECS
 from tests import ring_protocol
 from tests.ring_protocol import RingClient
 
@@ -38,7 +38,8 @@ PROTOCOLS = ["lpgcn", "gnn4fr", "fedgrec", "fedmf", "fedncf", "pgcn"]
 
 
 def _cfg(protocol: str) -> Any:
-    return load_config(None, SMALL, protocol=protocol, dataset="synthetic", dim=4, n_layers=2, batch_size=32)
+    small = ["dim=4", "n_layers=2", "batch_size=32"]  # each where the protocol has it
+    return load_config(None, SMALL, protocol=protocol, dataset="synthetic", shared=small)
 
 
 def test_the_attacks_change_what_is_delivered() -> None:
@@ -89,17 +90,17 @@ class CrashingRing(LaxRing):
         return super().stage_receive(step, request)
 
 
-LAX_SPEC = ProtocolSpec("lax-ring", ring_protocol.RingServer, LaxRing, lambda cfg: None, ("item_emb",))
-CRASHING = ProtocolSpec(
-    "crashing-ring", ring_protocol.RingServer, CrashingRing, lambda cfg: None, ("item_emb",)
-)
+LAX_SPEC = ProtocolSpec("lax-ring", ring_protocol.RingServer, LaxRing, ("item_emb",))
+CRASHING = ProtocolSpec("crashing-ring", ring_protocol.RingServer, CrashingRing, ("item_emb",))
+LAX_ENTRY = dataclasses.replace(ring_protocol.ENTRY, name="lax-ring", programs=LAX_SPEC)
+CRASHING_ENTRY = dataclasses.replace(ring_protocol.ENTRY, name="crashing-ring", programs=CRASHING)
 
 
 @pytest.fixture
 def rings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(SPECS, "ring", ring_protocol.REF)
-    monkeypatch.setitem(SPECS, "lax-ring", "tests.audits.test_integrity:LAX_SPEC")
-    monkeypatch.setitem(SPECS, "crashing-ring", "tests.audits.test_integrity:CRASHING")
+    monkeypatch.setitem(REGISTRY, "ring", ring_protocol.ENTRY)
+    monkeypatch.setitem(REGISTRY, "lax-ring", LAX_ENTRY)
+    monkeypatch.setitem(REGISTRY, "crashing-ring", CRASHING_ENTRY)
 
 
 def _ring(name: str) -> Any:
@@ -252,7 +253,7 @@ def test_no_attack_of_any_class_is_accepted(full_reports: dict[str, Any]) -> Non
 
 def test_the_audit_refuses_unknown_protocols_engines_and_attacks(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="protocol must be one of"):
-        audit_integrity(dataclasses.replace(_cfg("fedgrec"), protocol="fcf"), tmp_path)
+        audit_integrity(_cfg("fcf"), tmp_path)
     with pytest.raises(ValueError, match="engine must be"):
         audit_integrity(_cfg("fedmf"), tmp_path, engine="ray")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown attack"):

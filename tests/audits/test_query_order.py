@@ -22,12 +22,13 @@ from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
 
 SMALL = ["dataset_options.n_users=40", "dataset_options.n_items=60"]
-ROUND: dict[str, Any] = dict(dim=4, n_layers=1, clients_per_round=10, n_negatives=8, local_steps=1, seed=3)
+ROUND = ["dim=4", "K=1", "clients_per_round=10", "n_negatives=8", "local_steps=1", "seed=3"]
+"""Shared by the round-based protocols (``K``: FedGRec's only)."""
 
 
 def _one_round(protocol: str, **extra: Any) -> tuple[Any, Any, Any]:
     model: dict[str, Any] = {"model": "ncf"} if protocol == "fedncf" else {}
-    cfg = load_config(None, SMALL, protocol=protocol, dataset="synthetic", transcripts=True, **ROUND, **model,
+    cfg = load_config(None, SMALL, protocol=protocol, dataset="synthetic", transcripts=True, shared=ROUND, **model,
                       **extra)  # fmt: skip
     data = prepare_interactions(cfg)
     learner = ProtocolLearner(cfg, data)
@@ -38,8 +39,8 @@ def _one_round(protocol: str, **extra: Any) -> tuple[Any, Any, Any]:
 @pytest.mark.parametrize("protocol", ["fedgrec", "fedncf", "fedpergnn"])
 def test_the_order_of_a_query_names_no_positive_beyond_chance(protocol: str) -> None:
     cfg, transcript, train = _one_round(protocol)
-    leak = order_attack(transcript, train, cfg.n_negatives)
-    assert leak.queries == cfg.clients_per_round and leak.named > 0
+    leak = order_attack(transcript, train, cfg.settings.n_negatives)
+    assert leak.queries == cfg.settings.clients_per_round and leak.named > 0
     # positives first would give precision 1 and recall 1; a sorted query gives about the chance level
     assert leak.precision < leak.chance_precision + 0.2, leak.summary()
     assert leak.recall < 0.9, leak.summary()
@@ -65,7 +66,9 @@ def test_separate_by_ranks_names_exactly_the_positives_the_seeded_ranks_expose()
 def test_the_seeded_attack_replays_the_protocols_draw(protocol: str, ranks: Any) -> None:
     """Whatever it names is a true positive: the server's replay matches the seeded draw exactly."""
     cfg, transcript, train = _one_round(protocol)
-    leak = seeded_attack(transcript, train, cfg.n_negatives, ranks(cfg.seed, train.shape[1], cfg.n_negatives))
+    leak = seeded_attack(
+        transcript, train, cfg.settings.n_negatives, ranks(cfg.seed, train.shape[1], cfg.settings.n_negatives)
+    )
     assert leak.named == leak.correct  # precision 1 whenever the replay names something
 
 
@@ -73,8 +76,8 @@ def test_fedgrec_negatives_in_real_mode_cannot_be_regenerated_from_the_seed() ->
     """``crypto = "real"``: the CSPRNG draws the negatives; ``reproducible`` brings the seeded leak back."""
     for reproducible, leaks in ((True, True), (False, False)):
         cfg, transcript, train = _one_round("fedgrec", crypto="real", reproducible=reproducible)
-        ranks = fedgrec_ranks(cfg.seed, train.shape[1], cfg.n_negatives)
-        leak = seeded_attack(transcript, train, cfg.n_negatives, ranks)
+        ranks = fedgrec_ranks(cfg.seed, train.shape[1], cfg.settings.n_negatives)
+        leak = seeded_attack(transcript, train, cfg.settings.n_negatives, ranks)
         if leaks:
             assert leak.recall > 0.3 and leak.precision == 1.0, leak.summary()
         else:
@@ -84,7 +87,7 @@ def test_fedgrec_negatives_in_real_mode_cannot_be_regenerated_from_the_seed() ->
 @pytest.mark.parametrize("protocol", ["fedgrec", "fedncf", "fedpergnn"])
 def test_the_audit_reports_the_positives_named_from_one_round(protocol: str, tmp_path: Path) -> None:
     model: dict[str, Any] = {"model": "ncf"} if protocol == "fedncf" else {}
-    cfg = load_config(None, SMALL, protocol=protocol, dataset="synthetic", **ROUND, **model)
+    cfg = load_config(None, SMALL, protocol=protocol, dataset="synthetic", shared=ROUND, **model)
     report = audit(cfg, 1, tmp_path)
     section = json.loads((tmp_path / "audit.json").read_text())["query_order"]
     assert section == json.loads(json.dumps(report["query_order"]))

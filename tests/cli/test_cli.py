@@ -52,7 +52,7 @@ def test_train_central_writes_run_folder(tmp_path):
 
 def test_config_file_and_set(tmp_path):
     cfg = tmp_path / "c.toml"
-    cfg.write_text('model = "mf"\nepochs = 1\n[dataset_options]\nn_users = 60\nn_items = 70\n')
+    cfg.write_text('epochs = 1\n[protocol]\nmodel = "mf"\n[dataset_options]\nn_users = 60\nn_items = 70\n')
     res = runner.invoke(
         app,
         [
@@ -73,6 +73,28 @@ def test_config_file_and_set(tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert 'model = "mf"' in (tmp_path / "r" / "config.toml").read_text()
+
+
+def test_train_protocol_help_lists_its_settings():
+    """`train PROTOCOL --help` ends with the protocol's settings, generated from its dataclass."""
+    res = runner.invoke(app, ["train", "lpgcn", "--help"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "lpgcn settings ([protocol] table" in res.output
+    for name in ("alpha", "secure_virtual_items", "paper_literal", "batch_size"):
+        assert f" {name} " in res.output, name
+    assert "secagg_threshold" not in res.output  # not a setting of lpgcn
+    fedgrec = runner.invoke(app, ["train", "fedgrec", "--help"], terminal_width=200).output
+    assert " clients_per_round " in fedgrec and "alias: n_layers" in fedgrec
+    listing = runner.invoke(app, ["train", "--help"], terminal_width=200).output
+    assert "fedpergnn" in listing and "train PROTOCOL --help lists its settings" in listing
+
+
+def test_a_flat_protocol_key_in_a_file_is_refused_naming_the_table(tmp_path):
+    cfg = tmp_path / "old.toml"
+    cfg.write_text("alpha = 5\n")
+    res = runner.invoke(app, ["train", "lpgcn", "-c", str(cfg), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2
+    assert "`alpha` is a setting of protocol lpgcn; put it under [protocol] as `alpha = 5`" in res.output
 
 
 @pytest.mark.parametrize(
@@ -177,9 +199,7 @@ def test_train_federated_verified_real_crypto(tmp_path, protocol, model):
     assert "largest relative parameter deviation" in res.output
 
 
-FEDGREC = [
-    "--set",
-    "K=1",
+ROUNDS = [
     "--set",
     "clients_per_round=30",
     "--set",
@@ -187,6 +207,8 @@ FEDGREC = [
     "--set",
     "local_steps=2",
 ]
+"""The round settings every round-based protocol has (FedGRec, FedeRank, FCF, FedNCF, FedPerGNN)."""
+FEDGREC = ["--set", "K=1", *ROUNDS]
 
 
 def test_train_fedgrec_reports_dropouts_and_writes_ledger(tmp_path):
@@ -255,7 +277,7 @@ def test_fedgrec_bad_setting_names_it(tmp_path):
 def test_train_federank_and_fcf(tmp_path, protocol):
     out = tmp_path / protocol
     res = runner.invoke(
-        app, ["train", protocol, "--epochs", "3", "--out", str(out), "--no-progress", *TINY, *FEDGREC]
+        app, ["train", protocol, "--epochs", "3", "--out", str(out), "--no-progress", *TINY, *ROUNDS]
     )
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "summary.json").read_text())
@@ -315,7 +337,7 @@ def test_train_fedncf(tmp_path):
             str(out),
             "--no-progress",
             *TINY,
-            *FEDGREC,
+            *ROUNDS,
         ],
     )
     assert res.exit_code == 0, res.output
@@ -349,7 +371,7 @@ def test_audit_names_protocols_without_attacks(tmp_path):
 def test_train_pgcn_and_fedpergnn(tmp_path, protocol, model):
     out = tmp_path / protocol
     args = ["train", protocol, "--model", model, "--epochs", "2", "--out", str(out), "--no-progress", *TINY]
-    res = runner.invoke(app, [*args, *(FEDGREC if protocol == "fedpergnn" else [])])
+    res = runner.invoke(app, [*args, *(ROUNDS if protocol == "fedpergnn" else [])])
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["protocol"] == protocol and summary["communication"]["total_bytes"] > 0
@@ -369,7 +391,7 @@ def test_secure_noise_is_reported_and_refused_where_there_is_no_noise(tmp_path):
         "1",
         "--no-progress",
         *TINY,
-        *FEDGREC,
+        *ROUNDS,
         "--set",
         "secure_noise=true",
     ]
@@ -379,7 +401,8 @@ def test_secure_noise_is_reported_and_refused_where_there_is_no_noise(tmp_path):
     res = runner.invoke(
         app, ["train", "lpgcn", *TINY, "--set", "secure_noise=true", "--out", str(tmp_path / "b")]
     )
-    assert res.exit_code == 2 and "secure_noise applies to" in res.output and not (tmp_path / "b").exists()
+    assert res.exit_code == 2 and "unknown key 'secure_noise' (protocol lpgcn)" in res.output
+    assert not (tmp_path / "b").exists()
 
 
 def test_pgcn_refuses_the_wrong_backbone(tmp_path):

@@ -161,19 +161,25 @@ def _cli() -> click.Command:
 
 
 def _settings_fields(command: str, protocol: object) -> set[str]:
-    """Keys ``--set`` accepts for ``fedgraphrec COMMAND PROTOCOL``."""
-    from fedgraphrec.training.config import ALIASES, TrainConfig
+    """Keys ``--set`` accepts for ``fedgraphrec COMMAND PROTOCOL`` (first dotted part: a table)."""
+    from fedgraphrec.protocols.registry import REGISTRY
+    from fedgraphrec.protocols.settings import settings_fields
+    from fedgraphrec.training.config import EvalSettings, TrainConfig
 
-    target = TrainConfig
     if command == "train" and protocol == "p4gcn":
         from fedgraphrec.training.rating import RatingSettings
 
-        target = RatingSettings  # type: ignore[assignment]
-    elif command == "train" and protocol == "dgrec":
+        return {f.name for f in dataclasses.fields(RatingSettings)}
+    if command == "train" and protocol == "dgrec":
         from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 
-        target = DGRECSettings  # type: ignore[assignment]
-    return {f.name for f in dataclasses.fields(target)} | set(ALIASES)
+        return {f.name for f in dataclasses.fields(DGRECSettings)}
+    keys = {f.name for cls in (TrainConfig, EvalSettings) for f in dataclasses.fields(cls)}
+    keys |= {"protocol", "eval", "dataset_options"}
+    entries = [REGISTRY[protocol]] if protocol in REGISTRY else list(REGISTRY.values())
+    for entry in entries:  # compare, frontier: a base for several protocols
+        keys |= {f.name for f in settings_fields(entry.settings)} | set(entry.settings.ALIASES)
+    return keys
 
 
 def check_command(argv: list[str]) -> None:

@@ -27,7 +27,14 @@ SETTINGS = [
 
 def _cfg(protocol: str, *extra: str, **values: Any) -> TrainConfig:
     return load_config(
-        None, [*SETTINGS, *extra], protocol=protocol, dataset="synthetic", epochs=2, crypto="real", **values
+        None,
+        [*extra],
+        shared=SETTINGS,
+        protocol=protocol,
+        dataset="synthetic",
+        epochs=2,
+        crypto="real",
+        **values,
     )
 
 

@@ -20,17 +20,18 @@ from fedgraphrec.attacks.lying_server import LyingServer
 from fedgraphrec.attacks.malformed_records import malform
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.engines.flower.loopback import LoopbackLearner
+from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime.flower.parts import encode_message
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.training.protocol_learner import SPECS
 from fedgraphrec.training.trainer import prepare_interactions
+from tests import ring_protocol
 from tests.attacks.test_lying_server import _ring_cfg, _sealed_rows
-from tests.ring_protocol import NAME, REF
+from tests.ring_protocol import NAME
 
 
 @pytest.fixture
 def ring(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(SPECS, NAME, REF)
+    monkeypatch.setitem(REGISTRY, NAME, ring_protocol.ENTRY)
 
 
 class _Spy:

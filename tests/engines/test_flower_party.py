@@ -1,6 +1,6 @@
 """Any party-program protocol on Flower: the records codec, the transport, the node handler, the engine.
 
-The toy ring protocol (``tests/ring_protocol.py``, registered in ``SPECS`` for the test) trains
+The toy ring protocol (``tests/ring_protocol.py``, registered in the protocol registry for the test) trains
 through ``fedgraphrec train``'s loop in process (3 nodes) and on Flower (3 SuperNodes), ``real``
 crypto, float64: same embeddings, metrics and ledger, and the ServerApp received only ciphertexts of
 the sealed rows. Fast tests drive the transport over a stand-in grid whose nodes run the real node
@@ -32,6 +32,7 @@ from fedgraphrec.engines.flower.learner import FlowerLearner
 from fedgraphrec.engines.flower.local import APP_DIR, local_federation
 from fedgraphrec.engines.flower.node import handle_party
 from fedgraphrec.engines.flower.party_app import deploy, simulate
+from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime.expect import flow
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.flower.transport import FlowerTransport, NodeError
@@ -39,7 +40,7 @@ from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.transport import LostNodeError
 from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.config import TrainConfig
-from fedgraphrec.training.protocol_learner import SPECS, ProtocolLearner, initial_tables
+from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables
 from tests import ring_protocol
 from tests.ring_protocol import NAME, REF
 
@@ -52,7 +53,7 @@ SETTINGS = [
 
 @pytest.fixture
 def ring(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(SPECS, NAME, REF)
+    monkeypatch.setitem(REGISTRY, NAME, ring_protocol.ENTRY)
 
 
 def _cfg(**values: Any) -> TrainConfig:
@@ -320,7 +321,7 @@ def test_deploy_on_superlink_and_supernodes_writes_the_same_run(
     ring: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the SuperNodes and the ServerApp are processes of their own: register the toy there too
-    monkeypatch.setenv("FEDGRAPHREC_SPECS", f"{NAME}={REF}")
+    monkeypatch.setenv("FEDGRAPHREC_PROTOCOLS", f"{NAME}={REF}")
     root = Path(__file__).resolve().parents[2]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
     cfg = _cfg()

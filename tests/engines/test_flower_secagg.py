@@ -50,8 +50,8 @@ LOSS_NODE = "secagg-threshold=0.4 secagg-semi-honest=true"
 def _cfg(protocol: str, crypto: str = "real", epochs: int = 2, extra: list[str] | None = None) -> TrainConfig:
     settings = BASE + (FEDGREC if protocol == "fedgrec" else FEDMF) + (extra or [])
     model = {"fedmf": "mf"}.get(protocol, "lightgcn")
-    return load_config(None, settings, protocol=protocol, dataset="synthetic", epochs=epochs, crypto=crypto,
-                       model=model)  # fmt: skip
+    return load_config(None, [], shared=settings, protocol=protocol, dataset="synthetic", epochs=epochs,
+                       crypto=crypto, model=model)  # fmt: skip
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from fedgraphrec.runtime.message import Message
 from fedgraphrec.training import Trainer
 from fedgraphrec.training import protocol_learner as pl
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import initial_tables
 from tests.engines.test_flower_lpgcn import _assert_same_run, _cfg, _in_process, stand_in  # noqa: F401
 from tests.engines.test_flower_party import NODES, _Grid
@@ -42,7 +43,7 @@ def test_secure_init_runs_on_flower_and_equals_in_process_from_the_same_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # real crypto's default (secure tables); seeded virtual items only so the two ledgers compare
-    cfg = dataclasses.replace(_cfg(), reproducible=None, secure_virtual_items=False)
+    cfg = load_config(base=dataclasses.replace(_cfg(), reproducible=None), secure_virtual_items=False)
     assert cfg.randomness()["init"] == "csprng"
     monkeypatch.setattr(pl, "init_key", lambda c: KEY)  # both engines draw this run's key
     flower_node._node_data.cache_clear()
@@ -57,7 +58,7 @@ def test_secure_init_runs_on_flower_and_equals_in_process_from_the_same_key(
     ref_trainer, ref = _in_process(cfg, tmp_path / "local")
     _assert_same_run(got, ref, made[0], ref_trainer)
     assert got.summary["randomness"]["init"] == "csprng"
-    seeded = initial_tables(TrainConfig(**{**cfg.to_dict(), "reproducible": True}), ref_trainer.data)
+    seeded = initial_tables(load_config(base=cfg, reproducible=True), ref_trainer.data)
     secure = initial_tables(cfg, ref_trainer.data, KEY)
     assert not (seeded["item_emb"] == secure["item_emb"]).any()  # nothing the seed regenerates
 

@@ -8,7 +8,6 @@ lowering the secure-aggregation threshold are all refused.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -16,10 +15,11 @@ from flwr.app import ConfigRecord, RecordDict
 
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.engines.flower.node import handle_party
+from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime.flower.parts import encode_message
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.training.config import TrainConfig
-from fedgraphrec.training.protocol_learner import SPECS
+from tests import ring_protocol
 from tests.engines.test_flower_party import _cfg
 from tests.ring_protocol import NAME, REF
 
@@ -28,13 +28,13 @@ SPEC = {NAME: REF}
 
 @pytest.fixture(autouse=True)
 def ring(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(SPECS, NAME, REF)
+    monkeypatch.setitem(REGISTRY, NAME, ring_protocol.ENTRY)
 
 
 def _request(stage: str, step: int, cfg: TrainConfig | None = None, **fields: object) -> RecordDict:
     content = encode_message(Message(fields=dict(fields)), {"protocol": NAME, "stage": stage, "step": step})
     if cfg is not None:
-        config = json.dumps(dataclasses.asdict(cfg))
+        config = json.dumps(cfg.to_dict())
         content["hello"] = ConfigRecord({"config": config, "clients": [0, 1, 2]})
     return content
 

@@ -43,7 +43,9 @@ def learner(
     protocol: str, settings: list[str], lie: tuple[str, Lie] | None = None, **values: Any
 ) -> ProtocolLearner:
     """Two nodes, ``real`` crypto, synthetic data; ``lie``: a stage the server lies about from set-up on."""
-    cfg = load_config(None, settings, protocol=protocol, dataset="synthetic", crypto="real", **values)
+    cfg = load_config(
+        None, [], shared=settings, protocol=protocol, dataset="synthetic", crypto="real", **values
+    )
 
     class Lying(ProtocolLearner):
         def connect(self, *args: Any, **kw: Any) -> Any:

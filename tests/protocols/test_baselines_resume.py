@@ -25,7 +25,9 @@ SMALL = [
 
 @pytest.mark.parametrize(("protocol", "model"), [("fedpergnn", "lightgcn"), ("fedncf", "ncf")])
 def test_a_resumed_run_continues_exactly(protocol: str, model: str) -> None:
-    cfg = load_config(None, SMALL, protocol=protocol, model=model, dataset="synthetic", crypto="real")
+    cfg = load_config(
+        None, [], shared=SMALL, protocol=protocol, model=model, dataset="synthetic", crypto="real"
+    )
     data = prepare_interactions(cfg)
     run = ProtocolLearner(cfg, data, nodes=2)
     for r in range(2):

@@ -278,7 +278,9 @@ def test_fedgrec_sums_a_rounds_upload_once_and_only_under_its_round() -> None:
 
     def trained_round() -> tuple[Any, Any, int]:
         server: Any = ProtocolLearner(cfg, prepare_interactions(cfg)).server
-        clients = sample_clients(server.active, 0, seed=cfg.seed, clients_per_round=cfg.clients_per_round)
+        clients = sample_clients(
+            server.active, 0, seed=cfg.seed, clients_per_round=cfg.settings.clients_per_round
+        )
         server.transport.begin_step(0)  # round 0 (train_round opens it)
         _, _, trained = server.step2_3_local(server.step1_query(0, clients))
         return server, trained, len(clients)

@@ -19,10 +19,7 @@ import pytest
 import tomli_w
 import torch
 
-from fedgraphrec.protocols.baselines.fedncf import fedncf_settings
-from fedgraphrec.protocols.baselines.fedpergnn import fedpergnn_settings
 from fedgraphrec.protocols.baselines.fedpergnn.local import LocalResult, protected_rows
-from fedgraphrec.protocols.lpgcn import lpgcn_settings
 from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.config import ConfigError, TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables
@@ -35,7 +32,7 @@ SMALL = {"n_users": 40, "n_items": 50, "mean_degree": 5.0}
 def _cfg(protocol: str, *sets: str, **values: Any) -> TrainConfig:
     base = {"protocol": protocol, "dataset": "synthetic", "crypto": "real", "seed": 5}
     cfg = load_config(None, list(sets), **{**base, **values})
-    return dataclasses.replace(cfg, dataset_options=dict(SMALL), dim=4, transcripts=True)
+    return load_config(base=dataclasses.replace(cfg, dataset_options=dict(SMALL), transcripts=True), dim=4)
 
 
 def _server_view(learner: ProtocolLearner, phase: str) -> list[np.ndarray]:
@@ -68,10 +65,13 @@ def test_real_crypto_hides_by_default_and_reproducible_is_one_explicit_switch() 
     assert mixed.randomness()["init"] == "seed" and mixed.randomness()["cover"] == "csprng"
     assert mixed.randomness()["seeded_overrides"] == ["secure_init"]
     # the protocols' settings follow the same rule
-    assert lpgcn_settings(real).secure_virtual_items and not lpgcn_settings(accounted).secure_virtual_items
-    assert fedncf_settings(TrainConfig(protocol="fedncf", crypto="real")).secure_cover
-    assert not fedncf_settings(TrainConfig(protocol="fedncf", crypto="real", reproducible=True)).secure_cover
-    s = fedpergnn_settings(TrainConfig(protocol="fedpergnn", crypto="real"))
+    assert real.program_settings().secure_virtual_items
+    assert not accounted.program_settings().secure_virtual_items
+    assert TrainConfig(protocol="fedncf", crypto="real").program_settings().secure_cover
+    assert (
+        not TrainConfig(protocol="fedncf", crypto="real", reproducible=True).program_settings().secure_cover
+    )
+    s = TrainConfig(protocol="fedpergnn", crypto="real").program_settings()
     assert s.secure_cover and s.secure_noise
     with pytest.raises(ConfigError, match="reproducible expects"):
         load_config(None, ["reproducible='yes'"])
@@ -151,8 +151,8 @@ def test_lightgcn_plus_literal_virtual_w_gradients_differ_unless_reproducible() 
         cfg = _cfg("lpgcn", *sets, model="lightgcn+", paper_literal=True, n_layers=1, alpha=3, batch_size=64)
         learner, _ = _lpgcn(cfg)
         program: Any = next(iter(learner.programs.values()))  # the LP-GCN client shard
-        g_u = torch.ones(len(program.clients), cfg.dim, dtype=torch.float32).cumsum(1)
-        a, b = (np.asarray(program._literal_w_gradients(g_u).value)[:, : cfg.dim] for _ in range(2))
+        g_u = torch.ones(len(program.clients), cfg.settings.dim, dtype=torch.float32).cumsum(1)
+        a, b = (np.asarray(program._literal_w_gradients(g_u).value)[:, : cfg.settings.dim] for _ in range(2))
         return a, b, program.state.held_virtual
 
     a, b, virtual = twice()

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.reproduce.dgrec_central import (
     SideGraphLearner,
     build_central,
@@ -14,7 +15,8 @@ from fedgraphrec.reproduce.dgrec_central import (
     run,
 )
 from fedgraphrec.reproduce.frontier import _epsilon
-from fedgraphrec.training.config import ConfigError, TrainConfig
+from fedgraphrec.training.config import ConfigError, EvalSettings, TrainConfig
+from fedgraphrec.training.loading import load_config
 from tests.helpers import random_train
 
 
@@ -49,7 +51,7 @@ def test_item_relations_of_an_item_graph_and_of_category_tags() -> None:
 def test_laplace_scale_for_epsilon_one_inverts_the_projects_epsilon() -> None:
     scale = laplace_scale_for(1.0, 0.1)
     assert scale == pytest.approx(0.2)
-    cfg = TrainConfig(protocol="fedpergnn", ldp_clip=0.1, ldp_scale=scale)
+    cfg = TrainConfig(protocol="fedpergnn", settings=FedPerGNNSettings(ldp_clip=0.1, ldp_scale=scale))
     assert _epsilon(cfg) == pytest.approx(1.0)  # the frontier's ε = 2δ/λ
     with pytest.raises(ValueError, match="epsilon"):
         laplace_scale_for(0.0, 0.1)
@@ -68,9 +70,9 @@ def test_bad_method_and_epochs_are_named() -> None:
 
 
 def test_local_graph_off_is_fedpergnn_only() -> None:
-    TrainConfig(protocol="fedpergnn", local_graph=False).validate()
+    load_config(None, ["local_graph=false"], protocol="fedpergnn").validate()
     with pytest.raises(ConfigError, match="local_graph"):
-        TrainConfig(protocol="central", local_graph=False).validate()
+        load_config(None, ["local_graph=false"], protocol="central")
 
 
 def test_fedrec_trains_through_the_trainer_as_federated_mf(tmp_path) -> None:
@@ -79,10 +81,13 @@ def test_fedrec_trains_through_the_trainer_as_federated_mf(tmp_path) -> None:
 
     train = random_train(20, 15, density=0.3)
     data = Interactions(name="tiny", n_users=20, n_items=15, train=train, test=random_train(20, 15, seed=9))
+    settings = FedPerGNNSettings(
+        dim=4, lr=0.05, local_graph=False, ldp_clip=0.1, ldp_scale=laplace_scale_for(1.0, 0.1),
+        clients_per_round=20, local_steps=1, n_negatives=4,
+    )  # fmt: skip
     cfg = TrainConfig(
-        protocol="fedpergnn", dataset="tiny", epochs=2, dim=4, lr=0.05, seed=0, local_graph=False,
-        ldp_clip=0.1, ldp_scale=laplace_scale_for(1.0, 0.1), clients_per_round=20, local_steps=1,
-        n_negatives=4, checkpoint_every=0, select="last",
+        protocol="fedpergnn", dataset="tiny", epochs=2, seed=0, checkpoint_every=0,
+        eval=EvalSettings(select="last"), settings=settings,
     )  # fmt: skip
     trainer = Trainer(cfg, tmp_path, progress=False, data=data)
     result = trainer.fit()

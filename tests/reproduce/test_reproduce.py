@@ -19,7 +19,7 @@ def test_verdict_rule() -> None:
 
 
 def test_every_table_names_known_protocols_and_budgets() -> None:
-    from fedgraphrec.training.config import PROTOCOLS
+    from fedgraphrec.protocols.registry import REGISTRY as PROTOCOLS
 
     for t in TABLES.values():
         assert {"cpu", "full"} <= set(t.budgets)

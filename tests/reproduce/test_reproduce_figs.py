@@ -10,6 +10,7 @@ import pytest
 
 from fedgraphrec.evaluation.reference import REFERENCES
 from fedgraphrec.protocols.dgrec.settings import VARIANTS
+from fedgraphrec.protocols.registry import REGISTRY as PROTOCOLS
 from fedgraphrec.reproduce import claims as figure_claims
 from fedgraphrec.reproduce import p4gcn_table, paper_figures
 from fedgraphrec.reproduce.figures import (
@@ -20,7 +21,6 @@ from fedgraphrec.reproduce.figures import (
     train_overrides,
 )
 from fedgraphrec.reproduce.tables import Budget
-from fedgraphrec.training.config import PROTOCOLS
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.rating import RatingSettings
 

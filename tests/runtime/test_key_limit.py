@@ -17,6 +17,7 @@ from flwr.app import ConfigRecord, RecordDict
 
 from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.engines.flower.node import handle_party
+from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime import sealing
 from fedgraphrec.runtime.endpoint import NodeEndpoint
 from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
@@ -24,9 +25,8 @@ from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, KeyUsage
 from fedgraphrec.training import load_config
-from fedgraphrec.training.protocol_learner import SPECS
 from tests import ring_protocol
-from tests.ring_protocol import NAME, REF
+from tests.ring_protocol import NAME
 
 SETTINGS = [
     "dataset_options.n_users=10",
@@ -49,7 +49,7 @@ REPEATING = flow(
 
 def _node(monkeypatch: pytest.MonkeyPatch) -> RecordDict:
     """A SuperNode's state after its hello and the ring's key set-up (real crypto)."""
-    monkeypatch.setitem(SPECS, NAME, REF)
+    monkeypatch.setitem(REGISTRY, NAME, ring_protocol.ENTRY)
     monkeypatch.setattr(ring_protocol, "FLOW", REPEATING)
     cfg = load_config(None, SETTINGS, protocol=NAME, dataset="synthetic", crypto="real")
     state = RecordDict()

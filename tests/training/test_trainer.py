@@ -1,6 +1,5 @@
 """The training loop: determinism, resume after a crash, run folder contents."""
 
-import dataclasses
 import json
 import os
 import signal
@@ -11,6 +10,7 @@ import time
 import pytest
 import torch
 
+from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
 from fedgraphrec.training import RunDir, TrainConfig, Trainer, load_config, prepare_interactions
 
 TINY = [
@@ -34,7 +34,8 @@ def untimed(history):
 
 
 def tiny_config(*extra):
-    return load_config(None, TINY + list(extra))
+    """TINY for whichever protocol ``extra`` names (a key the protocol lacks is skipped: ``shared``)."""
+    return load_config(None, list(extra), shared=TINY)
 
 
 def test_same_seed_gives_identical_metrics(tmp_path):
@@ -195,7 +196,7 @@ def test_resume_accepts_checkpoints_from_before_newer_config_keys(tmp_path):
     Trainer(tiny_config("epochs=2"), tmp_path / "old", progress=False).fit()
     ckpt = tmp_path / "old" / "checkpoint.pt"
     payload = torch.load(ckpt, weights_only=True)  # plain data: nothing in it runs
-    del payload["config"]["log_every"]
+    del payload["config"]["eval"]["log_every"]
     torch.save(payload, ckpt)
     res = Trainer(tiny_config("epochs=3"), tmp_path / "old", progress=False, resume=True).fit()
     assert res.summary["epochs_run"] == 3
@@ -221,16 +222,17 @@ def test_secure_init_tables_are_not_the_seeds_and_verify_still_holds(tmp_path):
     item rows could otherwise regenerate them); the oracle starts from the same secret tables."""
     from fedgraphrec.training.protocol_learner import initial_tables
 
-    cfg = TrainConfig(protocol="lpgcn", dataset="synthetic", dim=4, n_layers=1, dtype="float64", seed=3)
+    settings = LPGCNSettings(dim=4, n_layers=1)
+    cfg = TrainConfig(protocol="lpgcn", dataset="synthetic", dtype="float64", seed=3, settings=settings)
     data = prepare_interactions(cfg)
     seeded = initial_tables(cfg, data)["item_emb"]
     assert torch.equal(seeded, initial_tables(cfg, data)["item_emb"])
-    secret = dataclasses.replace(cfg, secure_init=True)
+    secret = load_config(base=cfg, secure_init=True)
     a, b = (initial_tables(secret, data)["item_emb"] for _ in range(2))
     assert not torch.equal(a, seeded) and not torch.equal(a, b)
-    assert abs(a.std().item() - cfg.init_std) < 0.2 * cfg.init_std  # still N(0, init_std²)
+    assert abs(a.std().item() - settings.init_std) < 0.2 * settings.init_std  # still N(0, init_std²)
     result = Trainer(
-        dataclasses.replace(secret, epochs=1, batch_size=256, verify=True), tmp_path / "run", progress=False
+        load_config(base=secret, epochs=1, batch_size=256, verify=True), tmp_path / "run", progress=False
     ).fit()
     assert result.summary["verify_max_deviation"] < 1e-10
     assert result.summary["randomness"]["init"] == "csprng"

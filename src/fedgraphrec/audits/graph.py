@@ -28,8 +28,10 @@ from matplotlib.figure import Figure
 
 from fedgraphrec.attacks import gnn4fr_neighbour, lpgcn_collusion
 from fedgraphrec.protocols.lpgcn import key_material
+from fedgraphrec.protocols.settings import MinibatchSettings, ModelSettings
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
@@ -53,7 +55,7 @@ def audit_lpgcn(
     n = data.train.shape[0]
     rows = []
     for alpha in alphas:
-        arm = dataclasses.replace(cfg, protocol="lpgcn", alpha=alpha, transcripts=True, crypto="real")
+        arm = load_config(base=cfg, alpha=alpha, transcripts=True, crypto="real")
         learner = ProtocolLearner(arm, data)  # set-up only: the attack reads tokens and answers
         shared_key, keypairs = key_material(learner.programs.values(), n)  # type: ignore[arg-type]
         for c in coalitions:
@@ -108,12 +110,20 @@ def audit_gnn4fr(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
     data = prepare_interactions(arm)
     learner = ProtocolLearner(arm, data, nodes=2)  # per-message sealing, as one device per client
     table = learner.tables()["item_emb"].detach().clone()  # the initial item table (the attacked step's)
-    learner.train_batch(*next(BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.batch_size)))
+    learner.train_batch(
+        *next(BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.settings_as(MinibatchSettings).batch_size))
+    )
     arms = {}
     for name, key in (("neighbour (holds S)", learner.programs[0].group_key()), ("server (no S)", None)):
         res = gnn4fr_neighbour(learner.net.transcript, data.train, table, None, key)
         arms[name] = res.summary()
-    report = {"protocol": "gnn4fr", "dataset": cfg.dataset, "seed": cfg.seed, "dim": cfg.dim, "attack": arms}
+    report = {
+        "protocol": "gnn4fr",
+        "dataset": cfg.dataset,
+        "seed": cfg.seed,
+        "dim": cfg.settings_as(ModelSettings).dim,
+        "attack": arms,
+    }
     lines = [
         f"# Privacy audit: gnn4fr on {cfg.dataset}: membership from synchronised user embeddings",
         "",

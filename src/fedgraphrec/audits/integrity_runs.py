@@ -16,15 +16,16 @@ this layer does not import the engines).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fedgraphrec.attacks.lying_server import LyingServer
 from fedgraphrec.data import Interactions
+from fedgraphrec.protocols.settings import MinibatchSettings
 from fedgraphrec.runtime.network import Adversary
-from fedgraphrec.training.config import BACKBONES, TrainConfig
+from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import prepare_interactions
@@ -62,15 +63,14 @@ def in_process(cfg: TrainConfig, data: Interactions, adversary: Adversary | None
 
 def arms(cfg: TrainConfig) -> list[tuple[str, TrainConfig]]:
     """Every model variant of ``cfg.protocol`` in ``real`` crypto mode, float64, without ``verify``."""
-    graph = cfg.protocol in ("lpgcn", "gnn4fr")
     base: dict[str, Any] = {"crypto": "real", "verify": False, "transcripts": False}
-    if graph:
-        base.update(dtype="float64", model="lightgcn", alpha=0 if cfg.protocol == "gnn4fr" else cfg.alpha)
-    else:
-        base.update(secure_aggregation=True, model=BACKBONES.get(cfg.protocol, cfg.model), alpha=0)
+    if cfg.protocol in ("lpgcn", "gnn4fr"):
+        base.update(dtype="float64", model="lightgcn")
+    elif hasattr(cfg.settings, "secure_aggregation"):
+        base.update(secure_aggregation=True)
     out = []
     for label, changes in VARIANTS.get(cfg.protocol, [("default", {})]):
-        out.append((label, dataclasses.replace(cfg, **{**base, **changes})))
+        out.append((label, load_config(base=cfg, **{**base, **changes})))
     return out
 
 
@@ -82,7 +82,7 @@ def run_once(cfg: TrainConfig, factory: LearnerFactory, adversary: Adversary | N
         for r in range(STEPS):
             learner.train_round(r)
         return learner
-    batches = BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.batch_size)
+    batches = BPRSampler(data.train, seed=cfg.seed).batches(0, cfg.settings_as(MinibatchSettings).batch_size)
     for _ in range(STEPS):
         learner.train_batch(*next(batches))
     if cfg.protocol in ("lpgcn", "gnn4fr"):

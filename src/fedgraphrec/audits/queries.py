@@ -11,7 +11,6 @@ design, which of its items are positives is not.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,9 +20,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedgraphrec.attacks.query_order import Ranks, order_attack, seeded_attack
+from fedgraphrec.protocols.settings import RoundSampling
 from fedgraphrec.runtime import Transcript
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
 
@@ -85,9 +86,10 @@ RANKS = {
 
 def query_leaks(cfg: TrainConfig, transcript: Transcript, train: sp.csr_matrix) -> dict[str, Any]:
     """Both attacks on the first round of queries in ``transcript`` (report section ``query_order``)."""
-    ranks = RANKS[cfg.protocol](cfg.seed, train.shape[1], cfg.n_negatives)
-    order = order_attack(transcript, train, cfg.n_negatives)
-    seeded = seeded_attack(transcript, train, cfg.n_negatives, ranks)
+    n_negatives = cfg.settings_as(RoundSampling).n_negatives
+    ranks = RANKS[cfg.protocol](cfg.seed, train.shape[1], n_negatives)
+    order = order_attack(transcript, train, n_negatives)
+    seeded = seeded_attack(transcript, train, n_negatives, ranks)
     return {"order": order.summary(), "seeded_negatives": seeded.summary()}
 
 
@@ -114,8 +116,7 @@ def query_markdown(section: Mapping[str, Any]) -> list[str]:
 
 def audit_queries(cfg: TrainConfig, out_dir: str | Path) -> dict[str, Any]:
     """One round of FedNCF or FedPerGNN in ``real`` crypto mode, transcripts on; both attacks; the report."""
-    model = "ncf" if cfg.protocol == "fedncf" else cfg.model
-    arm = dataclasses.replace(cfg, model=model, transcripts=True, crypto="real")
+    arm = load_config(base=cfg, transcripts=True, crypto="real")
     data = prepare_interactions(arm)
     learner = ProtocolLearner(arm, data)
     learner.train_round(0)

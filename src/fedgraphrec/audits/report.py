@@ -11,7 +11,6 @@ to a random guess.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,10 @@ import matplotlib.pyplot as plt
 from fedgraphrec.attacks import query_intersection, upload_inference
 from fedgraphrec.audits.graph import audit_gnn4fr, audit_lpgcn, save_fraction_plot
 from fedgraphrec.audits.queries import audit_queries, query_leaks, query_markdown
-from fedgraphrec.training.config import ROUND_PROTOCOLS, TrainConfig
+from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
+from fedgraphrec.protocols.settings import ModelSettings
+from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.trainer import prepare_interactions
 
@@ -32,8 +34,8 @@ __all__ = ["audit"]
 
 
 def _run(cfg: TrainConfig, rounds: int, secure: bool) -> Any:
-    arm = dataclasses.replace(
-        cfg, transcripts=True, secure_aggregation=secure, crypto="real" if secure else "accounted"
+    arm = load_config(
+        base=cfg, transcripts=True, secure_aggregation=secure, crypto="real" if secure else "accounted"
     )
     data = prepare_interactions(arm)
     learner = ProtocolLearner(arm, data)
@@ -54,9 +56,9 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
         return audit_gnn4fr(cfg, out_dir)
     if cfg.protocol in ("fedncf", "fedpergnn"):  # one round: the attacks read its item queries
         return audit_queries(cfg, out_dir)
-    if cfg.protocol not in ROUND_PROTOCOLS:
+    if not isinstance(cfg.settings, FedGRecSettings):  # FedGRec's programs (FedeRank, FCF): uploads, queries
         raise ValueError(
-            f"audit: attacks exist for {', '.join(ROUND_PROTOCOLS)}, fedncf, fedpergnn, lpgcn, gnn4fr, p4gcn "
+            f"audit: attacks exist for fedgrec, federank, fcf, fedncf, fedpergnn, lpgcn, gnn4fr, p4gcn "
             "and dgrec, "
             f"not for {cfg.protocol!r}"
         )
@@ -67,7 +69,10 @@ def audit(cfg: TrainConfig, rounds: int, out_dir: str | Path) -> dict[str, Any]:
     for name, secure in (("secure_aggregation", True), ("in_the_clear", False)):
         learner, data = _run(cfg, rounds, secure)
         uploads = upload_inference(
-            learner.net.transcript, data.train, cfg.dim, frac_bits=learner.settings.frac_bits
+            learner.net.transcript,
+            data.train,
+            cfg.settings_as(ModelSettings).dim,
+            frac_bits=learner.settings.frac_bits,
         ).summary()
         arms[name] = {"upload_inference": uploads}
         if secure:  # the queries are the same either way: attack them once

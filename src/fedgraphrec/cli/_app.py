@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from fedgraphrec import __version__
 
@@ -49,7 +50,7 @@ def use_data_dir(data_dir: str | None) -> None:
 
 def fail(message: str) -> typer.Exit:
     """Print ``error: message`` to stderr; the caller raises the returned exit (status 2)."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code=2)
 
 

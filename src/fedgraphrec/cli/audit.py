@@ -32,7 +32,9 @@ def audit(
         int, typer.Option(help="Rounds to run (twice: secure aggregation on and off); dgrec: group steps.")
     ] = 20,
     epochs: Annotated[int, typer.Option(help="p4gcn: training epochs per arm.")] = 1,
-    seed: Annotated[int, typer.Option(help="p4gcn, dgrec: run seed.")] = 0,
+    seed: Annotated[
+        int | None, typer.Option(help="Run seed (default: the run configuration's, 2020; p4gcn, dgrec: 0).")
+    ] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("runs/audit"),
     engine: Annotated[
         str,
@@ -64,7 +66,8 @@ def audit(
                 )
             cfg = load_config(
                 config, ["dataset_options.n_users=24", "dataset_options.n_items=30", *(overrides or [])],
-                protocol=target, dataset=dataset or "synthetic", dim=4, n_layers=2, batch_size=32, seed=seed,
+                protocol=target, dataset=dataset or "synthetic", seed=seed,
+                shared=["dim=4", "n_layers=2", "batch_size=32"],  # a small model, where the protocol has one
             )  # fmt: skip
             if not _integrity(cfg, engine, out_dir):
                 raise typer.Exit(1)
@@ -77,13 +80,13 @@ def audit(
             if protocol == "p4gcn":
                 from fedgraphrec.audits.p4gcn import audit_p4gcn
 
-                audit_p4gcn(dataset, out_dir, epochs=epochs, seed=seed)
+                audit_p4gcn(dataset, out_dir, epochs=epochs, seed=seed or 0)
             else:
                 from fedgraphrec.audits.dgrec import audit_dgrec
 
-                audit_dgrec(dataset, out_dir, steps=rounds, seed=seed)
+                audit_dgrec(dataset, out_dir, steps=rounds, seed=seed or 0)
         else:
-            cfg = load_config(config, overrides, protocol=protocol, dataset=dataset)
+            cfg = load_config(config, overrides, protocol=protocol, dataset=dataset, seed=seed)
             run_audit(cfg, rounds, out_dir)
     out.print((out_dir / "audit.md").read_text())
     err.print(f"report → {out_dir}/audit.md, audit.json and plot")

@@ -3,7 +3,7 @@
 Both take ``train``'s options (``--dataset --epochs --seed --crypto --set --config --out --data-dir``)
 plus ``--supernodes``. ``simulate`` runs Flower's simulation runtime in this process (Ray backend);
 ``deploy`` submits the app in ``deploy/flower`` with ``flwr run`` to a running SuperLink. Any protocol
-registered as party programs runs (``training.protocol_learner.SPECS``).
+registered with party programs runs (:mod:`fedgraphrec.protocols.registry`).
 """
 
 from __future__ import annotations
@@ -64,13 +64,12 @@ def _run(
     Raises:
         ValueError: ``protocol`` does not run as party programs (those are the ones Flower runs).
     """
+    from fedgraphrec.protocols.registry import REGISTRY
     from fedgraphrec.training import default_run_dir
-    from fedgraphrec.training.protocol_learner import SPECS
 
-    if protocol not in SPECS:
-        raise ValueError(
-            f"{protocol!r} does not run as party programs yet; on Flower: {', '.join(sorted(SPECS))}"
-        )
+    if protocol not in REGISTRY or REGISTRY[protocol].programs is None:
+        served = ", ".join(n for n, e in REGISTRY.items() if e.programs)
+        raise ValueError(f"{protocol!r} does not run as party programs yet; on Flower: {served}")
     cfg = train_config(protocol, dataset, config, setting, epochs, seed, crypto, data_dir)
     return cfg, Path(out_dir or default_run_dir(protocol, cfg.dataset))
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import click
 import typer
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperCommand
 
 from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, use_data_dir, user_errors
 
@@ -17,7 +20,12 @@ if TYPE_CHECKING:
 DatasetOpt = Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML configuration file.")]
 SetOpt = Annotated[
-    list[str] | None, typer.Option("--set", help="Override a config key: --set n_layers=2 (repeatable).")
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Override a config key (repeatable): --set protocol.alpha=5, --set eval.ks=[5,20]; a bare key "
+        "that belongs to one place is a shorthand (--set alpha=5, --set ks=[5,20]).",
+    ),
 ]
 EpochsOpt = Annotated[int | None, typer.Option(help="Number of epochs.")]
 SeedOpt = Annotated[int | None, typer.Option(help="Run seed.")]
@@ -55,12 +63,60 @@ def train_config(
     )
 
 
-@app.command()
+SIDE_PATHS = ("p4gcn", "dgrec")
+"""Protocols ``train`` still runs through their own settings families (``--set`` keys of their own)."""
+
+
+def settings_table(name: str) -> Table:
+    """The settings of protocol ``name`` (its dataclass: name, type, default, meaning)."""
+    from fedgraphrec.protocols.registry import lookup
+    from fedgraphrec.protocols.settings import settings_rows
+
+    entry = lookup(name)
+    table = Table(title=escape(f"{name} settings ([protocol] table or --set KEY=VALUE): {entry.summary}"))
+    for column in ("setting", "type", "default", "meaning"):
+        table.add_column(column, overflow="fold")
+    for row in settings_rows(entry.settings):
+        table.add_row(*row)
+    return table
+
+
+class TrainCommand(TyperCommand):
+    """``train``'s help: with a protocol (``train lpgcn --help``) it ends with that protocol's settings."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Note the protocol named before ``--help`` is handled (the help option exits the parse)."""
+        try:
+            opts, _, _ = self.make_parser(ctx).parse_args(args=list(args))
+        except click.UsageError:
+            opts = {}
+        ctx.meta["train.protocol"] = opts.get("protocol")
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command's help, then the named protocol's settings or the list of protocols."""
+        super().format_help(ctx, formatter)
+        from fedgraphrec.protocols.registry import REGISTRY
+
+        name = ctx.meta.get("train.protocol")
+        if name in REGISTRY:
+            out.print(settings_table(name))
+        elif name not in SIDE_PATHS:
+            listing = Table(title="protocols (fedgraphrec train PROTOCOL --help lists its settings)")
+            listing.add_column("protocol")
+            listing.add_column("kind")
+            listing.add_column("summary")
+            for entry in REGISTRY.values():
+                listing.add_row(entry.name, entry.kind, entry.summary)
+            out.print(listing)
+
+
+@app.command(cls=TrainCommand)
 def train(
     protocol: Annotated[
         str,
         typer.Argument(
-            help="central, lpgcn, gnn4fr, fedgrec, fedmf, federank, fcf, fedncf, pgcn, fedpergnn, "
+            help="A registered protocol (listed below; `train PROTOCOL --help` shows its settings), "
             "p4gcn (and its rating baselines: --set method=...) or dgrec (and its variants: --variant)."
         ),
     ],
@@ -91,9 +147,9 @@ def train(
     from fedgraphrec.training import RunDir, Trainer, default_run_dir
 
     use_data_dir(data_dir)
-    from fedgraphrec.training.config import PROTOCOLS
+    from fedgraphrec.protocols.registry import protocol_names
 
-    if protocol in ("p4gcn", "dgrec"):
+    if protocol in SIDE_PATHS:
         given = {
             "--model": model,
             "--alpha": alpha,
@@ -111,8 +167,8 @@ def train(
         return
     if variant is not None:
         raise fail("--variant applies to dgrec only")
-    if protocol not in PROTOCOLS:
-        raise fail(f"unknown protocol {protocol!r}; available: {', '.join([*PROTOCOLS, 'p4gcn', 'dgrec'])}")
+    if protocol not in protocol_names():
+        raise fail(f"unknown protocol {protocol!r}; available: {', '.join([*protocol_names(), *SIDE_PATHS])}")
     with user_errors(crypto_note=" (the run folder keeps the last checkpoint)"):
         if resume is not None:
             if not (resume / "config.toml").exists():

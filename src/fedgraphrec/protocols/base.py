@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
@@ -48,7 +48,6 @@ __all__ = [
     "ProtocolSpec",
     "ServerProgram",
     "StepStats",
-    "settings_from",
     "shard_of",
     "stage_method",
 ]
@@ -104,12 +103,6 @@ def shard_of(n_clients: int, nodes: list[int]) -> dict[int, np.ndarray]:
         raise ValueError("there are no nodes to host the clients")
     ids = np.arange(n_clients, dtype=np.int64)
     return {node: ids[k :: len(nodes)] for k, node in enumerate(sorted(nodes))}
-
-
-def settings_from(cls: type[S], config: Any, **overrides: Any) -> S:
-    """A protocol's settings dataclass filled from a run configuration's same-named attributes."""
-    values = {f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)}  # type: ignore[arg-type]
-    return cls(**{**values, **overrides})
 
 
 def stage_method(stage: str) -> str:
@@ -381,13 +374,15 @@ class ServerProgram(ABC):
 
 @dataclass(frozen=True)
 class ProtocolSpec:
-    """How to build a protocol's programs from a run's settings.
+    """A protocol's programs (its settings class is in :mod:`fedgraphrec.protocols.registry`).
+
+    Both programs are built with the run's settings object (the protocol's frozen settings
+    dataclass, resolved for the run).
 
     Attributes:
         name: the protocol's name (``lpgcn``, ``gnn4fr``, ...), bound into every sealed message.
         server: the server program class.
         client: the client program class.
-        settings: ``settings(run_config) -> settings`` (the protocol's typed settings dataclass).
         server_tables: the oracle tables whose initial values the server owns (e.g. FedMF's items).
         lossless: the protocol trains exactly the centralized oracle (``--verify`` applies).
     """
@@ -395,6 +390,5 @@ class ProtocolSpec:
     name: str
     server: type[ServerProgram]
     client: type[ClientProgram[Any]]
-    settings: Callable[[Any], Any]
     server_tables: tuple[str, ...] = ()
     lossless: bool = False

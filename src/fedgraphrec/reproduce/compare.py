@@ -79,7 +79,8 @@ def compare(
     cfgs = {
         (m.label, seed): load_config(
             config,
-            [*overrides, *m.overrides, f"seed={seed}"],
+            [*m.overrides, f"seed={seed}"],
+            shared=overrides,
             protocol="central" if m.protocol in REFERENCES else m.protocol,
         )
         for m in methods
@@ -113,7 +114,7 @@ def compare(
 def _reference_summary(kind: str, cfg: TrainConfig) -> dict[str, Any]:
     """A reference ranking on the split a trainer would use (test masks train and validation)."""
     data = prepare_interactions(cfg)
-    metrics = reference_metrics(kind, data.train, data.test, cfg.seed, cfg.ks, [data.train, data.valid])
+    metrics = reference_metrics(kind, data.train, data.test, cfg.seed, cfg.eval.ks, [data.train, data.valid])
     return {"test": metrics, "epochs_run": 0}
 
 

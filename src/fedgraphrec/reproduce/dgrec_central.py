@@ -50,8 +50,9 @@ from fedgraphrec.models.side_graph import (
     items_sharing_a_tag,
 )
 from fedgraphrec.privacy.laplace import laplace_scale_for
+from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.seeding import torch_generator
-from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.config import EvalSettings, TrainConfig
 from fedgraphrec.training.dgrec import fit, load_data
 from fedgraphrec.training.learner_base import BatchStats
 from fedgraphrec.training.sampler import BPRSampler
@@ -239,11 +240,13 @@ def _federated(
 ) -> dict[str, Any]:
     data = load_data(dataset).interactions
     scale = laplace_scale_for(epsilon, clip)
+    settings = FedPerGNNSettings(
+        model="lightgcn", lr=lr, ldp_clip=clip, ldp_scale=scale, clients_per_round=fed["clients_per_round"],
+        local_steps=fed["local_steps"], n_negatives=fed["n_negatives"], local_graph=method == "fedgnn",
+    )  # fmt: skip
     cfg = TrainConfig(
-        protocol="fedpergnn", dataset=dataset, model="lightgcn", epochs=rounds, seed=seed, lr=lr,
-        eval_every=rounds, threads=1, select="last", checkpoint_every=0, ldp_clip=clip, ldp_scale=scale,
-        clients_per_round=fed["clients_per_round"], local_steps=fed["local_steps"],
-        n_negatives=fed["n_negatives"], local_graph=method == "fedgnn",
+        protocol="fedpergnn", dataset=dataset, epochs=rounds, seed=seed, threads=1, checkpoint_every=0,
+        eval=EvalSettings(eval_every=rounds, select="last"), settings=settings,
     )  # fmt: skip
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
@@ -251,14 +254,14 @@ def _federated(
     return {
         "settings": {
             "protocol": "fedpergnn",
-            "local_graph": cfg.local_graph,
+            "local_graph": settings.local_graph,
             "rounds": rounds,
-            "clients_per_round": cfg.clients_per_round,
-            "local_steps": cfg.local_steps,
-            "n_negatives": cfg.n_negatives,
-            "n_pseudo": cfg.n_pseudo,
+            "clients_per_round": settings.clients_per_round,
+            "local_steps": settings.local_steps,
+            "n_negatives": settings.n_negatives,
+            "n_pseudo": settings.n_pseudo,
             "lr": lr,
-            "dim": cfg.dim,
+            "dim": settings.dim,
             "epsilon": epsilon if math.isfinite(epsilon) else "inf",
             "ldp_clip": clip,
             "ldp_scale": scale,

@@ -18,7 +18,6 @@ own attacks measure.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -33,6 +32,8 @@ import matplotlib.pyplot as plt
 
 from fedgraphrec.attacks import upload_inference
 from fedgraphrec.privacy.laplace import laplace_ldp_epsilon as ldp_epsilon
+from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
+from fedgraphrec.protocols.settings import ModelSettings, SecureSumSettings
 from fedgraphrec.reproduce.compare import MethodSpec, compare, parse_method
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learners import make_learner
@@ -69,8 +70,9 @@ HORIZONTAL = (
 
 def _epsilon(cfg: TrainConfig) -> float | None:
     """Per-coordinate, per-upload ε of the methods with a DP mechanism (``None``: no DP)."""
-    if cfg.protocol == "fedpergnn" and (cfg.ldp_scale == 0 or cfg.ldp_clip > 0):
-        return ldp_epsilon(cfg.ldp_clip, cfg.ldp_scale)
+    s = cfg.settings
+    if isinstance(s, FedPerGNNSettings) and (s.ldp_scale == 0 or s.ldp_clip > 0):
+        return ldp_epsilon(s.ldp_clip, s.ldp_scale)
     return None
 
 
@@ -84,9 +86,10 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
     the same reason the step's other secure sums (P-GCN's forward over every user) stay ``accounted``:
     only the attacked phase's are enciphered.
     """
-    short = dataclasses.replace(
-        cfg, transcripts=True, crypto="accounted", batch_size=participants, clients_per_round=participants
-    )
+    size: dict[str, Any] = {
+        k: participants for k in ("batch_size", "clients_per_round") if hasattr(cfg.settings, k)
+    }
+    short = load_config(base=cfg, transcripts=True, crypto="accounted", **size)
     data = prepare_interactions(short)
     learner = make_learner(short, data)
     protocol: Any = getattr(learner, "protocol", None)
@@ -100,8 +103,10 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
         users, pos, neg = next(iter(BPRSampler(data.train, short.seed).batches(0, participants)))
         learner.train_batch(users, pos, neg)
     settings = getattr(learner, "settings", None) or getattr(protocol, "fp", None)
-    frac_bits = getattr(settings, "frac_bits", short.frac_bits)
-    result = upload_inference(net.transcript, data.train, short.dim, phase=phase, frac_bits=frac_bits)
+    own = getattr(short.settings, "frac_bits", SecureSumSettings.frac_bits)  # plain uploads: the default
+    frac_bits = getattr(settings, "frac_bits", None) or own
+    dim = short.settings_as(ModelSettings).dim
+    result = upload_inference(net.transcript, data.train, dim, phase=phase, frac_bits=frac_bits)
     return float(result.summary()["mean_auc"])
 
 
@@ -142,7 +147,7 @@ def frontier(
     rows.update({m.label: done[m.method] for m in methods if m.method in done})
     table = []
     for m, spec in zip(methods, specs, strict=True):
-        cfg = load_config(config, [*base, *spec.overrides], protocol=spec.protocol)
+        cfg = load_config(config, [*spec.overrides], shared=base, protocol=spec.protocol)
         auc = None
         if attack and m.upload_phase is not None:
             auc = server_inference_auc(cfg, m.upload_phase)

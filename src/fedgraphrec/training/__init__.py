@@ -4,14 +4,10 @@ May import data, models, evaluation, crypto, privacy, runtime, protocols and att
 engines and the CLI build on it.
 """
 
+from fedgraphrec.training.central import CentralLearner
 from fedgraphrec.training.config import ConfigError, TrainConfig
-from fedgraphrec.training.learners import (
-    BatchStats,
-    CentralLearner,
-    Learner,
-    build_model,
-    make_learner,
-)
+from fedgraphrec.training.learner_base import BatchStats, Learner, build_model
+from fedgraphrec.training.learners import make_learner
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.rundir import RunDir, default_run_dir

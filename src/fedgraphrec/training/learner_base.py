@@ -18,6 +18,7 @@ import torch
 from fedgraphrec.data import Interactions
 from fedgraphrec.models import BPRMF, NCF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
 from fedgraphrec.privacy.noise_source import SecureNoise
+from fedgraphrec.protocols.settings import Architecture, ModelSettings
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.seeding import secure_draws, seeded_generator, torch_generator
 from fedgraphrec.training.config import TrainConfig
@@ -78,9 +79,10 @@ def secure_init(cfg: TrainConfig) -> bool:
 
     A centralized run hides nothing from anyone: it keeps the seeded tables unless ``secure_init`` asks.
     """
-    if cfg.protocol == "central" and cfg.secure_init is None:
+    settings = cfg.program_settings()
+    if cfg.protocol == "central" and getattr(settings, "secure_init", None) is None:
         return False
-    return secure_draws(cfg, "secure_init")
+    return secure_draws(settings, "secure_init")
 
 
 def init_generator(cfg: TrainConfig, init_key: bytes | None = None) -> torch.Generator:
@@ -112,16 +114,24 @@ def _redraw_tables_securely(
     regenerate the initial table and match rows to learn the item id behind every token.
     """
     noise = SecureNoise(init_key)
+    arch = _architecture(cfg)
     n_users, n_items = data.train.shape
     with torch.no_grad():
         for param in model.parameters():
-            if param.dim() == 2 and param.shape[0] in (n_users, n_items) and param.shape[1] == cfg.dim:
-                draw = torch.from_numpy(noise.standard_normal(tuple(param.shape))) * cfg.init_std
+            if param.dim() == 2 and param.shape[0] in (n_users, n_items) and param.shape[1] == arch.dim:
+                draw = torch.from_numpy(noise.standard_normal(tuple(param.shape))) * arch.init_std
                 param.copy_(draw.to(param.dtype))
 
 
+def _architecture(cfg: TrainConfig) -> Architecture:
+    """The backbone of the run's protocol (its settings must name one: :class:`ModelSettings`)."""
+    if not isinstance(cfg.settings, ModelSettings):
+        raise TypeError(f"protocol {cfg.protocol} has no model settings; it builds no centralized model")
+    return cfg.settings.architecture()
+
+
 def build_model(cfg: TrainConfig, data: Interactions, init_key: bytes | None = None) -> GraphRecommender:
-    """The centralized model named by ``cfg.model``, initialised by :func:`init_generator`.
+    """The centralized model named by the protocol's ``model`` setting, initialised by :func:`init_generator`.
 
     Under secure init its embedding tables are then redrawn by :func:`_redraw_tables_securely`, from
     ``init_key`` when given (32 secret bytes: every holder of the key draws the same tables) or from
@@ -130,18 +140,18 @@ def build_model(cfg: TrainConfig, data: Interactions, init_key: bytes | None = N
     dtype = DTYPES[cfg.dtype]
     graph = NormalizedBipartite.from_train(data.train, dtype=dtype)
     gen = init_generator(cfg, init_key)
+    a = _architecture(cfg)
     model: GraphRecommender
-    if cfg.model == "lightgcn":
-        model = LightGCN(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
-    elif cfg.model == "lightgcn+":
-        model = LightGCNPlus(graph, data.train, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
-    elif cfg.model == "ncf":
-        hidden = tuple(cfg.ncf_hidden) or ((32, 16, 8) if cfg.protocol == "fedncf" else None)
-        model = NCF(graph, cfg.dim, cfg.init_std, gen, dtype, hidden=hidden)
-    elif cfg.model == "ngcf":
-        model = NGCF(graph, cfg.dim, cfg.n_layers, cfg.init_std, gen, dtype)
+    if a.model == "lightgcn":
+        model = LightGCN(graph, a.dim, a.n_layers, a.init_std, gen, dtype)
+    elif a.model == "lightgcn+":
+        model = LightGCNPlus(graph, data.train, a.dim, a.n_layers, a.init_std, gen, dtype)
+    elif a.model == "ncf":
+        model = NCF(graph, a.dim, a.init_std, gen, dtype, hidden=a.hidden or None)
+    elif a.model == "ngcf":
+        model = NGCF(graph, a.dim, a.n_layers, a.init_std, gen, dtype)
     else:
-        model = BPRMF(graph, cfg.dim, cfg.init_std, gen, dtype)
+        model = BPRMF(graph, a.dim, a.init_std, gen, dtype)
     if secure_init(cfg):
         _redraw_tables_securely(model, cfg, data, init_key)
     return model

@@ -9,15 +9,14 @@ protocols with ``verify`` — the largest deviation from the centralized oracle 
 Only :meth:`ProtocolLearner.connect` knows where the nodes are: the Flower engine's learner
 (``fedgraphrec.engines.flower.learner``) overrides it (and the evaluation path) and shares the rest.
 
-Protocols are looked up by name in :data:`SPECS` (``module:attribute`` of each protocol's
-:class:`~fedgraphrec.protocols.base.ProtocolSpec`), imported on first use.
+Protocols are looked up by name in :mod:`fedgraphrec.protocols.registry`; their programs are built
+with the run's settings object (:meth:`~fedgraphrec.training.config.TrainConfig.program_settings`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from importlib import import_module
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,7 @@ from fedgraphrec.protocols.base import (
     ServerProgram,
     shard_of,
 )
+from fedgraphrec.protocols.registry import ProtocolEntry, lookup
 from fedgraphrec.runtime import Ledger, Network
 from fedgraphrec.runtime.expect import FlowState
 from fedgraphrec.runtime.local import LocalTransport
@@ -40,11 +40,11 @@ from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.network import Adversary
 from fedgraphrec.runtime.state import secret_fields, state_from_arrays, state_to_arrays
 from fedgraphrec.runtime.transport import Transport
+from fedgraphrec.training.central import CentralLearner
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import BatchStats, build_model, secure_init
 
 __all__ = [
-    "SPECS",
     "ProtocolLearner",
     "eval_splits",
     "init_key",
@@ -53,40 +53,17 @@ __all__ = [
     "protocol_spec",
 ]
 
-SPECS: dict[str, str] = {
-    "fcf": "fedgraphrec.protocols.fedgrec:FCF",
-    "federank": "fedgraphrec.protocols.fedgrec:FEDERANK",
-    "fedgrec": "fedgraphrec.protocols.fedgrec:SPEC",
-    "fedmf": "fedgraphrec.protocols.baselines.fedmf:SPEC",
-    "fedncf": "fedgraphrec.protocols.baselines.fedncf:SPEC",
-    "fedpergnn": "fedgraphrec.protocols.baselines.fedpergnn:SPEC",
-    "gnn4fr": "fedgraphrec.protocols.gnn4fr:SPEC",
-    "lpgcn": "fedgraphrec.protocols.lpgcn:SPEC",
-    "pgcn": "fedgraphrec.protocols.baselines.pgcn:SPEC",
-}
-"""Protocol name → ``"module:attribute"`` of its :class:`ProtocolSpec` (party programs)."""
 
-# FEDGRAPHREC_SPECS="name=module:attr,..." registers protocols from outside the package (a test's toy
-# protocol) in every process that imports this module: also the SuperNodes and ServerApp of a deployment.
-SPECS.update(
-    (name.strip(), ref.strip())
-    for name, _, ref in (item.partition("=") for item in os.environ.get("FEDGRAPHREC_SPECS", "").split(","))
-    if ref.strip()
-)
-
-
-def protocol_spec(name: str, registry: Mapping[str, str] | None = None) -> ProtocolSpec:
-    """The :class:`ProtocolSpec` registered as ``name`` (in ``registry``, default :data:`SPECS`).
+def protocol_spec(name: str, extra: Mapping[str, ProtocolEntry] | None = None) -> ProtocolSpec:
+    """The party programs of the protocol registered as ``name`` (also among ``extra``).
 
     Raises:
         KeyError: no protocol of that name runs as party programs.
     """
-    specs = SPECS if registry is None else registry
-    if name not in specs:
-        raise KeyError(f"no party programs for protocol {name!r}; known: {', '.join(sorted(specs))}")
-    module, _, attr = specs[name].partition(":")
-    spec: ProtocolSpec = getattr(import_module(module), attr)
-    return spec
+    entry = lookup(name, extra)
+    if entry.programs is None:
+        raise KeyError(f"protocol {name!r} does not run as party programs")
+    return entry.programs
 
 
 def eval_splits(data: Interactions) -> EvalSplits:
@@ -149,14 +126,12 @@ class ProtocolLearner:
         if cfg.verify:
             if not self.spec.lossless:
                 raise ValueError(f"{cfg.protocol} is not lossless; --verify does not apply")
-            from fedgraphrec.training.learners import CentralLearner
-
             self.oracle = CentralLearner(cfg, data)
             with torch.no_grad():  # the oracle starts from the protocol's tables (secure_init draws fresh)
                 for name, param in self.oracle.model.named_parameters():
                     param.copy_(tables[name])
         self.max_deviation = 0.0
-        self.settings = self.spec.settings(cfg)
+        self.settings = cfg.program_settings()
         n_users, n_items = data.train.shape
         self.net = Network(
             n_users,

@@ -14,6 +14,7 @@ import torch
 
 from fedgraphrec.data import Interactions
 from fedgraphrec.models.multvae import MultVAE
+from fedgraphrec.protocols.central import CentralSettings
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.seeding import numpy_rng, torch_generator
 from fedgraphrec.training.config import TrainConfig
@@ -30,14 +31,17 @@ class MultVAELearner(RoundLearner):
     """Mult-VAE, trained by user minibatches: one epoch is one pass over the users (a "round")."""
 
     def __init__(self, cfg: TrainConfig, data: Interactions) -> None:
+        settings = cfg.settings
+        if not isinstance(settings, CentralSettings):
+            raise TypeError(f"Mult-VAE is a centralized model; protocol {cfg.protocol} does not train it")
         self.train = data.train.tocsr()
         self.dtype = DTYPES[cfg.dtype]
         self.model = MultVAE(
             self.train.shape[1], generator=torch_generator(cfg.seed, "init"), dtype=self.dtype
         )
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
-        self.beta = cfg.vae_beta
-        self.batch_users = cfg.vae_batch_users
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings.lr)
+        self.beta = settings.vae_beta
+        self.batch_users = settings.vae_batch_users
         self.seed = cfg.seed
         self.users = np.flatnonzero(np.diff(self.train.indptr) > 0)
         self.last_round: dict[str, int] = {}

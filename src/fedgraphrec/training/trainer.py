@@ -20,9 +20,12 @@ import torch
 from fedgraphrec.data import Interactions, Ratings, carve_validation, load_dataset
 from fedgraphrec.evaluation import evaluate_embeddings, evaluate_scores
 from fedgraphrec.evaluation.rating import better, worst
+from fedgraphrec.protocols.settings import MinibatchSettings
 from fedgraphrec.training.checkpoint import SECRETS, load_checkpoint, save_checkpoint
-from fedgraphrec.training.config import TrainConfig
-from fedgraphrec.training.learners import BatchStats, Learner, make_learner
+from fedgraphrec.training.config import ConfigError, TrainConfig
+from fedgraphrec.training.learner_base import BatchStats, Learner
+from fedgraphrec.training.learners import make_learner
+from fedgraphrec.training.loading import config_from_dict
 from fedgraphrec.training.plots import plot_curves, plot_ledger
 from fedgraphrec.training.progress import EpochProgress
 from fedgraphrec.training.rundir import RunDir
@@ -37,8 +40,8 @@ def prepare_interactions(cfg: TrainConfig) -> Interactions:
     if isinstance(data, Ratings):
         threshold = cfg.dataset_options.get("implicit_threshold")
         data = data.to_interactions(threshold=threshold)
-    if cfg.valid_fraction > 0 and data.valid is None:
-        data = carve_validation(data, cfg.valid_fraction, seed=cfg.seed)
+    if cfg.eval.valid_fraction > 0 and data.valid is None:
+        data = carve_validation(data, cfg.eval.valid_fraction, seed=cfg.seed)
     return data
 
 
@@ -105,7 +108,7 @@ class Trainer:
         on_epoch_end: optional hook called with the completed epoch number (tests use it to
             simulate a crash).
         data: train on this dataset instead of loading ``cfg.dataset`` (for derived subsets that
-            are not registered, such as DGREC's ``ciao-10core``); ``cfg.valid_fraction`` is then
+            are not registered, such as DGREC's ``ciao-10core``); ``cfg.eval.valid_fraction`` is then
             not applied.
         learner: build the learner with this instead of :func:`make_learner` (the Flower engine's
             learner drives the same loop). A learner with ``run_summary()`` adds its entries to
@@ -145,14 +148,15 @@ class Trainer:
         self.learner: Learner = (make_learner if learner is None else learner)(cfg, self.data)
         self._sampler: BPRSampler | None = None
         self._rounds: Callable[[int], BatchStats] | None = getattr(self.learner, "train_round", None)
-        self.state = _LoopState(best_value=worst(cfg.metric))
+        self.state = _LoopState(best_value=worst(cfg.eval.metric))
         self.history: list[dict[str, Any]] = []
 
     @property
     def sampler(self) -> BPRSampler:
         """The BPR triples of minibatch learners, built on first use (a round learner never needs it)."""
         if self._sampler is None:
-            scheme: SamplerScheme = "users" if self.cfg.sampler == "users" else "interactions"
+            users = getattr(self.cfg.settings, "sampler", "") == "users"
+            scheme: SamplerScheme = "users" if users else "interactions"
             self._sampler = BPRSampler(self.data.train, self.cfg.seed, scheme)
         return self._sampler
 
@@ -177,7 +181,13 @@ class Trainer:
         if secrets is not None:
             payload["learner"][SECRETS] = secrets
         # keys added to TrainConfig after the checkpoint was written take their defaults
-        saved, wanted = {**TrainConfig().to_dict(), **payload["config"]}, self.cfg.to_dict()
+        try:
+            saved = config_from_dict(payload["config"]).to_dict()
+        except ConfigError as exc:
+            raise ValueError(
+                f"{path}: the checkpoint's config does not load ({exc}); refusing to resume"
+            ) from None
+        wanted = self.cfg.to_dict()
         if saved.pop("epochs") > wanted.pop("epochs"):
             raise ValueError(f"{path}: a run can be extended (more epochs) on resume, not shortened")
         if saved != wanted:
@@ -203,31 +213,31 @@ class Trainer:
         has_valid = getattr(self.data, "valid", None) is not None
         splits = (["valid"] if has_valid else []) + ["test"]
         if own is not None:  # the learner evaluates itself (rating metrics, its own splits)
-            got = own(splits, self.cfg.ks)
+            got = own(splits, self.cfg.eval.ks)
             for name in splits:
                 record[name] = got[name]
         elif federated is not None:  # the nodes score their own clients (engines across processes)
-            got = federated(self.cfg.ks)
+            got = federated(self.cfg.eval.ks)
             for name in splits:
                 record[name] = got[name]
         elif scorer is not None:
             for name in splits:
-                record[name] = evaluate_scorer_on(scorer, self.data, self.cfg.ks, name)
+                record[name] = evaluate_scorer_on(scorer, self.data, self.cfg.eval.ks, name)
         else:
             U, V = self.learner.embeddings()
             for name in splits:
-                record[name] = evaluate_embeddings_on(U, V, self.data, self.cfg.ks, name)
+                record[name] = evaluate_embeddings_on(U, V, self.data, self.cfg.eval.ks, name)
         record["eval_seconds"] = time.perf_counter() - t0
         cfg, st = self.cfg, self.state
-        split = {"valid": "valid" if has_valid else None, "test": "test"}.get(cfg.select)
+        split = {"valid": "valid" if has_valid else None, "test": "test"}.get(cfg.eval.select)
         if split is None:  # "last", or "valid" without a validation split
             return
-        value = record[split][cfg.metric]
-        if better(cfg.metric, value, st.best_value):
+        value = record[split][cfg.eval.metric]
+        if better(cfg.eval.metric, value, st.best_value):
             st.best_value, st.best_epoch, st.bad_evals = value, record["epoch"], 0
         else:
             st.bad_evals += 1
-            if split == "valid" and cfg.patience and st.bad_evals >= cfg.patience:
+            if split == "valid" and cfg.eval.patience and st.bad_evals >= cfg.eval.patience:
                 st.stopped_early = True
 
     def _train_epoch(self, epoch: int, bar: EpochProgress) -> dict[str, Any]:
@@ -240,7 +250,7 @@ class Trainer:
             total, bpr, reg, n = out.loss, out.bpr, out.reg, 1
             bar.advance_batch()
         else:
-            for users, pos, neg in self.sampler.batches(epoch, cfg.batch_size):
+            for users, pos, neg in self.sampler.batches(epoch, cfg.settings_as(MinibatchSettings).batch_size):
                 out = self.learner.train_batch(users, pos, neg)
                 total += out.loss
                 bpr += out.bpr
@@ -273,23 +283,27 @@ class Trainer:
         if not resumed:
             self.run.create(cfg)
             self.run.rewrite_metrics([])
-            if cfg.eval_initial:
+            if cfg.eval.eval_initial:
                 record: dict[str, Any] = {"epoch": 0, "loss": None}
                 self._evaluate(record)
                 self._log(record)
-        n_batches = 1 if self._rounds is not None else self.sampler.n_batches(cfg.batch_size)
+        n_batches = (
+            1
+            if self._rounds is not None
+            else self.sampler.n_batches(cfg.settings_as(MinibatchSettings).batch_size)
+        )
         with EpochProgress(cfg.epochs, n_batches, enabled=self.progress, start=self.state.epoch) as bar:
             for epoch in range(self.state.epoch, cfg.epochs):
                 if self.state.stopped_early:
                     break
                 record = self._train_epoch(epoch, bar)
                 self.state.epoch = epoch + 1
-                evaluate = (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs
+                evaluate = (epoch + 1) % cfg.eval.eval_every == 0 or epoch + 1 == cfg.epochs
                 if evaluate:
                     self._evaluate(record)
-                if evaluate or (epoch + 1) % cfg.log_every == 0:
+                if evaluate or (epoch + 1) % cfg.eval.log_every == 0:
                     self._log(record)
-                bar.end_epoch(record, cfg.metric)
+                bar.end_epoch(record, cfg.eval.metric)
                 if cfg.checkpoint_every and (
                     (epoch + 1) % cfg.checkpoint_every == 0
                     or epoch + 1 == cfg.epochs
@@ -301,7 +315,9 @@ class Trainer:
         summary = self._summary()
         self.run.write_summary(summary)
         plot_curves(
-            self.history, self.run.curves_path, title=f"{cfg.protocol}/{cfg.model} on {self.data.name}"
+            self.history,
+            self.run.curves_path,
+            title=f"{cfg.protocol}/{getattr(cfg.settings, 'model', cfg.protocol)} on {self.data.name}",
         )
         net = getattr(self.learner, "net", None) or getattr(
             getattr(self.learner, "protocol", None), "net", None
@@ -326,12 +342,12 @@ class Trainer:
         selected: dict[str, Any] | None
         if st.best_epoch >= 0:
             selected = next(r for r in evaluated if r["epoch"] == st.best_epoch)
-            rule = cfg.select
+            rule = cfg.eval.select
         else:
             selected, rule = last, "last"
         summary: dict[str, Any] = {
             "protocol": cfg.protocol,
-            "model": cfg.model,
+            "model": getattr(cfg.settings, "model", cfg.protocol),
             "dataset": self.data.name,
             "dataset_stats": self.data.stats(),
             "seed": cfg.seed,

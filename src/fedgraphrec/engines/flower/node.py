@@ -6,7 +6,7 @@ typed state and its endpoint's last step from ``context.state`` (:mod:`fedgraphr
 answers through :class:`~fedgraphrec.runtime.endpoint.NodeEndpoint` — the same opening and sealing as
 the in-process engine — stores the state back and replies. No protocol has code here: the protocol
 name in the header picks the :class:`~fedgraphrec.protocols.base.ProtocolSpec` from the registry
-(:data:`~fedgraphrec.training.protocol_learner.SPECS`, plus what the ClientApp was built with). The
+(:mod:`fedgraphrec.protocols.registry`, plus what the ClientApp was built with). The
 reply holds the program's reply and nothing else.
 
 The first message a node gets carries its *hello*: the run configuration (a
@@ -51,6 +51,7 @@ from flwr.clientapp import ClientApp
 
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.protocols.registry import REGISTRY, ProtocolEntry, resolve_refs
 from fedgraphrec.runtime.endpoint import NodeEndpoint
 from fedgraphrec.runtime.expect import FlowState
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
@@ -59,7 +60,8 @@ from fedgraphrec.runtime.sealing import KeyUsage
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import secure_init
-from fedgraphrec.training.protocol_learner import SPECS, node_data, protocol_spec
+from fedgraphrec.training.loading import config_from_dict
+from fedgraphrec.training.protocol_learner import node_data, protocol_spec
 
 __all__ = ["EXPORT_STAGE", "PROTECTIVE", "check_hello", "handle_party", "make_client_app", "party_query"]
 
@@ -79,7 +81,7 @@ def _node_data(cfg_json: str, init_key: str = "") -> NodeData:
     """
     from fedgraphrec.training.trainer import prepare_interactions
 
-    cfg = TrainConfig(**json.loads(cfg_json))
+    cfg = config_from_dict(json.loads(cfg_json))
     if secure_init(cfg) and not init_key:  # fresh tables per process would differ between messages
         raise RuntimeError("hello: this run draws secure initial tables but the hello carries no init_key")
     return node_data(cfg, prepare_interactions(cfg), init_key=bytes.fromhex(init_key) if init_key else None)
@@ -127,14 +129,16 @@ def check_hello(cfg: TrainConfig, node_config: Mapping[str, Any]) -> None:
     Raises:
         IntegrityError: naming the setting, what the server asked and what the node requires.
     """
-    defaults = TrainConfig()
+    defaults = type(cfg.protocol_settings)()
     for name, rule in PROTECTIVE.items():
+        if not hasattr(defaults, name):  # a setting this protocol does not have protects nothing here
+            continue
         own = _own_setting(node_config, name)
         if own is None:
             if name == "crypto":
                 continue
             own = getattr(defaults, name)
-        asked = getattr(cfg, name)
+        asked = getattr(cfg.protocol_settings, name)
         own = type(asked)(own) if not isinstance(asked, bool) else str(own).lower() in ("1", "true", "yes")
         weaker = asked != own if rule == "equal" else asked < own if rule == "at least" else asked > own
         if weaker:
@@ -147,7 +151,7 @@ def check_hello(cfg: TrainConfig, node_config: Mapping[str, Any]) -> None:
 def handle_party(
     content: RecordDict,
     state: RecordDict,
-    specs: Mapping[str, str] | None = None,
+    specs: Mapping[str, str | ProtocolEntry] | None = None,
     allow_export: bool = False,
     node_config: Mapping[str, Any] | None = None,
 ) -> RecordDict:
@@ -163,6 +167,8 @@ def handle_party(
         IntegrityError: a second hello, a hello asking for weaker protection, a stage out of
             order, or a sealed message that was tampered with, replayed or re-routed.
     """
+    for name, entry in (specs or {}).items():  # the protocols this ClientApp was built with serve here too
+        REGISTRY[name] = entry if isinstance(entry, ProtocolEntry) else resolve_refs({name: entry})[name]
     header, request = decode_message(content)
     run = dict(state.config_records[_RUN]) if _RUN in state.config_records else None
     if "hello" in content.config_records:
@@ -172,15 +178,15 @@ def handle_party(
                 "clients, stage order) is fixed once per run"
             )
         hello = content.config_records["hello"]
-        check_hello(TrainConfig(**json.loads(str(hello["config"]))), node_config or {})
+        check_hello(config_from_dict(json.loads(str(hello["config"]))), node_config or {})
         clients: Any = hello["clients"]
         run = {"config": str(hello["config"]), "clients": list(clients)}
         run["init_key"] = str(hello["init_key"]) if "init_key" in hello else ""
     if run is None:
         raise RuntimeError(f"{header.get('stage')!r}: this node never got the run's hello")
     cfg_json = str(run["config"])
-    cfg = TrainConfig(**json.loads(cfg_json))
-    spec = protocol_spec(cfg.protocol, {**SPECS, **(specs or {})})
+    cfg = config_from_dict(json.loads(cfg_json))
+    spec = protocol_spec(cfg.protocol)
     if header.get("protocol") != spec.name:
         raise RuntimeError(
             f"the request is for protocol {header.get('protocol')!r}, this run is {spec.name!r}"
@@ -188,7 +194,7 @@ def handle_party(
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     clients = np.asarray(run["clients"], dtype=np.int64)
-    program = spec.client(spec.settings(cfg), clients, _node_data(cfg_json, str(run.get("init_key", ""))))
+    program = spec.client(cfg.program_settings(), clients, _node_data(cfg_json, str(run.get("init_key", ""))))
     if _STATE in state.array_records:
         arrays = {k: a.numpy() for k, a in state.array_records[_STATE].items()}
         program.state = state_from_arrays(_state_class(program), arrays)
@@ -226,7 +232,10 @@ def _export(program: ClientProgram[Any]) -> Message:
 
 
 def party_query(
-    msg: FlowerMessage, context: Context, specs: Mapping[str, str] | None = None, allow_export: bool = False
+    msg: FlowerMessage,
+    context: Context,
+    specs: Mapping[str, str | ProtocolEntry] | None = None,
+    allow_export: bool = False,
 ) -> FlowerMessage:
     """The ``query.party`` handler: :func:`handle_party` on the message and the node's context.
 
@@ -244,13 +253,15 @@ def party_query(
 
 
 def make_client_app(specs: Mapping[str, str] | None = None, allow_export: bool = False) -> ClientApp:
-    """A ClientApp serving ``query.party`` (plus protocols ``specs``, ``name -> "module:attr"``).
+    """A ClientApp serving ``query.party`` for this process's protocols and ``specs``.
+
+    ``specs``: ``name -> "module:attr"`` of a :class:`~fedgraphrec.protocols.registry.ProtocolEntry`.
 
     ``allow_export`` lets the server fetch the clients' final representations in the clear
     (:data:`EXPORT_STAGE`): for tests comparing engines only.
     """
     app = ClientApp()
-    extra = dict(specs or {})
+    extra: dict[str, str | ProtocolEntry] = {**REGISTRY, **(specs or {})}  # what this process registered
 
     @app.query("party")
     def _party(msg: FlowerMessage, context: Context) -> FlowerMessage:

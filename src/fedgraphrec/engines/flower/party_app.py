@@ -37,7 +37,7 @@ from fedgraphrec.engines.flower.learner import FlowerLearner
 from fedgraphrec.engines.flower.node import make_client_app
 from fedgraphrec.runtime.flower.transport import ROUND_TIMEOUT_S
 from fedgraphrec.training.config import TrainConfig
-from fedgraphrec.training.protocol_learner import SPECS
+from fedgraphrec.training.loading import config_from_dict
 from fedgraphrec.training.trainer import RunResult, Trainer
 
 __all__ = ["PartyRun", "deploy", "make_server_app", "run_from_config", "run_on_grid", "simulate"]
@@ -127,8 +127,9 @@ def simulate(
 ) -> PartyRun:
     """``cfg`` in Flower's simulation runtime with ``supernodes`` virtual SuperNodes (Ray backend).
 
-    The virtual SuperNodes serve the protocols registered in this process (:data:`SPECS`, plus
-    ``specs``); ``export`` (tests only) lets them hand over their clients' final representations.
+    The virtual SuperNodes serve the protocols registered in this process
+    (:mod:`fedgraphrec.protocols.registry`, plus ``specs``: ``name -> "module:attr"`` of an entry);
+    ``export`` (tests only) lets them hand over their clients' final representations.
     """
     from flwr.simulation import run_simulation
 
@@ -136,7 +137,7 @@ def simulate(
         raise ValueError(f"supernodes must be at least 1, got {supernodes}")
     sink: list[PartyRun] = []
     server = make_server_app(cfg, out, supernodes, sink, timeout, export)
-    client = make_client_app({**SPECS, **(specs or {})}, allow_export=export)
+    client = make_client_app(specs, allow_export=export)
     backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 2}}
     run_simulation(server, client, supernodes, "ray", backend)  # type: ignore[arg-type, unused-ignore]
     if not sink:
@@ -151,7 +152,7 @@ def run_from_config(grid: Grid, run_config: Mapping[str, Any]) -> PartyRun:
     """
     out = Path(str(run_config.get("out") or "runs/flower"))
     try:
-        cfg = TrainConfig(**json.loads(str(run_config["run"])))
+        cfg = config_from_dict(json.loads(str(run_config["run"])))
         timeout = float(run_config.get("stage-timeout", 0.0)) or ROUND_TIMEOUT_S
         return run_on_grid(grid, cfg, out, int(run_config.get("min-nodes", 1)), timeout)
     except Exception as exc:

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import ClassVar
 
-from fedgraphrec.protocols.settings import RoundSampling, SecureSumSettings
+from fedgraphrec.protocols.settings import ModelSettings, RoundSampling, SecureSumSettings
 from fedgraphrec.seeding import secure_draws
 
-__all__ = ["AGGREGATIONS", "ITEM_AGGREGATIONS", "FedGRecSettings"]
+__all__ = ["AGGREGATIONS", "ITEM_AGGREGATIONS", "FCFSettings", "FedGRecSettings", "FedeRankSettings"]
 
 AGGREGATIONS = ("mean", "last", "concat")
 ITEM_AGGREGATIONS = ("sum", "mean_touched", "mean_S")
 
 
 @dataclass(frozen=True)
-class FedGRecSettings(RoundSampling, SecureSumSettings):
+class FedGRecSettings(ModelSettings, RoundSampling, SecureSumSettings):
     """Hyper-parameters of Algorithm 1.
 
     Attributes:
-        K: number of latent embeddings (FedGRec-K); ``K = 0`` is federated BPR-MF (FedeRank).
+        model: the backbone: ``lightgcn`` (FedeRank and FCF: also ``mf``, the same tables).
+        K: number of latent embeddings (FedGRec-K; ``n_layers`` is an alias); ``K = 0`` is
+            federated BPR-MF (FedeRank).
         clients_per_round: ``S``, users sampled per round (without replacement).
         local_steps: ``τ``, local Adam steps per round with the latents frozen.
         n_negatives: negatives each sampled user queries (2048), resampled every round.
@@ -46,7 +50,6 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
             honest-but-curious server (more dropouts tolerated).
         secagg_min_clients: the fewest users a secure sum may have; each client refuses a smaller
             sum or roster (default 3).
-        crypto: the client's own crypto mode; in ``real`` it refuses unprotected secure-sum stages.
         frac_bits: fixed-point fractional bits of the secure-aggregation ring encoding.
         loss: ``bpr`` (FedGRec, FedeRank) or ``mse``: FCF's confidence-weighted squared error
             ``(1+α)(1 − ŷ_ui)² + ŷ_uj²`` over the same (positive, sampled negative) pairs.
@@ -56,16 +59,12 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
             negatives, redrawn every step) or ``all_pairs`` (every positive with every negative).
         secure_aggregation: ``False`` sends every upload in the clear (a baseline for privacy
             audits only: the server then sees each user's own rows).
-        seed: the run seed (public streams: users, negatives, local pairs, simulated dropouts).
-        reproducible: the run's switch (:func:`~fedgraphrec.seeding.secure_draws`): true draws the
-            negatives from the run seed (bit-reproducible research runs; the server can then
-            regenerate them and name most positives of every query); unset, true under
-            ``accounted`` and false under ``real`` (the negatives come from the CSPRNG).
         device: where tables and the round's arithmetic live (``"cuda"`` for paper-scale runs);
             sampling, encodings of ``real`` secure aggregation and the ledger stay on the CPU.
     """
 
-    seed: int = 0  # FedGRec's own default (the base's field, in the base's place)
+    ALIASES: ClassVar[dict[str, str]] = {"n_layers": "K"}
+
     K: int = 2
     server_lr: float = 1.0
     latent_lr: float = 1.0
@@ -80,16 +79,10 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
     batch_mode: str = "one_neg_per_pos"
     secure_aggregation: bool = True
     device: str = "cpu"
-    reproducible: bool | None = None
 
     def __post_init__(self) -> None:
         checks = [
             (self.K >= 0, f"K must be >= 0, got {self.K}"),
-            (self.clients_per_round > 0, f"clients_per_round must be positive, got {self.clients_per_round}"),
-            (self.local_steps > 0, f"local_steps must be positive, got {self.local_steps}"),
-            (self.n_negatives > 0, f"n_negatives must be positive, got {self.n_negatives}"),
-            (self.lr > 0, f"lr must be positive, got {self.lr}"),
-            (self.reg >= 0, f"reg must be >= 0, got {self.reg}"),
             (
                 self.item_agg in ITEM_AGGREGATIONS,
                 f"item_agg must be one of {ITEM_AGGREGATIONS}, got {self.item_agg!r}",
@@ -104,7 +97,6 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
             ),
             (0 <= self.dropout_before < 1, f"dropout_before must be in [0, 1), got {self.dropout_before}"),
             (0 <= self.dropout_after < 1, f"dropout_after must be in [0, 1), got {self.dropout_after}"),
-            (8 <= self.frac_bits <= 48, f"frac_bits must be in [8, 48], got {self.frac_bits}"),
             (not (self.aggregation == "last" and self.K == 0), "aggregation='last' needs K >= 1"),
             (self.loss in ("bpr", "mse"), f"loss must be 'bpr' or 'mse', got {self.loss!r}"),
             (self.confidence >= 0, f"confidence must be >= 0, got {self.confidence}"),
@@ -112,6 +104,10 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
             (
                 self.batch_mode in ("one_neg_per_pos", "all_pairs"),
                 f"batch_mode must be 'one_neg_per_pos' or 'all_pairs', got {self.batch_mode!r}",
+            ),
+            (
+                self.device == "cpu" or re.fullmatch(r"cuda(:\d+)?", self.device) is not None,
+                f"device must be 'cpu' or 'cuda[:N]'; got {self.device!r}",
             ),
         ]
         for ok, message in checks:
@@ -131,3 +127,43 @@ class FedGRecSettings(RoundSampling, SecureSumSettings):
         if self.aggregation == "last":
             return [0.5] + [0.0] * (self.K - 1) + [0.5]
         return [1.0] * (self.K + 1)
+
+
+@dataclass(frozen=True)
+class FedeRankSettings(FedGRecSettings):
+    """FedeRank: FedGRec with ``K = 0`` (federated BPR-MF); the same fields, ``K`` fixed at 0.
+
+    Attributes:
+        model: the backbone: ``lightgcn`` or ``mf`` (with ``K = 0`` the same tables).
+        K: fixed at 0 (FedeRank has no latent embeddings; for ``K > 0`` train ``fedgrec``).
+        loss: fixed at ``bpr``.
+    """
+
+    MODELS: ClassVar[tuple[str, ...]] = ("lightgcn", "mf")
+    LOSS: ClassVar[str] = "bpr"
+    ALIASES: ClassVar[dict[str, str]] = {}  # K is fixed: no layer count to set
+
+    K: int = 0
+    loss: str = "bpr"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        name = type(self).__name__.removesuffix("Settings")
+        if self.K != 0:
+            raise ValueError(f"{name} is FedGRec with K = 0; got K={self.K} (train fedgrec for K > 0)")
+        if self.loss != self.LOSS:
+            raise ValueError(f"{name}'s loss is {self.LOSS!r}; got loss={self.loss!r}")
+
+
+@dataclass(frozen=True)
+class FCFSettings(FedeRankSettings):
+    """FCF: ``K = 0`` with FCF's confidence-weighted squared error (``loss = "mse"``).
+
+    Attributes:
+        loss: fixed at ``mse``: ``(1+α)(1 − ŷ_ui)² + ŷ_uj²`` over (positive, sampled negative) pairs.
+        confidence: FCF's ``α`` (confidence ``1 + α`` on positives).
+    """
+
+    LOSS: ClassVar[str] = "mse"
+
+    loss: str = "mse"

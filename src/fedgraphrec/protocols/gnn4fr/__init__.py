@@ -13,7 +13,7 @@ as printed, ``paper_literal = true``); Algorithm 6 (predict): ``GNN4FRServer.pre
 from fedgraphrec.protocols.base import ProtocolSpec
 from fedgraphrec.protocols.gnn4fr.client import GNN4FRClient
 from fedgraphrec.protocols.gnn4fr.server import GNN4FRServer
-from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings, gnn4fr_settings
+from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 
 __all__ = ["SPEC", "GNN4FRClient", "GNN4FRServer", "GNN4FRSettings"]
 
@@ -21,7 +21,6 @@ SPEC = ProtocolSpec(
     name="gnn4fr",
     server=GNN4FRServer,
     client=GNN4FRClient,
-    settings=gnn4fr_settings,
     lossless=True,
 )
-"""GNN4FR's programs (registered as ``gnn4fr`` in ``training.protocol_learner.SPECS``)."""
+"""GNN4FR's programs (registered in :mod:`fedgraphrec.protocols.registry`)."""

@@ -21,7 +21,7 @@ on Flower through the generic engine; :data:`SPEC` names the programs.
 from fedgraphrec.protocols.base import ProtocolSpec
 from fedgraphrec.protocols.lpgcn.client import LPGCNClient, key_material
 from fedgraphrec.protocols.lpgcn.server import LPGCNServer
-from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings, lpgcn_settings
+from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
 
 __all__ = ["SPEC", "LPGCNClient", "LPGCNServer", "LPGCNSettings", "key_material"]
 
@@ -29,7 +29,6 @@ SPEC = ProtocolSpec(
     name="lpgcn",
     server=LPGCNServer,
     client=LPGCNClient,
-    settings=lpgcn_settings,
     server_tables=("item_emb", "item_w"),
     lossless=True,
 )

@@ -82,10 +82,10 @@ class SetupStages(ExpectedParts):
         real.sum_duplicates()
         real.sort_indices()
         real.data[:] = 1.0
-        virtual = virtual_items(real, self.clients, s.alpha, s.seed, s.secure_virtual_items)
+        virtual = virtual_items(real, self.clients, s.alpha, s.seed, bool(s.secure_virtual_items))
         held = sp.csr_matrix(real + virtual)
         held.sort_indices()
-        ptr, idx = upload_order(held, self.clients, s.seed, s.secure_virtual_items)
+        ptr, idx = upload_order(held, self.clients, s.seed, bool(s.secure_virtual_items))
         rows = np.repeat(np.arange(len(self.clients)), np.diff(ptr))
         st = self.state
         st.real_ptr, st.real_idx = real.indptr.astype(np.int64), real.indices.astype(np.int64)

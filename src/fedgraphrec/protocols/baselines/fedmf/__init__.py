@@ -9,9 +9,7 @@ seeds, dropout recovery), which gives the server the same thing, the sum, at a f
 Lossless: training is centralized BPR-MF up to the fixed-point resolution of the sum (``--verify``).
 """
 
-from typing import Any
-
-from fedgraphrec.protocols.base import ProtocolSpec, settings_from
+from fedgraphrec.protocols.base import ProtocolSpec
 from fedgraphrec.protocols.baselines.fedmf.client import FedMFClient
 from fedgraphrec.protocols.baselines.fedmf.server import FedMFServer
 from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
@@ -19,13 +17,5 @@ from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
 __all__ = ["SPEC", "FedMFClient", "FedMFServer", "FedMFSettings"]
 
 
-def _settings(cfg: Any) -> FedMFSettings:
-    if cfg.model != "mf":
-        raise ValueError(f"fedmf is matrix factorisation; use --model mf (got {cfg.model!r})")
-    if getattr(cfg, "alpha", 0):
-        raise ValueError("fedmf has no virtual items; alpha applies to lpgcn only (set alpha=0)")
-    return settings_from(FedMFSettings, cfg)
-
-
-SPEC = ProtocolSpec("fedmf", FedMFServer, FedMFClient, _settings, server_tables=("item_emb",), lossless=True)
+SPEC = ProtocolSpec("fedmf", FedMFServer, FedMFClient, server_tables=("item_emb",), lossless=True)
 """FedMF's programs (lossless: ``--verify`` against centralized BPR-MF)."""

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from fedgraphrec.protocols.settings import SecureSumSettings
+from fedgraphrec.protocols.settings import MinibatchSettings, ModelSettings, SecureSumSettings
 
 __all__ = ["FedMFSettings"]
 
 
 @dataclass(frozen=True)
-class FedMFSettings(SecureSumSettings):
+class FedMFSettings(ModelSettings, MinibatchSettings, SecureSumSettings):
     """Hyper-parameters of FedMF.
 
     Attributes:
+        model: the backbone: matrix factorisation (``mf``) only.
         lr: Adam learning rate of the users (own rows) and of the server (item table).
         reg: ``λ`` of the layer-0 L2 term.
         frac_bits: fixed-point fractional bits of the secure sum; float64 verification against the
@@ -21,15 +23,13 @@ class FedMFSettings(SecureSumSettings):
             item with a tiny summed gradient feels the rounding; 32 gives deviations near 1e-7).
         secagg_threshold: fraction of a minibatch's users secure aggregation needs (> 0.5; see
             :func:`~fedgraphrec.protocols.secagg.policy.check_threshold`).
-        secagg_semi_honest: accept a threshold ≤ 0.5 (honest-but-curious server only).
-        secagg_min_clients: the fewest users a secure sum may have (default 3).
-        crypto: the client's own crypto mode; in ``real`` it refuses unprotected secure-sum stages.
     """
 
-    lr: float = 1e-3
-    reg: float = 1e-4
+    MODELS: ClassVar[tuple[str, ...]] = ("mf",)
+
+    model: str = "mf"
 
     def __post_init__(self) -> None:
-        if not 8 <= self.frac_bits <= 48:
-            raise ValueError(f"frac_bits must be in [8, 48], got {self.frac_bits}")
+        if self.model != "mf":
+            raise ValueError(f"fedmf is matrix factorisation; model must be 'mf' (got {self.model!r})")
         super().__post_init__()

@@ -28,7 +28,7 @@ from fedgraphrec.protocols.base import ProtocolSpec
 from fedgraphrec.protocols.baselines.fedncf.client import FedNCFClient, FedNCFState
 from fedgraphrec.protocols.baselines.fedncf.local import ncf_pair_logits, neumf_scores
 from fedgraphrec.protocols.baselines.fedncf.server import FedNCFServer
-from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings, fedncf_settings
+from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
 
 __all__ = [
     "SPEC",
@@ -44,7 +44,6 @@ SPEC = ProtocolSpec(
     name="fedncf",
     server=FedNCFServer,
     client=FedNCFClient,
-    settings=fedncf_settings,
     server_tables=("item_gmf", "item_mlp", "W_user", "W_item", "b0", "Ws", "bs", "h"),
 )
-"""FedNCF's party programs (registered in ``training.protocol_learner.SPECS``)."""
+"""FedNCF's party programs (registered in :mod:`fedgraphrec.protocols.registry`)."""

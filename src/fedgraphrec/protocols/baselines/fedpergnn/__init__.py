@@ -54,7 +54,7 @@ from __future__ import annotations
 from fedgraphrec.protocols.base import ProtocolSpec
 from fedgraphrec.protocols.baselines.fedpergnn.client import FedPerGNNClient, FedPerGNNState
 from fedgraphrec.protocols.baselines.fedpergnn.server import FedPerGNNServer
-from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings, fedpergnn_settings
+from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.baselines.fedpergnn.third_party import neighbour_means
 
 __all__ = [
@@ -70,7 +70,6 @@ SPEC = ProtocolSpec(
     name="fedpergnn",
     server=FedPerGNNServer,
     client=FedPerGNNClient,
-    settings=fedpergnn_settings,
     server_tables=("item_emb",),
 )
-"""FedPerGNN's party programs (registered in ``training.protocol_learner.SPECS``)."""
+"""FedPerGNN's party programs (registered in :mod:`fedgraphrec.protocols.registry`)."""

@@ -203,7 +203,7 @@ class FedPerGNNClient(ClientProgram[FedPerGNNState]):
         )  # fmt: skip
         seg, items, rows = protected_rows(
             res, sr.clients, self.n_items, sr.round_index, seed=s.seed, n_pseudo=s.n_pseudo,
-            ldp_clip=s.ldp_clip, ldp_scale=s.ldp_scale, secure_noise=s.secure_noise,
+            ldp_clip=s.ldp_clip, ldp_scale=s.ldp_scale, secure_noise=bool(s.secure_noise),
             secure_cover=s.secure_cover,
         )  # fmt: skip
         with torch.no_grad():

@@ -62,7 +62,7 @@ from fedgraphrec.protocols.base import ProtocolSpec
 from fedgraphrec.protocols.baselines.pgcn.client import PGCNClient, PGCNState
 from fedgraphrec.protocols.baselines.pgcn.local import participant_edges, star_backward, star_gradients
 from fedgraphrec.protocols.baselines.pgcn.server import PGCNServer
-from fedgraphrec.protocols.baselines.pgcn.settings import PGCNSettings, pgcn_settings
+from fedgraphrec.protocols.baselines.pgcn.settings import PGCNSettings
 
 __all__ = [
     "SPEC",
@@ -79,7 +79,6 @@ SPEC = ProtocolSpec(
     name="pgcn",
     server=PGCNServer,
     client=PGCNClient,
-    settings=pgcn_settings,
     server_tables=("item_emb", "item_w"),
 )
-"""P-GCN's party programs (registered in ``training.protocol_learner.SPECS``)."""
+"""P-GCN's party programs (registered in :mod:`fedgraphrec.protocols.registry`)."""
