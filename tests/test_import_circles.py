@@ -35,20 +35,6 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "fedgraphrec"
 
-KNOWN_CIRCLES: set[frozenset[str]] = {
-    # removed by the config restructuring (issue 31 CFG)
-    frozenset(
-        {
-            "training.config",
-            "training.learner_base",
-            "training.learners",
-            "training.protocol_learner",
-            "training.round_learners",
-        }
-    ),
-}
-"""Circles (as sets of modules, without the ``fedgraphrec.`` prefix) that are tolerated for now."""
-
 
 @dataclass(frozen=True)
 class Edge:
@@ -212,14 +198,8 @@ def circles(src: Path = SRC) -> list[tuple[frozenset[str], str]]:
 
 
 def test_no_import_circles() -> None:
-    found = [text for members, text in circles() if members not in KNOWN_CIRCLES]
+    found = [text for _, text in circles()]
     assert not found, "import circles:\n" + "\n".join(found)
-
-
-def test_known_circles_still_exist() -> None:
-    """An allow-listed circle that is gone must leave the allow-list too."""
-    present = {members for members, _ in circles()}
-    assert present >= KNOWN_CIRCLES, f"no longer circular, remove: {KNOWN_CIRCLES - present}"
 
 
 def _package(root: Path, files: dict[str, str]) -> Path:
