@@ -80,7 +80,7 @@ def rating_config(monkeypatch: pytest.MonkeyPatch):
     def make(**changes: Any) -> TrainConfig:
         cfg = TrainConfig(dataset="synthetic", epochs=len(VALID_RMSE), checkpoint_every=0)
         cfg.validate()
-        cfg = dataclasses.replace(cfg, metric="rmse", ks=[10], **changes)
+        cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, metric="rmse", ks=[10], **changes))
         monkeypatch.setattr(TrainConfig, "validate", lambda self: None)
         return cfg
 
