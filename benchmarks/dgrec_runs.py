@@ -63,10 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         torch.set_num_threads(1)
         t0 = time.time()
-        s = DGRECSettings.for_variant(
-            a.variant, epochs=a.epochs, eval_every=1, centres_per_epoch=a.centres, **given
-        )
-        r = run(a.dataset, s, a.seed)
+        s = DGRECSettings.for_variant(a.variant, centres_per_epoch=a.centres, **given)
+        r = run(a.dataset, s, a.seed, a.epochs, eval_every=1)
         line = {"ds": a.dataset, "lr": s.lr, "ep": a.epochs, "cen": a.centres, "extra": _sets(a.sets)}
         line |= {"seed": a.seed, "variant": a.variant, "m": r["metrics"], "curve": r["curve"]}
         print(json.dumps({**line, "s": time.time() - t0}), flush=True)

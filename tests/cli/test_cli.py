@@ -508,7 +508,7 @@ def test_train_dgrec_reaches_every_setting_by_toml_and_set_and_curves_every_epoc
     """DGREC settings from TOML and ``--set`` (the later wins); the run folder has a per-epoch curve."""
     data = _social_folder(tmp_path)
     cfg = tmp_path / "dgrec.toml"
-    cfg.write_text('delta = 0.2\nbeta = 2.0\nhidden = [8, 4]\nloss_scale = "mean"\nd = 8\n')
+    cfg.write_text('[protocol]\ndelta = 0.2\nbeta = 2.0\nhidden = [8, 4]\nloss_scale = "mean"\nd = 8\n')
     out = tmp_path / "run"
     args = [
         "train",

@@ -10,7 +10,7 @@ settings_for = DGRECSettings.for_variant
 def test_dgrec_settings_for_lets_an_override_replace_a_variant_value() -> None:
     """``dmf`` fixes ``hops=1``; asking for ``hops=4`` used to raise (two values for one keyword)."""
     s = settings_for("dmf", hops=4, lr=2.0)
-    assert (s.hops, s.lr, s.sharing, s.model.kind) == (4, 2.0, "plain", "mf")
+    assert (s.hops, s.lr, s.sharing, s.local_model.kind) == (4, 2.0, "plain", "mf")
     assert settings_for("dmf").hops == 1
 
 
@@ -48,17 +48,18 @@ def test_run_settings_reach_every_dgrec_setting_and_refuse_bad_values() -> None:
     """``--set`` keys: protocol (δ, β, lr, H, n_u, batch, …) and model (d, n_i, d_i, hidden, λ, scale)."""
     import pytest
 
-    from fedgraphrec.training.dgrec import dgrec_settings
+    from fedgraphrec.training.loading import load_config
 
     sets = [
         "delta=0.2", "beta=2.0", "lr=1.0", "hops=2", "fanout=2", "batch=8", "max_items=64", "d=8",
         "n_interests=3", "d_interest=5", "hidden=[8, 4]", "l2=0.01", "loss_scale='mean'", "centres_per_epoch=10",
     ]  # fmt: skip
-    s = dgrec_settings(None, sets)
+    s = load_config(None, sets, protocol="dgrec").settings
+    assert isinstance(s, DGRECSettings)
     assert (s.delta, s.beta, s.lr, s.hops, s.fanout, s.batch, s.max_items) == (0.2, 2.0, 1.0, 2, 2, 8, 64)
-    m = s.model
+    m = s.local_model
     assert (m.d, m.n_interests, m.d_interest, m.hidden, m.l2, m.loss_scale) == (8, 3, 5, (8, 4), 0.01, "mean")
-    assert settings_for("dgrec").model.loss_scale == "eq2" and settings_for("dmf").model.loss_scale == "mean"
+    assert settings_for("dgrec").local_model.loss_scale == "eq2" and settings_for("dmf").local_model.loss_scale == "mean"
     for bad, match in (
         ({"loss_scale": "sum"}, "loss_scale"),
         ({"hidden": [8]}, "hidden"),
@@ -84,8 +85,8 @@ def test_reference_rows_are_written_like_runs(tmp_path) -> None:
 def test_model_overrides_merge_with_the_variants_model() -> None:
     """Fig. 3's n_i / d_i sweep: overriding n_interests keeps the variant's own model kind."""
     s = settings_for("dlgnn", n_interests=12)
-    assert (s.model.kind, s.model.n_interests, s.model.d_interest) == ("lgn", 12, 10)
-    assert settings_for("dgrec", d_interest=30).model.d_interest == 30
+    assert (s.local_model.kind, s.local_model.n_interests, s.local_model.d_interest) == ("lgn", 12, 10)
+    assert settings_for("dgrec", d_interest=30).local_model.d_interest == 30
 
 
 def test_train_runner_passes_fig3_arguments_and_refuses_unknown_ones(monkeypatch, tmp_path) -> None:

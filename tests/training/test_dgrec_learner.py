@@ -8,7 +8,7 @@ import torch
 
 from fedgraphrec.data.types import Interactions
 from fedgraphrec.protocols.dgrec.settings import DGRECSettings
-from fedgraphrec.training.dgrec import fit
+from fedgraphrec.reproduce.dgrec_runs import train_epochs
 from fedgraphrec.training.dgrec_learner import DGRECData, DGRECLearner
 
 
@@ -24,8 +24,8 @@ def _data() -> DGRECData:
 
 
 def _learner(crypto: str = "accounted", reproducible: bool | None = None) -> DGRECLearner:
-    s = DGRECSettings.for_variant("dmf", d=4, centres_per_epoch=8)
-    return DGRECLearner(s, _data(), seed=0, crypto=crypto, reproducible=reproducible, transcripts=False)
+    s = DGRECSettings.for_variant("dmf", d=4, centres_per_epoch=8).for_run(0, crypto, reproducible)
+    return DGRECLearner(s, _data(), transcripts=False)
 
 
 def test_a_checkpoint_resumes_the_same_run() -> None:
@@ -49,7 +49,10 @@ def test_scores_rank_the_catalogue_and_the_loop_evaluates() -> None:
     learner = _learner()
     scores = learner.score_users(torch.arange(5))
     assert scores.shape == (5, 25) and torch.isfinite(scores).all()
-    curve, metrics = fit(learner, learner.data.interactions, epochs=2, eval_every=1)
+    curve, metrics, _ = train_epochs(
+        lambda cfg, _: learner, learner.data.interactions, learner.settings,
+        protocol="dgrec", seed=0, epochs=2, eval_every=1,
+    )  # fmt: skip
     assert [c["epoch"] for c in curve] == [1, 2] and all("test" in c for c in curve)
     assert set(metrics) == {"recall@20", "ndcg@20"}
     assert learner.run_summary()["variant"] == "dmf" and learner.pop_deviation() is None

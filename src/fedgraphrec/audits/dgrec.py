@@ -72,7 +72,7 @@ def audit_dgrec(
     b = 2 * s.delta / s.beta
     u = torch.rand(plain.shape, generator=torch_generator(seed, "audit", "laplace"), dtype=plain.dtype) - 0.5
     laplace = plain.clamp(-s.delta, s.delta) - b * torch.sign(u) * torch.log1p(-2 * u.abs())
-    n_items, d = train.shape[1], s.model.d
+    n_items, d = train.shape[1], s.local_model.d
     arms: dict[str, Any] = {}
     for name, vecs in (("plain", plain), ("laplace", laplace), ("one_bit", coded)):
         hits = private_item_hits(vecs, priv, n_items, d, k)

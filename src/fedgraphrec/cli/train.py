@@ -63,7 +63,7 @@ def train_config(
     )
 
 
-SIDE_PATHS = ("p4gcn", "dgrec")
+SIDE_PATHS = ("p4gcn",)
 """Protocols ``train`` still runs through their own settings families (``--set`` keys of their own)."""
 
 
@@ -166,7 +166,9 @@ def train(
         _train_side(protocol, dataset, config, overrides, epochs, seed, out_dir, variant)
         return
     if variant is not None:
-        raise fail("--variant applies to dgrec only")
+        if protocol != "dgrec":
+            raise fail("--variant applies to dgrec only")
+        overrides = [f"protocol.variant={variant!r}", *(overrides or [])]
     if protocol not in protocol_names():
         raise fail(f"unknown protocol {protocol!r}; available: {', '.join([*protocol_names(), *SIDE_PATHS])}")
     with user_errors(crypto_note=" (the run folder keeps the last checkpoint)"):
@@ -199,7 +201,7 @@ def _train_side(
     out_dir: Path | None,
     variant: str | None,
 ) -> None:
-    """``train p4gcn`` / ``train dgrec``: their settings dataclasses, the same run folder as every method."""
+    """``train p4gcn``: its settings dataclass, the same run folder as every method."""
     import json
 
     from fedgraphrec.training import default_run_dir
@@ -221,12 +223,7 @@ def _train_side(
             run_dir = out_dir or default_run_dir("p4gcn", name)
             summary = train_rating(data, seed or 0, settings, run_dir)
         else:
-            from fedgraphrec.training.dgrec import dgrec_settings, train_dgrec
-
-            settings_d = dgrec_settings(config, overrides, variant, epochs)
-            name = dataset or "flixster"
-            run_dir = out_dir or default_run_dir("dgrec", name)
-            summary = train_dgrec(name, seed or 0, settings_d, run_dir)
+            raise ValueError(f"{protocol!r} trains through the run configuration")
     out.print_json(json.dumps({k: summary[k] for k in ("test", "selected_epoch") if k in summary}))
     err.print(f"wrote {run_dir}/: config.toml, metrics.jsonl, summary.json, curves.png")
 

@@ -22,6 +22,7 @@ from fedgraphrec.protocols import fedgrec, gnn4fr, lpgcn
 from fedgraphrec.protocols.base import ProtocolSpec
 from fedgraphrec.protocols.baselines import fedmf, fedncf, fedpergnn, pgcn
 from fedgraphrec.protocols.central import CentralSettings
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 from fedgraphrec.protocols.fedgrec.settings import FCFSettings, FedeRankSettings, FedGRecSettings
 from fedgraphrec.protocols.settings import ProtocolSettings
 
@@ -60,6 +61,7 @@ _ENTRIES = (
     ProtocolEntry("fedncf", fedncf.FedNCFSettings, "ranking", "FedNCF: federated NeuMF", fedncf.SPEC),
     ProtocolEntry("pgcn", pgcn.PGCNSettings, "ranking", "P-GCN: LightGCN+, secure sums", pgcn.SPEC),
     ProtocolEntry("fedpergnn", fedpergnn.FedPerGNNSettings, "ranking", "FedPerGNN: LDP", fedpergnn.SPEC),
+    ProtocolEntry("dgrec", DGRECSettings, "ranking", "DGREC: serverless gossip, one-bit LDP (peers)"),
 )  # fmt: skip
 REGISTRY: dict[str, ProtocolEntry] = {e.name: e for e in _ENTRIES}
 """Every protocol by name (tests may add a toy protocol for their duration)."""

@@ -24,6 +24,7 @@ the meaning of ``lr`` or ``reg`` differs a little between protocols.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
@@ -78,6 +79,11 @@ class ProtocolSettings:
     def real(self) -> bool:
         """Whether keys, tokens and protected payloads are computed for real."""
         return self.crypto == "real"
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> Self:
+        """The settings of a configuration's ``[protocol]`` values (a subclass may derive defaults)."""
+        return cls(**values)
 
     def for_run(self, seed: int, crypto: str, reproducible: bool | None) -> Self:
         """These settings with the run's fields filled in (:data:`RUN`)."""

@@ -51,9 +51,11 @@ from fedgraphrec.models.side_graph import (
 )
 from fedgraphrec.privacy.laplace import laplace_scale_for
 from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
+from fedgraphrec.protocols.central import CentralSettings
+from fedgraphrec.reproduce.dgrec_runs import train_epochs
 from fedgraphrec.seeding import torch_generator
 from fedgraphrec.training.config import EvalSettings, TrainConfig
-from fedgraphrec.training.dgrec import fit, load_data
+from fedgraphrec.training.dgrec import load_data
 from fedgraphrec.training.learner_base import BatchStats
 from fedgraphrec.training.sampler import BPRSampler
 from fedgraphrec.training.trainer import Trainer
@@ -127,7 +129,7 @@ class SideGraphLearner:
 
     Adam on BPR minibatches of the seeded :class:`~fedgraphrec.training.sampler.BPRSampler` (every
     training pair once per epoch); the same interface as DGREC's learner, so one loop
-    (:func:`~fedgraphrec.training.dgrec.fit`) trains and evaluates both.
+    (:func:`~fedgraphrec.reproduce.dgrec_runs.train_epochs`, the Trainer) trains and evaluates both.
     """
 
     def __init__(
@@ -207,7 +209,14 @@ def _central(
     t0 = time.time()
     model, graph = build_central(method, train, data.social, data.tags, dim=dim, n_layers=n_layers, seed=seed)
     learner = SideGraphLearner(model, train, lr=lr, reg=reg, batch_size=batch, seed=seed)
-    curve, metrics = fit(learner, data.interactions, epochs)
+    curve, metrics, _ = train_epochs(
+        lambda cfg, _: learner,
+        data.interactions,
+        CentralSettings(),
+        protocol="central",
+        seed=seed,
+        epochs=epochs,
+    )
     epoch_seconds = np.diff([0.0] + [c["seconds"] for c in curve])
     return {
         "settings": {

@@ -1,7 +1,9 @@
 """DGREC's table runner: one JSON per run in a folder, and the markdown table of a folder.
 
-The training is :mod:`fedgraphrec.training.dgrec` (the variants:
-:data:`~fedgraphrec.protocols.dgrec.settings.VARIANTS`); one run with a run folder is
+Every run trains through the one :class:`~fedgraphrec.training.trainer.Trainer` loop
+(:func:`train_epochs`: DGREC's learner, or a centralised reference's, in a scratch run folder) on the
+data of :mod:`fedgraphrec.training.dgrec` (the variants:
+:data:`~fedgraphrec.protocols.dgrec.settings.VARIANTS`); one run with a run folder of its own is
 ``fedgraphrec train dgrec --variant VARIANT``. Besides the variants, the runner knows the two
 reference rankings of :mod:`fedgraphrec.evaluation.reference` (``popularity``, ``random``), written
 in the same JSON form on the same split, so every DGREC table carries them.
@@ -10,18 +12,89 @@ in the same JSON form on the same split, so every DGREC table carries them.
 from __future__ import annotations
 
 import json
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from fedgraphrec.data.types import Interactions
 from fedgraphrec.evaluation.reference import REFERENCES, expected_random_recall, reference_metrics
 from fedgraphrec.protocols.dgrec.settings import DGRECSettings
-from fedgraphrec.training.dgrec import load_data, run
+from fedgraphrec.protocols.settings import ProtocolSettings
+from fedgraphrec.training.config import EvalSettings, TrainConfig
+from fedgraphrec.training.dgrec import load_data
+from fedgraphrec.training.dgrec_learner import DGRECLearner
+from fedgraphrec.training.learner_base import AnyLearner
+from fedgraphrec.training.trainer import Trainer
 
-__all__ = ["reference_run", "run_and_save", "summarize"]
+__all__ = ["reference_run", "run", "run_and_save", "summarize", "train_epochs"]
+
+
+def train_epochs(
+    learner: Callable[[TrainConfig, Interactions], AnyLearner],
+    data: Interactions,
+    settings: ProtocolSettings,
+    *,
+    protocol: str,
+    seed: int,
+    epochs: int,
+    eval_every: int = 0,
+) -> tuple[list[dict[str, Any]], dict[str, float], AnyLearner]:
+    """Train ``epochs`` epochs through the Trainer; the per-epoch curve, the last metrics, the learner.
+
+    Evaluation (recall@20 / ndcg@20 on the test split, full ranking with the training items masked)
+    runs every ``eval_every`` epochs (0: only at the end); the curve holds each epoch's loss, the
+    cumulative seconds and the test metrics where evaluated. The run folder is scratch.
+    """
+    if eval_every < 0:
+        raise ValueError(f"eval_every must be >= 0, got {eval_every}")
+    evaluation = EvalSettings(ks=[20], metric="recall@20", select="last", eval_every=eval_every or epochs)
+    cfg = TrainConfig(
+        protocol=protocol, dataset=data.name, epochs=epochs, seed=seed, checkpoint_every=0,
+        eval=evaluation, settings=settings,
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(cfg, tmp, progress=False, data=data, learner=learner)
+        result = trainer.fit()
+    curve: list[dict[str, Any]] = []
+    seconds = 0.0
+    metrics: dict[str, float] = {}
+    for record in result.history:
+        seconds += record["train_seconds"] + record.get("eval_seconds", 0.0)
+        point: dict[str, Any] = {"epoch": record["epoch"], "loss": record["loss"]}
+        if "test" in record:
+            metrics = {k: float(record["test"][k]) for k in ("recall@20", "ndcg@20")}
+            point["test"] = metrics
+        curve.append({**point, "seconds": seconds})
+    return curve, metrics, trainer.learner
+
+
+def run(dataset: str, settings: DGRECSettings, seed: int, epochs: int, eval_every: int = 0) -> dict[str, Any]:
+    """Train one variant for ``epochs`` epochs (evaluated every ``eval_every``); its record."""
+    data = load_data(dataset)
+    t0 = time.time()
+    curve, metrics, learner = train_epochs(
+        lambda cfg, _: DGRECLearner(cfg.program_settings(), data, transcripts=False),
+        data.interactions, settings, protocol="dgrec", seed=seed, epochs=epochs, eval_every=eval_every,
+    )  # fmt: skip
+    assert isinstance(learner, DGRECLearner)
+    summary = learner.run_summary()
+    return {
+        "dataset": dataset,
+        "data": summary.pop("data"),
+        "variant": settings.variant,
+        "seed": seed,
+        "epochs": epochs,
+        **summary,
+        "loss_curve": [c["loss"] for c in curve],
+        "curve": curve,
+        "metrics": metrics,
+        "seconds": time.time() - t0,
+    }
 
 
 def reference_run(dataset: str, kind: str, seed: int) -> dict[str, Any]:
@@ -68,14 +141,12 @@ def run_and_save(
     else:
         s = DGRECSettings.for_variant(
             variant,
-            epochs=epochs,
             centres_per_epoch=centres,
             public_ratio=public_ratio,
-            eval_every=eval_every,
             secure_noise=secure_noise,
             **settings,
         )
-        res = run(dataset, s, seed)
+        res = run(dataset, s, seed, epochs, eval_every)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{dataset}_{variant}_r{public_ratio}_s{seed}.json").write_text(

@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import matplotlib
 
@@ -36,6 +36,7 @@ from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.settings import ModelSettings, SecureSumSettings
 from fedgraphrec.reproduce.compare import MethodSpec, compare, parse_method
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.learner_base import Learner
 from fedgraphrec.training.learners import make_learner
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
@@ -101,7 +102,7 @@ def server_inference_auc(cfg: TrainConfig, phase: str, *, participants: int = 32
         step(0)
     else:
         users, pos, neg = next(iter(BPRSampler(data.train, short.seed).batches(0, participants)))
-        learner.train_batch(users, pos, neg)
+        cast(Learner, learner).train_batch(users, pos, neg)
     settings = getattr(learner, "settings", None) or getattr(protocol, "fp", None)
     own = getattr(short.settings, "frac_bits", SecureSumSettings.frac_bits)  # plain uploads: the default
     frac_bits = getattr(settings, "frac_bits", None) or own

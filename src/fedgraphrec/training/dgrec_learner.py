@@ -8,13 +8,14 @@ own model (the Trainer's ranking evaluation), and checkpoints hold tensors and p
 
 Randomness: the run is ``reproducible`` (the LDP noise and the group sampling drawn from the run
 seed) when asked, or by default under ``crypto="accounted"``; otherwise both come from the OS CSPRNG
-(:func:`hiding_settings`). DGREC's messages are plain (one-bit LDP encodings meant for the
+(the settings' ``secure_noise`` / ``secure_sampling``, decided by ``resolved()``). DGREC's
+messages are plain (one-bit LDP encodings meant for the
 neighbours that read them), so ``crypto`` changes nothing else.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from fedgraphrec.runtime.ledger import Ledger
 from fedgraphrec.runtime.network import Network
 from fedgraphrec.training.learner_base import BatchStats
 
-__all__ = ["NOISE_NOTE", "DGRECData", "DGRECLearner", "hiding_settings"]
+__all__ = ["NOISE_NOTE", "DGRECData", "DGRECLearner"]
 
 NOISE_NOTE = {
     "seeded": "LDP randomness from the run seed: reproducible research run, not a privacy guarantee",
@@ -65,48 +66,22 @@ class DGRECData:
         }
 
 
-def hiding_settings(settings: DGRECSettings, reproducible: bool) -> DGRECSettings:
-    """``settings`` with both hiding draws from the CSPRNG unless the run is ``reproducible``.
-
-    A setting already asking for a secure draw (``secure_noise``, ``secure_sampling``) keeps it.
-    """
-    return replace(
-        settings,
-        secure_noise=settings.secure_noise or not reproducible,
-        secure_sampling=settings.secure_sampling or not reproducible,
-    )
-
-
 class DGRECLearner:
     """One DGREC run (module docstring).
 
     Args:
-        settings: DGREC's settings (a variant's: :meth:`DGRECSettings.for_variant`).
+        settings: DGREC's settings bound to the run (``TrainConfig.program_settings()``: seed, crypto
+            mode and every hiding draw decided).
         data: interactions and side information.
-        seed: run seed.
-        crypto: ``"real"`` or ``"accounted"``.
-        reproducible: draw the hiding values from the seed (``None``: only under ``accounted``).
         transcripts: keep what every user received (privacy audits).
     """
 
-    def __init__(
-        self,
-        settings: DGRECSettings,
-        data: DGRECData,
-        *,
-        seed: int,
-        crypto: str,
-        reproducible: bool | None,
-        transcripts: bool,
-    ) -> None:
-        if crypto not in ("real", "accounted"):
-            raise ValueError(f"crypto must be 'real' or 'accounted', got {crypto!r}")
-        self.reproducible = crypto == "accounted" if reproducible is None else reproducible
-        self.settings = hiding_settings(settings, self.reproducible)
+    def __init__(self, settings: DGRECSettings, data: DGRECData, *, transcripts: bool) -> None:
+        self.settings = settings.resolved()
         self.data = data
         train = data.interactions.train
-        net = Network(train.shape[0], crypto, transcripts=transcripts, protocol="dgrec")  # type: ignore[arg-type]
-        self.rec = DGREC(train, data.social, data.tags, self.settings, seed=seed, network=net)
+        net = Network(train.shape[0], settings.crypto, transcripts=transcripts, protocol="dgrec")  # type: ignore[arg-type]
+        self.rec = DGREC(train, data.social, data.tags, self.settings, seed=settings.seed, network=net)
 
     @property
     def ledger(self) -> Ledger:
@@ -141,7 +116,7 @@ class DGRECLearner:
         n_s = rec.models.n_shared()
         return {
             "variant": s.variant,
-            "settings": {**asdict(s), "model": asdict(s.model)},
+            "settings": {**asdict(s), "model": asdict(s.local_model)},
             "data": self.data.sizes(),
             "noise_source": rec.noise.name,
             "noise_note": NOISE_NOTE[rec.noise.name],

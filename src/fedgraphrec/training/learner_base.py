@@ -25,7 +25,9 @@ from fedgraphrec.training.config import TrainConfig
 
 __all__ = [
     "DTYPES",
+    "AnyLearner",
     "BatchStats",
+    "EpochLearner",
     "Learner",
     "RoundLearner",
     "build_model",
@@ -72,6 +74,39 @@ class Learner(Protocol):
     def pop_deviation(self) -> float | None:
         """Largest deviation from the oracle since the last call (``None`` when not verifying)."""
         ...
+
+
+class EpochLearner(Protocol):
+    """A learner the loop trains one epoch (round) per call.
+
+    DGREC's peers, P4GCN's organisations and the round-based protocols; evaluated through
+    ``score_users``, ``evaluate_splits`` or ``embeddings``.
+    """
+
+    def train_round(self, round_index: int) -> BatchStats:
+        """One epoch."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore from :meth:`state_dict`."""
+        ...
+
+    @property
+    def ledger(self) -> Ledger | None:
+        """Communication ledger (``None`` when nothing is sent)."""
+        ...
+
+    def pop_deviation(self) -> float | None:
+        """Largest deviation from the oracle since the last call (``None`` when not verifying)."""
+        ...
+
+
+AnyLearner = Learner | EpochLearner
+"""What the loop drives: a minibatch learner or an epoch learner."""
 
 
 def secure_init(cfg: TrainConfig) -> bool:

@@ -9,8 +9,11 @@ and checkpoints its state. The centralized oracle and every protocol implement t
 from __future__ import annotations
 
 from fedgraphrec.data import Interactions
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 from fedgraphrec.training.central import CentralLearner
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.dgrec import load_data
+from fedgraphrec.training.dgrec_learner import DGRECLearner
 from fedgraphrec.training.learner_base import RoundLearner
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.round_learners import MultVAELearner
@@ -18,10 +21,17 @@ from fedgraphrec.training.round_learners import MultVAELearner
 __all__ = ["make_learner"]
 
 
-def make_learner(cfg: TrainConfig, data: Interactions) -> CentralLearner | RoundLearner | ProtocolLearner:
+def make_learner(
+    cfg: TrainConfig, data: Interactions
+) -> CentralLearner | RoundLearner | ProtocolLearner | DGRECLearner:
     """The learner for ``cfg.protocol`` (party programs where the protocol has them)."""
     if cfg.entry().programs is not None:
         return ProtocolLearner(cfg, data)
+    if cfg.protocol == "dgrec":
+        settings = cfg.program_settings()
+        assert isinstance(settings, DGRECSettings)
+        side = load_data(cfg.dataset, **cfg.dataset_options)
+        return DGRECLearner(settings, side, transcripts=cfg.transcripts)
     if cfg.protocol == "central" and getattr(cfg.settings, "model", "") == "multvae":
         return MultVAELearner(cfg, data)
     if cfg.protocol == "central":

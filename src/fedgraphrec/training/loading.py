@@ -252,7 +252,7 @@ class _Builder:
 
     def build(self) -> TrainConfig:
         try:
-            settings = self.cls(**self.settings)
+            settings = self.cls.from_values(self.settings)
         except ValueError as exc:
             raise ConfigError(f"protocol {self.entry.name}: {exc}") from None
         try:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import scipy.sparse as sp
 import torch
@@ -23,7 +23,8 @@ from fedgraphrec.evaluation.rating import better, worst
 from fedgraphrec.protocols.settings import MinibatchSettings
 from fedgraphrec.training.checkpoint import SECRETS, load_checkpoint, save_checkpoint
 from fedgraphrec.training.config import ConfigError, TrainConfig
-from fedgraphrec.training.learner_base import BatchStats, Learner
+from fedgraphrec.training.dgrec import load_data
+from fedgraphrec.training.learner_base import AnyLearner, BatchStats, Learner
 from fedgraphrec.training.learners import make_learner
 from fedgraphrec.training.loading import config_from_dict
 from fedgraphrec.training.plots import plot_curves, plot_ledger
@@ -35,7 +36,12 @@ __all__ = ["RunResult", "Trainer", "evaluate_embeddings_on", "prepare_interactio
 
 
 def prepare_interactions(cfg: TrainConfig) -> Interactions:
-    """Load the dataset named in ``cfg`` as implicit feedback, carving validation if asked."""
+    """Load the dataset named in ``cfg`` as implicit feedback, carving validation if asked.
+
+    DGREC trains on the interactions of its side-information loader (:func:`~.dgrec.load_data`).
+    """
+    if cfg.protocol == "dgrec":
+        return load_data(cfg.dataset, **cfg.dataset_options).interactions
     data = load_dataset(cfg.dataset, data_dir=cfg.data_dir or None, **cfg.dataset_options)
     if isinstance(data, Ratings):
         threshold = cfg.dataset_options.get("implicit_threshold")
@@ -134,7 +140,7 @@ class Trainer:
         resume: bool = False,
         on_epoch_end: Callable[[int], None] | None = None,
         data: Interactions | None = None,
-        learner: Callable[[TrainConfig, Interactions], Learner] | None = None,
+        learner: Callable[[TrainConfig, Interactions], AnyLearner] | None = None,
     ) -> None:
         cfg.validate()
         self.cfg = cfg
@@ -145,7 +151,7 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.data = prepare_interactions(cfg) if data is None else data
-        self.learner: Learner = (make_learner if learner is None else learner)(cfg, self.data)
+        self.learner: AnyLearner = (make_learner if learner is None else learner)(cfg, self.data)
         self._sampler: BPRSampler | None = None
         self._rounds: Callable[[int], BatchStats] | None = getattr(self.learner, "train_round", None)
         self.state = _LoopState(best_value=worst(cfg.eval.metric))
@@ -224,7 +230,7 @@ class Trainer:
             for name in splits:
                 record[name] = evaluate_scorer_on(scorer, self.data, self.cfg.eval.ks, name)
         else:
-            U, V = self.learner.embeddings()
+            U, V = cast(Learner, self.learner).embeddings()
             for name in splits:
                 record[name] = evaluate_embeddings_on(U, V, self.data, self.cfg.eval.ks, name)
         record["eval_seconds"] = time.perf_counter() - t0
@@ -251,7 +257,7 @@ class Trainer:
             bar.advance_batch()
         else:
             for users, pos, neg in self.sampler.batches(epoch, cfg.settings_as(MinibatchSettings).batch_size):
-                out = self.learner.train_batch(users, pos, neg)
+                out = cast(Learner, self.learner).train_batch(users, pos, neg)
                 total += out.loss
                 bpr += out.bpr
                 reg += out.reg

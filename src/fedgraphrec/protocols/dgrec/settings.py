@@ -4,16 +4,18 @@
 and ``--set``); :meth:`DGRECSettings.for_variant` builds the settings of a named variant
 (:data:`VARIANTS`: DGREC, its ablations, the no-noise reference and the DMF / DLGNN baselines), with
 values the caller gives winning over the variant's own. The local model's shape is
-:attr:`DGRECSettings.model`, built from the flat model fields.
+:attr:`DGRECSettings.local_model`, built from the flat model fields.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from fedgraphrec.protocols.dgrec.model import ModelConfig
+from fedgraphrec.protocols.settings import HIDING, ProtocolSettings
 
 __all__ = ["SHARING", "VARIANTS", "DGRECSettings"]
 
@@ -40,7 +42,7 @@ _MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 
 
 @dataclass(frozen=True)
-class DGRECSettings:
+class DGRECSettings(ProtocolSettings):
     """DGREC's settings (defaults: the paper's H = 4, n_u = 3, δ = 0.1, β = 1; lr 0.6 for the Eq.-2 loss).
 
     lr: under one-bit sharing a decoded step moves a coordinate by at most ``lr·δ`` in expectation,
@@ -76,14 +78,11 @@ class DGRECSettings:
             training items (at most that many; ``None``: every one of them).
         secure_noise: draw the one-bit encodings' Bernoulli thresholds and the Laplace noise from the
             OS CSPRNG instead of the run seed (the stated LDP ε then holds against whoever knows the
-            seed; runs no longer repeat bit for bit). The learner also sets it when the run is not
-            ``reproducible``.
+            seed; runs no longer repeat bit for bit). Unset: follow the run's ``reproducible``
+            (``--crypto real`` draws them securely unless ``reproducible = true``).
         secure_sampling: draw each group's members (and their BPR negatives) from a fresh CSPRNG
-            stream per step instead of the seeded stream ``("sample", step)`` (set too when the run
-            is not ``reproducible``).
-        epochs: run option: training epochs of ``train dgrec`` and the DGREC runners.
-        eval_every: run option: evaluate on the test split every that many epochs too (0: only at
-            the end).
+            stream per step instead of the seeded stream ``("sample", step)``. Unset: as
+            ``secure_noise``.
     """
 
     variant: str = "dgrec"
@@ -109,12 +108,11 @@ class DGRECSettings:
     hypergraph: bool = True
     sharing: str = "one_bit"
     centres_per_epoch: int | None = 300
-    secure_noise: bool = False
-    secure_sampling: bool = False
-    epochs: int = 2
-    eval_every: int = 1
+    secure_noise: bool | None = field(default=None, metadata=HIDING)
+    secure_sampling: bool | None = field(default=None, metadata=HIDING)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {self.variant!r}")
         if self.sharing not in SHARING:
@@ -130,14 +128,18 @@ class DGRECSettings:
             )
         if not 0.0 < self.public_ratio <= 1.0:
             raise ValueError(f"public_ratio must be in (0, 1]; got {self.public_ratio}")
-        if self.epochs < 1 or self.eval_every < 0:
-            raise ValueError(f"epochs must be >= 1 and eval_every >= 0; got {self.epochs}, {self.eval_every}")
-        self.model  # noqa: B018  (the model's own checks)
+        self.local_model  # noqa: B018  (the model's own checks)
 
     @property
-    def model(self) -> ModelConfig:
+    def local_model(self) -> ModelConfig:
         """The local model's shape and switches."""
         return ModelConfig(**{k: getattr(self, k) for k in _MODEL_FIELDS})
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> DGRECSettings:
+        """A configuration's ``[protocol]`` values on top of their ``variant``'s (:meth:`for_variant`)."""
+        given = {k: v for k, v in values.items() if k != "variant"}
+        return cls.for_variant(str(values.get("variant", "dgrec")), **given)
 
     @classmethod
     def for_variant(cls, variant: str, **given: Any) -> DGRECSettings:

@@ -92,14 +92,14 @@ class DGREC:
             bipartite=not settings.hypergraph,
         )
         extra = 0 if settings.hypergraph else tags.shape[1]
-        self.models = UserModels(n_users, n_items, settings.model, torch_generator(seed, "init"), extra)
+        self.models = UserModels(n_users, n_items, settings.local_model, torch_generator(seed, "init"), extra)
         self.deg = np.diff(self.train.indptr)
         self.loss = np.ones(n_users)
         self.count = np.zeros(n_users)
         # message ids always come from the seeded stream; the LDP noise from it too unless
         # secure_noise (then from the OS CSPRNG: a guarantee, not reproducible bit for bit)
         self._enc = torch_generator(seed, "encode")
-        self.noise = noise_source(settings.secure_noise, generator=self._enc)
+        self.noise = noise_source(bool(settings.secure_noise), generator=self._enc)
         self._ids = torch_generator(seed, "message-ids")  # float sharing's message ids
         self.step_no = 0
 
@@ -164,7 +164,7 @@ class DGREC:
     def step(self, centre: int) -> int:
         """One group iteration initiated by ``centre``; returns the group size."""
         s = self.s
-        rng = hiding_rng(s.secure_sampling, self.seed, "sample", self.step_no)
+        rng = hiding_rng(bool(s.secure_sampling), self.seed, "sample", self.step_no)
         self.step_no += 1
         links = sample_group(
             self.social, centre, s.hops, s.fanout, sampling_weights(self.loss, self.count), rng
