@@ -59,7 +59,10 @@ def test_run_settings_reach_every_dgrec_setting_and_refuse_bad_values() -> None:
     assert (s.delta, s.beta, s.lr, s.hops, s.fanout, s.batch, s.max_items) == (0.2, 2.0, 1.0, 2, 2, 8, 64)
     m = s.local_model
     assert (m.d, m.n_interests, m.d_interest, m.hidden, m.l2, m.loss_scale) == (8, 3, 5, (8, 4), 0.01, "mean")
-    assert settings_for("dgrec").local_model.loss_scale == "eq2" and settings_for("dmf").local_model.loss_scale == "mean"
+    assert (
+        settings_for("dgrec").local_model.loss_scale == "eq2"
+        and settings_for("dmf").local_model.loss_scale == "mean"
+    )
     for bad, match in (
         ({"loss_scale": "sum"}, "loss_scale"),
         ({"hidden": [8]}, "hidden"),
