@@ -561,8 +561,3 @@ def test_train_p4gcn_refuses_options_that_do_not_apply(tmp_path):
     res = runner.invoke(app, ["train", "p4gcn", "--crypto", "real", "--out", str(tmp_path / "x")])
     assert res.exit_code == 2 and "--crypto do(es) not apply to p4gcn" in res.output
     assert not (tmp_path / "x").exists()
-
-
-def test_the_old_p4gcn_command_says_where_it_moved():
-    res = runner.invoke(app, ["p4gcn", "--dataset", "filmtrust"])
-    assert res.exit_code == 2 and "fedgraphrec train p4gcn" in res.output
