@@ -561,3 +561,20 @@ def test_train_p4gcn_refuses_options_that_do_not_apply(tmp_path):
     res = runner.invoke(app, ["train", "p4gcn", "--crypto", "real", "--out", str(tmp_path / "x")])
     assert res.exit_code == 2 and "--crypto do(es) not apply to p4gcn" in res.output
     assert not (tmp_path / "x").exists()
+
+
+def test_train_dgrec_resumes_through_the_trainer_to_the_same_run(tmp_path):
+    """DGREC's run folder is the Trainer's: a checkpoint after epoch 1 resumes to the 2-epoch run."""
+    data = _social_folder(tmp_path)
+    sets = ["centres_per_epoch=5", "hops=1", "d=4", "n_interests=2", "d_interest=3", "batch=4"]
+    common = ["train", "dgrec", "--dataset", str(data), *(x for kv in sets for x in ("--set", kv))]
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert runner.invoke(app, [*common, "--epochs", "2", "--out", str(whole)]).exit_code == 0
+    assert runner.invoke(app, [*common, "--epochs", "1", "--out", str(part)]).exit_code == 0
+    assert (part / "checkpoint.pt").exists() and (part / "config.toml").exists()
+    res = runner.invoke(app, ["train", "dgrec", "--resume", str(part), "--epochs", "2"])
+    assert res.exit_code == 0, res.output
+    first = json.loads((whole / "summary.json").read_text())
+    resumed = json.loads((part / "summary.json").read_text())
+    assert resumed["epochs_run"] == 2 and resumed["test"] == first["test"]
+    assert resumed["ledger_bytes"] == first["ledger_bytes"] > 0
