@@ -12,7 +12,6 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings
-from fedgraphrec.training.dgrec_learner import hiding_settings
 from fedgraphrec.training.loading import load_settings
 from fedgraphrec.training.rating import RatingSettings
 from tests.protocols.test_p4gcn import _proto
@@ -37,12 +36,13 @@ def test_p4gcn_w1_differs_between_runs_of_one_seed_when_secure() -> None:
     assert np.linalg.norm(a.p2.w1) <= a.cfg.clip + 1e-12  # still clipped as the seeded W1
 
 
-def test_dgrec_run_settings_derive_both_hiding_draws_from_reproducible() -> None:
-    default = hiding_settings(DGRECSettings(), reproducible=True)
-    assert default.secure_noise is False and default.secure_sampling is False
-    hidden = hiding_settings(DGRECSettings(), reproducible=False)
+def test_dgrec_settings_derive_both_hiding_draws_from_reproducible() -> None:
+    seeded = DGRECSettings(crypto="real", reproducible=True).resolved()
+    assert seeded.secure_noise is False and seeded.secure_sampling is False
+    assert DGRECSettings().resolved().secure_noise is False  # accounted: reproducible by default
+    hidden = DGRECSettings(crypto="real").resolved()
     assert hidden.secure_noise is True and hidden.secure_sampling is True
-    only_noise = hiding_settings(DGRECSettings(secure_noise=True), reproducible=True)
+    only_noise = DGRECSettings(crypto="real", reproducible=True, secure_noise=True).resolved()
     assert only_noise.secure_noise is True and only_noise.secure_sampling is False
 
 

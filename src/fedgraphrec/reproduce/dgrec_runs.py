@@ -98,7 +98,7 @@ def run(dataset: str, settings: DGRECSettings, seed: int, epochs: int, eval_ever
 
 
 def reference_run(dataset: str, kind: str, seed: int) -> dict[str, Any]:
-    """A reference ranking's record, in the form of :func:`~fedgraphrec.training.dgrec.run`'s."""
+    """A reference ranking's record, in the form of :func:`run`'s."""
     t0 = time.time()
     data = load_data(dataset)
     train, test = data.interactions.train, data.interactions.test
