@@ -23,7 +23,11 @@ from fedgraphrec.runtime.blocks import _take, block_bounds, gather_blocks
 from fedgraphrec.runtime.codec import encoded_size
 from fedgraphrec.runtime.network import Protection
 
-__all__ = ["Part", "Shape"]
+__all__ = ["BOOKED_ONCE", "Part", "Shape"]
+
+BOOKED_ONCE = "booked_once"
+"""A :attr:`Part.meta` flag: this hop relays a message the ledger (and transcript) booked on its first
+hop, so the transport does not book it again (P4GCN's coordinator, a wire between two organisations)."""
 
 Shape = Literal["rows", "broadcast", "blobs"]
 _PROTECTIONS = ("plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric")

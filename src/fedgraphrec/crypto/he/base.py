@@ -79,6 +79,14 @@ class HEBackend(ABC):
     def to_bytes(self, c: EncMatrix) -> list[bytes]:
         """Serialise ``c`` into its wire messages (one per element or per packed row)."""
 
+    @abstractmethod
+    def from_bytes(self, blobs: list[bytes], shape: tuple[int, int], scale_bits: int) -> EncMatrix:
+        """The :class:`EncMatrix` :meth:`to_bytes` serialised (receiver side, with its own context).
+
+        Raises:
+            ValueError: the blobs do not make up a matrix of ``shape`` (count or length wrong).
+        """
+
     def select_rows(self, c: EncMatrix, rows: np.ndarray) -> EncMatrix:
         """Ciphertexts of the given rows (pure selection; no cryptography)."""
         data = c.data[rows] if isinstance(c.data, np.ndarray) else [c.data[int(r)] for r in rows]

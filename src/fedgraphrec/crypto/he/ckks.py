@@ -107,3 +107,15 @@ class CKKSBackend(HEBackend):
         if c.scale_bits == 0:
             return [bytes(v.serialize()) for v in c.data]
         return [bytes(v.serialize()) for cols in c.data for v in cols]
+
+    def from_bytes(self, blobs: list[bytes], shape: tuple[int, int], scale_bits: int) -> EncMatrix:
+        """TenSEAL's own deserialisation under this side's context (public or with the secret key)."""
+        rows, cols = shape
+        want = rows if scale_bits == 0 else -(-rows // max(scale_bits, 1)) * cols
+        if len(blobs) != want:
+            raise ValueError(f"a CKKS {shape} matrix (scale_bits {scale_bits}) is {want} ciphertexts")
+        vecs = [self._ts.ckks_vector_from(self.public_ctx, bytes(b)) for b in blobs]
+        if scale_bits == 0:
+            return EncMatrix((rows, cols), vecs)
+        blocks = [vecs[k : k + cols] for k in range(0, len(vecs), cols)]
+        return EncMatrix((rows, cols), blocks, scale_bits)

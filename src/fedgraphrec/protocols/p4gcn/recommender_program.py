@@ -1,0 +1,248 @@
+"""The recommender organisation ``P1`` as a party program: ratings, every trainable parameter, the HE keys.
+
+:class:`RecommenderProgram` hosts the model of :class:`~.recommender.Recommender` and answers the
+coordinator's stages (:mod:`.roles`) of Algorithm 1 (spec §4.5): the set-up message ``[X]``, then per
+iteration message 1 (its batch's user ids, from the schedule it fixed itself), message 3 (``[G]``,
+after training its local parameters on the decrypted message 2) and message 5 (the re-encrypted
+``[X_B]``, after applying the decrypted message 4); the evaluation release's rows (§4.6) and the
+held-out metrics (only ``P1`` holds ratings).
+
+It checks every request against its own state (:mod:`fedgraphrec.runtime.expect`): the stage order
+(:func:`recommender_flow`), each part's phase, protection (``homomorphic``), origin role (the social
+party) and kind, the batch the coordinator names (the next of its own schedule), and the shape of
+every ciphertext matrix (the batch it sent, the embedding width), before decrypting anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.crypto.he import HEBackend
+from fedgraphrec.models.propagation import NormalizedBipartite
+from fedgraphrec.protocols.base import ClientProgram
+from fedgraphrec.protocols.p4gcn.recommender import Recommender
+from fedgraphrec.protocols.p4gcn.roles import (
+    PH_BWD,
+    PH_EVAL,
+    PH_FWD,
+    PH_IDS,
+    PH_SETUP_X,
+    PH_GRAD,
+    PH_SYNC,
+    RECOMMENDER,
+    SOCIAL,
+    ST_EVALUATE,
+    ST_IDS,
+    ST_KEYS,
+    ST_LOCAL,
+    ST_ROWS,
+    ST_UPDATE,
+)
+from fedgraphrec.protocols.p4gcn.schedule import batch_schedule, release_count
+from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
+from fedgraphrec.protocols.p4gcn.wire import he_part, ids_part, make_he, open_he
+from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.seeding import seeded_generator
+
+__all__ = ["EVALUATE_REPEATS", "RecommenderData", "RecommenderProgram", "recommender_flow"]
+
+Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]
+EVALUATE_REPEATS = 8
+"""How often ``evaluate`` may run in one step (a split per run; the trainer asks for a few)."""
+
+
+@dataclass(frozen=True)
+class RecommenderData:
+    """What ``P1`` knows from outside the protocol.
+
+    Attributes:
+        train: ``(users, items, ratings)`` training records.
+        n_users: ``N`` (shared with ``P2``: the aligned user ids).
+        n_items: ``N_V``.
+        rating_range: ``(lo, hi)`` of the decoder.
+        seed: the run seed; ``P1`` draws its schedule and its model's initial values from named child
+            streams of it (the same ones in every engine).
+        splits: held-out ``(users, items, ratings)`` by split name, for the ``evaluate`` stage.
+    """
+
+    train: Arrays
+    n_users: int
+    n_items: int
+    rating_range: tuple[float, float]
+    seed: int
+    splits: dict[str, Arrays] = field(default_factory=dict)
+
+
+def recommender_flow(n_chunks: int) -> StageFlow:
+    """``P1``'s stage order: set-up, then iterations (ids → local → update), release chunks, evaluation."""
+    after_iter = (ST_IDS, ST_ROWS, ST_EVALUATE)
+    return flow(
+        first=(ST_KEYS,),
+        after={
+            ST_KEYS: after_iter,
+            ST_IDS: (ST_LOCAL,),
+            ST_LOCAL: (ST_UPDATE,),
+            ST_UPDATE: after_iter,
+            ST_ROWS: (ST_ROWS, ST_EVALUATE),
+            ST_EVALUATE: after_iter,
+        },
+        new_step=after_iter,
+        repeats={ST_ROWS: n_chunks, ST_EVALUATE: EVALUATE_REPEATS},
+    )
+
+
+def _from_social(phase: str, kind: str) -> Expect:
+    return Expect(phase, "homomorphic", kind=kind, shape="blobs", from_role=SOCIAL)
+
+
+class RecommenderProgram(ClientProgram[None]):
+    """``P1`` (module docstring).
+
+    Args:
+        settings: the run's :class:`~.settings.P4GCNSettings`.
+        clients: ``[0]`` (the recommender's node hosts the one organisation).
+        data: the recommender's own data (:class:`RecommenderData`).
+        backend: the HE backend whose key pair ``P1`` owns (default: a fresh one from the settings).
+        serialise: send ciphertexts as the backend's bytes (``real`` mode, other processes).
+    """
+
+    def __init__(
+        self,
+        settings: P4GCNSettings,
+        clients: np.ndarray,
+        data: RecommenderData,
+        *,
+        backend: HEBackend | None = None,
+        serialise: bool = False,
+    ) -> None:
+        self.own, self.serialise = data, serialise
+        self.backend = backend if backend is not None else make_he(settings.backend, settings.dim)
+        super().__init__(settings, clients, None)
+
+    def init_state(self) -> None:
+        """The schedule (record indices per batch), the model, ``K`` and the iteration counter."""
+        s, d = self.settings, self.own
+        self.users, self.items, self.ratings = (np.asarray(a) for a in d.train)
+        sched_ss, p1_ss, _ = np.random.SeedSequence(d.seed).spawn(3)
+        self.schedule = batch_schedule(len(self.users), s.batch, s.epochs, np.random.default_rng(sched_ss))
+        self.batches_per_epoch = -(-len(self.users) // s.batch)
+        self.releases = release_count(self.schedule, self.users, d.n_users, s.sensitivity)
+        binary = sp.csr_matrix(
+            (np.ones(len(self.users)), (self.users, self.items)), shape=(d.n_users, d.n_items)
+        )
+        binary.data[:] = 1.0
+        graph = NormalizedBipartite.from_train(binary, dtype=torch.float64)
+        gen = seeded_generator(int(p1_ss.generate_state(1)[0]))
+        self.model = Recommender(
+            graph, s.backbone, s.dim, s.layers, s.beta, s.fusion, s.lr, s.social_lr, s.clip,
+            self.backend, d.rating_range, gen, weight_decay=s.weight_decay,
+        )  # fmt: skip
+        self.done = 0  # iterations completed
+        self.batch_users: np.ndarray | None = None  # the batch of the open iteration
+        self.released = 0  # users of the evaluation release received
+        self.n_chunks = -(-d.n_users // s.eval_chunk)
+
+    # ------------------------------------------------------------------ what the node accepts
+    def stage_flow(self) -> StageFlow:
+        """:func:`recommender_flow`."""
+        return recommender_flow(self.n_chunks)
+
+    def expect(self, stage: str) -> Expectation | None:
+        """The parts of ``stage``: the social party's sandwiches, relayed by the coordinator."""
+        table: dict[str, Expectation] = {
+            ST_KEYS: {},
+            ST_IDS: {},
+            ST_LOCAL: {"rows": _from_social(PH_FWD, "social_rows")},
+            ST_UPDATE: {"delta": _from_social(PH_BWD, "social_update")},
+            ST_ROWS: {"rows": _from_social(PH_EVAL, "social_rows")},
+            ST_EVALUATE: {},
+        }
+        return table.get(stage)
+
+    def _refuse(self, stage: str, why: str) -> IntegrityError:
+        return IntegrityError(f"p4gcn recommender stage {stage!r}: {why}")
+
+    def _open(self, stage: str, request: Message, name: str, rows: int) -> np.ndarray:
+        where = f"p4gcn recommender stage {stage!r}: part {name!r}"
+        enc = open_he(self.backend, request[name], rows, self.settings.dim, where)
+        return enc
+
+    # ------------------------------------------------------------------ stages
+    def stage_setup_keys(self, step: int, request: Message) -> Message:
+        """Set-up: the public plan (batches, ``K``) and ``[X_soc / s_x]`` of every user."""
+        enc = self.model.encrypt_x()
+        plan = {
+            "n_users": self.own.n_users,
+            "batches": len(self.schedule),
+            "batches_per_epoch": self.batches_per_epoch,
+            "releases": self.releases,
+        }
+        x = he_part(self.backend, enc, PH_SETUP_X, "embedding", RECOMMENDER, SOCIAL, serialise=self.serialise)
+        return Message({"x": x}, fields=plan)
+
+    def stage_iter_ids(self, step: int, request: Message) -> Message:
+        """Message 1: the distinct users of the next batch of the schedule (the coordinator names it)."""
+        if request.fields.get("batch") != self.done:
+            raise self._refuse(ST_IDS, f"the coordinator asked for batch {request.fields.get('batch')!r}; "
+                               f"the next batch of this party's schedule is {self.done}")  # fmt: skip
+        if self.done >= len(self.schedule):
+            raise self._refuse(ST_IDS, f"the schedule has {len(self.schedule)} batches; all ran")
+        self.batch_users = np.unique(self.users[self.schedule[self.done]])
+        return Message({"ids": ids_part(self.batch_users, RECOMMENDER, SOCIAL, PH_IDS)})
+
+    def stage_iter_local(self, step: int, request: Message) -> Message:
+        """Message 2 in, local training, message 3 ``[G]`` out (with the batch loss, for the log)."""
+        assert self.batch_users is not None  # the flow puts ids first
+        idx = self.schedule[self.done]
+        y_b = self.model.social_rows(self._open(ST_LOCAL, request, "rows", len(self.batch_users)))
+        u, v, r = self.users[idx], self.items[idx], self.ratings[idx]
+        loss, enc_g = self.model.local_step(self.batch_users, y_b, u, v, r)
+        g = he_part(
+            self.backend, enc_g, PH_GRAD, "social_gradient", RECOMMENDER, SOCIAL, serialise=self.serialise
+        )
+        return Message({"grad": g}, fields={"loss": loss})
+
+    def stage_iter_update(self, step: int, request: Message) -> Message:
+        """Message 4 in, ``X_soc[B]`` updated and re-clipped, message 5 ``[X_B]`` out."""
+        assert self.batch_users is not None
+        users = self.batch_users
+        self.model.apply_social_update(self._open(ST_UPDATE, request, "delta", len(users)))
+        self.batch_users = None
+        self.done += 1
+        enc = self.model.encrypt_x(users)
+        x = he_part(self.backend, enc, PH_SYNC, "embedding", RECOMMENDER, SOCIAL, serialise=self.serialise)
+        return Message({"x": x})
+
+    def stage_eval_rows(self, step: int, request: Message) -> Message:
+        """One chunk of the evaluation release: the next users in id order (§4.6)."""
+        n, chunk = self.own.n_users, self.settings.eval_chunk
+        lo = self.released % n
+        users = np.arange(lo, min(n, lo + chunk))
+        self.model.y_cache[users] = self.model.social_rows(self._open(ST_ROWS, request, "rows", len(users)))
+        self.released = lo + len(users)
+        return Message()
+
+    def stage_evaluate(self, step: int, request: Message) -> Message:
+        """Held-out metric sums of one split (``sse``, ``sae``, ``n``; predictions clipped to the range)."""
+        split = request.fields.get("split")
+        if split not in self.own.splits:
+            raise self._refuse(ST_EVALUATE, f"no held-out split {split!r} on this node")
+        users, items, truth = self.own.splits[split]
+        lo, hi = self.own.rating_range
+        err = np.clip(self.predict(users, items), lo, hi) - truth
+        return Message(
+            fields={"sse": float(np.sum(err**2)), "sae": float(np.sum(np.abs(err))), "n": len(err)}
+        )
+
+    @torch.no_grad()
+    def predict(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """Ratings from the cached social rows (post-processing of released rows)."""
+        m = self.model
+        y = torch.from_numpy(m.y_cache[users]).to(m.w2.dtype)
+        return m.predict(torch.from_numpy(users), torch.from_numpy(items), y).numpy()
