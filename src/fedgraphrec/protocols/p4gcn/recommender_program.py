@@ -22,7 +22,7 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.crypto.he import HEBackend
+from fedgraphrec.crypto.he import EncMatrix, HEBackend
 from fedgraphrec.models.propagation import NormalizedBipartite
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.p4gcn.recommender import Recommender
@@ -30,9 +30,9 @@ from fedgraphrec.protocols.p4gcn.roles import (
     PH_BWD,
     PH_EVAL,
     PH_FWD,
+    PH_GRAD,
     PH_IDS,
     PH_SETUP_X,
-    PH_GRAD,
     PH_SYNC,
     RECOMMENDER,
     SOCIAL,
@@ -168,10 +168,9 @@ class RecommenderProgram(ClientProgram[None]):
     def _refuse(self, stage: str, why: str) -> IntegrityError:
         return IntegrityError(f"p4gcn recommender stage {stage!r}: {why}")
 
-    def _open(self, stage: str, request: Message, name: str, rows: int) -> np.ndarray:
+    def _open(self, stage: str, request: Message, name: str, rows: int) -> EncMatrix:
         where = f"p4gcn recommender stage {stage!r}: part {name!r}"
-        enc = open_he(self.backend, request[name], rows, self.settings.dim, where)
-        return enc
+        return open_he(self.backend, request[name], rows, self.settings.dim, where)
 
     # ------------------------------------------------------------------ stages
     def stage_setup_keys(self, step: int, request: Message) -> Message:

@@ -163,8 +163,8 @@ class SocialProgram(ClientProgram[None]):
             )
         most = 2 * batches + 1
         if (s.sensitivity == "global" and k != most) or not 1 <= k <= most:
-            raise self._refuse(ST_SETUP, f"K = {k} releases; the {s.sensitivity} rule allows "
-                               + (f"exactly {most}" if s.sensitivity == "global" else f"1 to {most}"))  # fmt: skip
+            allowed = f"exactly {most}" if s.sensitivity == "global" else f"1 to {most}"
+            raise self._refuse(ST_SETUP, f"K = {k} releases; the {s.sensitivity} rule allows {allowed}")
         _, _, p2_ss = np.random.SeedSequence(self.own.seed).spawn(3)
         self.party = SocialParty(
             self.own.adjacency, s.dim, s.clip, k, s.eps, s.delta, self.backend, np.random.default_rng(p2_ss),

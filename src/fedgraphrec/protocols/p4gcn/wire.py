@@ -112,7 +112,8 @@ def relay(part: Part) -> Part:
     """The coordinator's hop of ``part``: sent by the server, first sent by its organisation.
 
     The ledger booked the message on its first hop (organisation → coordinator, labelled with the
-    receiving organisation), so this hop is marked :data:`~fedgraphrec.runtime.part.BOOKED_ONCE` and not booked again.
+    receiving organisation), so this hop is marked :data:`~fedgraphrec.runtime.part.BOOKED_ONCE`
+    and not booked again.
     """
     return replace(
         part, sender_role=SERVER, from_role=part.sender_role, meta={**part.meta, BOOKED_ONCE: True}
