@@ -166,9 +166,9 @@ def _settings_fields(command: str, protocol: object) -> set[str]:
 
     target = TrainConfig
     if command == "train" and protocol == "p4gcn":
-        from fedgraphrec.training.rating import RatingSettings
+        from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 
-        target = RatingSettings  # type: ignore[assignment]
+        target = P4GCNSettings  # type: ignore[assignment]
     elif command == "train" and protocol == "dgrec":
         from fedgraphrec.training.dgrec import DGRECRunSettings
 

@@ -1,7 +1,7 @@
 """Reading configurations: TOML files, keyword values and ``--set`` overrides into typed settings.
 
 :func:`load_config` builds a :class:`~fedgraphrec.training.config.TrainConfig`, :func:`load_settings` any
-settings dataclass (P4GCN's :class:`~fedgraphrec.training.rating.RatingSettings`, DGREC's run settings);
+settings dataclass (P4GCN's :class:`~fedgraphrec.protocols.p4gcn.settings.P4GCNSettings`, DGREC's run settings);
 both report an unknown key or a value of the wrong type with the file and line or the ``--set``
 argument.
 """
@@ -160,7 +160,7 @@ def load_settings(
 ) -> S:
     """A settings dataclass from its defaults, a TOML file, keyword ``values`` and ``--set`` overrides.
 
-    Precedence is that order (e.g. :class:`~fedgraphrec.training.rating.RatingSettings`). TOML keys
+    Precedence is that order (e.g. :class:`~fedgraphrec.protocols.p4gcn.settings.P4GCNSettings`). TOML keys
     that belong to the run rather than to ``cls`` (``protocol``, ``dataset``, ``seed``) are skipped.
 
     Raises:
