@@ -19,6 +19,7 @@ from fedgraphrec.protocols.p4gcn.roles import (
     SOCIAL,
     ST_BACKWARD,
     ST_FORWARD,
+    ST_HELLO,
     ST_IDS,
     ST_RELEASE,
     ST_SETUP,
@@ -116,6 +117,7 @@ def test_the_social_party_refuses_a_plan_with_weaker_noise(sensitivity: str) -> 
     x = he_part(run.backend, run.backend.encrypt(np.zeros((N_USERS, DIM))), "setup/x", "embedding",
                 RECOMMENDER, SOCIAL, serialise=False)  # fmt: skip
     transport.begin_step(1)
+    transport.round(ST_HELLO, {P2: Message()})
     with pytest.raises(IntegrityError, match="K = 14 releases"):
         transport.round(ST_SETUP, {P2: Message({"x": relay(x)}, fields=plan)})
 

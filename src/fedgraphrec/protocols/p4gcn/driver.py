@@ -173,46 +173,22 @@ class P4GCNRun:
     def state_dict(self) -> dict[str, Any]:
         """Tensors and plain data of the three programs (an in-process checkpoint of the whole run).
 
-        The social party's ``[X]`` is kept as the backend's serialised bytes (``uint8`` tensors).
+        Each organisation's part is what its program keeps between messages
+        (:meth:`~.recommender_program.RecommenderProgram.state_arrays`), the social party's ``[X]``
+        as the backend's serialised bytes.
         """
-        p1, party, rec, soc = self.p1, self.p2, self.recommender, self.social
-        assert party.enc_x is not None
+
+        def tensors(arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+            return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+
         return {
-            "recommender": {
-                "model": p1.state_dict(),
-                "opt": p1.opt.state_dict(),
-                "x_soc": torch.from_numpy(p1.x_soc.copy()),
-                "y_cache": torch.from_numpy(p1.y_cache.copy()),
-                "done": rec.done,
-                "released": rec.released,
-            },
-            "social": {
-                "enc_x": [
-                    torch.tensor(list(b), dtype=torch.uint8) for b in self.backend.to_bytes(party.enc_x)
-                ],
-                "x_scale_bits": int(party.enc_x.scale_bits),
-                "w1": torch.from_numpy(party.w1.copy()),
-                "rho": torch.from_numpy(party.accountant.rho.copy()),
-                "rng": party.rng.bit_generator.state,
-                "done": soc.done,
-                "released": soc.released,
-            },
+            "recommender": tensors(self.recommender.state_arrays()),
+            "social": tensors(self.social.state_arrays()),
             "server": {"done": self.server.done, "step": self.server.step},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` into a run built with the same settings, data and seed."""
-        p1, party, rec, soc = self.p1, self.p2, self.recommender, self.social
-        r, s = state["recommender"], state["social"]
-        p1.load_state_dict(r["model"])
-        p1.opt.load_state_dict(r["opt"])
-        p1.x_soc[:] = r["x_soc"].numpy()
-        p1.y_cache[:] = r["y_cache"].numpy()
-        rec.done, rec.released = int(r["done"]), int(r["released"])
-        blobs = [bytes(t.numpy().tobytes()) for t in s["enc_x"]]
-        party.enc_x = self.backend.from_bytes(blobs, (party.n, party.dim), int(s["x_scale_bits"]))
-        party.w1 = s["w1"].numpy().copy()
-        party.accountant.rho[:] = s["rho"].numpy()
-        party.rng.bit_generator.state = s["rng"]
-        soc.done, soc.released = int(s["done"]), int(s["released"])
+        self.recommender.load_state_arrays({k: v.numpy() for k, v in state["recommender"].items()})
+        self.social.load_state_arrays({k: v.numpy() for k, v in state["social"].items()})
         self.server.done, self.server.step = int(state["server"]["done"]), int(state["server"]["step"])

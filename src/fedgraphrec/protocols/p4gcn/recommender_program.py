@@ -37,6 +37,7 @@ from fedgraphrec.protocols.p4gcn.roles import (
     RECOMMENDER,
     SOCIAL,
     ST_EVALUATE,
+    ST_HELLO,
     ST_IDS,
     ST_KEYS,
     ST_LOCAL,
@@ -83,8 +84,9 @@ def recommender_flow(n_chunks: int) -> StageFlow:
     """``P1``'s stage order: set-up, then iterations (ids → local → update), release chunks, evaluation."""
     after_iter = (ST_IDS, ST_ROWS, ST_EVALUATE)
     return flow(
-        first=(ST_KEYS,),
+        first=(ST_HELLO,),
         after={
+            ST_HELLO: (ST_KEYS,),
             ST_KEYS: after_iter,
             ST_IDS: (ST_LOCAL,),
             ST_LOCAL: (ST_UPDATE,),
@@ -156,6 +158,7 @@ class RecommenderProgram(ClientProgram[None]):
     def expect(self, stage: str) -> Expectation | None:
         """The parts of ``stage``: the social party's sandwiches, relayed by the coordinator."""
         table: dict[str, Expectation] = {
+            ST_HELLO: {},
             ST_KEYS: {},
             ST_IDS: {},
             ST_LOCAL: {"rows": _from_social(PH_FWD, "social_rows")},
@@ -173,6 +176,10 @@ class RecommenderProgram(ClientProgram[None]):
         return open_he(self.backend, request[name], rows, self.settings.dim, where)
 
     # ------------------------------------------------------------------ stages
+    def stage_setup_hello(self, step: int, request: Message) -> Message:
+        """Name this organisation (so the coordinator knows which node is which)."""
+        return Message(fields={"organisation": RECOMMENDER})
+
     def stage_setup_keys(self, step: int, request: Message) -> Message:
         """Set-up: the public plan (batches, ``K``) and ``[X_soc / s_x]`` of every user."""
         enc = self.model.encrypt_x()
@@ -238,6 +245,45 @@ class RecommenderProgram(ClientProgram[None]):
         return Message(
             fields={"sse": float(np.sum(err**2)), "sae": float(np.sum(np.abs(err))), "n": len(err)}
         )
+
+    # ------------------------------------------------------------------ state (between messages)
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """Everything that changes during the run, as arrays (a Flower node's ``context.state``).
+
+        The schedule, the graph and the initial values are rebuilt from the data and the seed.
+        """
+        m = self.model
+        out = {f"model.{k}": v.detach().numpy().copy() for k, v in m.state_dict().items()}
+        for i, st in m.opt.state_dict()["state"].items():
+            out.update({f"opt.{i}.{k}": torch.as_tensor(v).detach().numpy().copy() for k, v in st.items()})
+        batch = np.zeros(0, np.int64) if self.batch_users is None else self.batch_users
+        open_ = self.batch_users is not None
+        counters = np.array([self.done, self.released, int(open_)], dtype=np.int64)
+        return {
+            **out,
+            "x_soc": m.x_soc.copy(),
+            "y_cache": m.y_cache.copy(),
+            "batch": batch,
+            "counters": counters,
+        }
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restore :meth:`state_arrays` into a program built from the same data, settings and seed."""
+        m = self.model
+        m.load_state_dict(
+            {k[6:]: torch.from_numpy(np.array(v)) for k, v in arrays.items() if k.startswith("model.")}
+        )
+        opt = m.opt.state_dict()
+        state: dict[int, dict[str, torch.Tensor]] = {}
+        for key, v in arrays.items():
+            if key.startswith("opt."):
+                _, i, name = key.split(".", 2)
+                state.setdefault(int(i), {})[name] = torch.from_numpy(np.array(v))
+        m.opt.load_state_dict({"state": state, "param_groups": opt["param_groups"]})
+        m.x_soc[:] = arrays["x_soc"]
+        m.y_cache[:] = arrays["y_cache"]
+        self.done, self.released, open_ = (int(x) for x in arrays["counters"])
+        self.batch_users = np.array(arrays["batch"], dtype=np.int64) if open_ else None
 
     @torch.no_grad()
     def predict(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:

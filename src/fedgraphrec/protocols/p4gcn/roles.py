@@ -39,6 +39,9 @@ PH_EVAL: Final = "eval/forward"  # the final all-user release
 
 CIPHER_PHASES: Final = (PH_SETUP_X, PH_FWD, PH_GRAD, PH_BWD, PH_SYNC)
 
+ST_HELLO: Final = "setup/hello"
+"""Both organisations: each names the organisation it is (its node's configuration), nothing else."""
+
 # Stages of the recommender P1 (one coordinator round each).
 ST_KEYS: Final = "setup/keys"
 """P1 builds its model and key pair; answers the public plan and ``[X]`` (set-up message)."""
@@ -64,6 +67,8 @@ ST_RESYNC: Final = "iter/resync"
 """P2 receives message 5 for the batch it forwarded and replaces those rows of ``[X]``."""
 ST_RELEASE: Final = "eval/release"
 """P2 answers one chunk of the evaluation release (every user exactly once over the chunks)."""
+ST_REPORT: Final = "report"
+"""P2 reports its privacy accounting (ε spent, the noise scale, where the noise came from)."""
 
 __all__ = [
     "CIPHER_PHASES",
@@ -81,10 +86,12 @@ __all__ = [
     "ST_BACKWARD",
     "ST_EVALUATE",
     "ST_FORWARD",
+    "ST_HELLO",
     "ST_IDS",
     "ST_KEYS",
     "ST_LOCAL",
     "ST_RELEASE",
+    "ST_REPORT",
     "ST_RESYNC",
     "ST_ROWS",
     "ST_SETUP",

@@ -24,16 +24,18 @@ import numpy as np
 
 from fedgraphrec.protocols.base import ServerProgram, StepStats
 from fedgraphrec.protocols.p4gcn.roles import (
-    NODE_OF,
+    ORGANISATIONS,
     RECOMMENDER,
     SOCIAL,
     ST_BACKWARD,
     ST_EVALUATE,
     ST_FORWARD,
+    ST_HELLO,
     ST_IDS,
     ST_KEYS,
     ST_LOCAL,
     ST_RELEASE,
+    ST_REPORT,
     ST_RESYNC,
     ST_ROWS,
     ST_SETUP,
@@ -44,14 +46,13 @@ from fedgraphrec.runtime.message import Message
 
 __all__ = ["P4GCNServer"]
 
-P1, P2 = NODE_OF[RECOMMENDER], NODE_OF[SOCIAL]
-
 
 class P4GCNServer(ServerProgram):
     """The coordinator (module docstring); one :meth:`train_round` is one epoch of iterations.
 
     Built like every server program (``settings, transport, n_clients, n_items``); ``n_clients`` is
-    the two organisations. The plan (number of batches, ``K``) is ``P1``'s answer at set-up.
+    the two organisations. Which node is which organisation is each node's answer to the hello (its
+    own configuration); the plan (number of batches, ``K``) is ``P1``'s answer at set-up.
     """
 
     schedule = "round"
@@ -59,10 +60,12 @@ class P4GCNServer(ServerProgram):
     def init_state(self) -> None:
         """The plan arrives at set-up; until then nothing ran."""
         self.plan: dict[str, Any] = {}
+        self.node_of: dict[str, int] = {}  # organisation -> node id (from the hello)
         self.done = 0  # iterations run
         self.step = 0  # the protocol step of the last round
 
-    def _round(self, stage: str, node: int, request: Message | None = None) -> Message:
+    def _round(self, stage: str, org: str, request: Message | None = None) -> Message:
+        node = self.node_of[org]
         return self.transport.round(stage, {node: request or Message()})[node]
 
     def _begin(self) -> None:
@@ -70,11 +73,23 @@ class P4GCNServer(ServerProgram):
         self.transport.begin_step(self.step)
 
     def setup(self) -> None:
-        """Set-up (step 1): ``P1``'s plan and ``[X]``, relayed to ``P2`` with the plan."""
+        """Set-up (step 1): who is who, then ``P1``'s plan and ``[X]``, relayed to ``P2`` with the plan.
+
+        Raises:
+            ValueError: the nodes are not exactly one recommender and one social platform.
+        """
         self._begin()
-        reply = self._round(ST_KEYS, P1)
+        hello = self.transport.round(ST_HELLO, {n: Message() for n in self.nodes})
+        named = {str(r.fields.get("organisation")): n for n, r in hello.items()}
+        if sorted(named) != sorted(ORGANISATIONS) or len(hello) != 2:
+            said = sorted(str(r.fields.get("organisation")) for r in hello.values())
+            raise ValueError(
+                f"p4gcn needs one {RECOMMENDER} node and one {SOCIAL} node; the nodes are {said}"
+            )
+        self.node_of = named
+        reply = self._round(ST_KEYS, RECOMMENDER)
         self.plan = dict(reply.fields)
-        self._round(ST_SETUP, P2, Message({"x": relay(reply["x"])}, fields=self.plan))
+        self._round(ST_SETUP, SOCIAL, Message({"x": relay(reply["x"])}, fields=self.plan))
 
     @property
     def batches_per_epoch(self) -> int:
@@ -84,12 +99,12 @@ class P4GCNServer(ServerProgram):
     def iteration(self) -> float:
         """One iteration, messages 1–5 (spec §4.5); returns ``P1``'s batch loss."""
         self._begin()
-        ids = self._round(ST_IDS, P1, Message(fields={"batch": self.done}))
-        rows = self._round(ST_FORWARD, P2, Message({"ids": relay(ids["ids"])}))
-        local = self._round(ST_LOCAL, P1, Message({"rows": relay(rows["rows"])}))
-        delta = self._round(ST_BACKWARD, P2, Message({"grad": relay(local["grad"])}))
-        sync = self._round(ST_UPDATE, P1, Message({"delta": relay(delta["delta"])}))
-        self._round(ST_RESYNC, P2, Message({"x": relay(sync["x"])}))
+        ids = self._round(ST_IDS, RECOMMENDER, Message(fields={"batch": self.done}))
+        rows = self._round(ST_FORWARD, SOCIAL, Message({"ids": relay(ids["ids"])}))
+        local = self._round(ST_LOCAL, RECOMMENDER, Message({"rows": relay(rows["rows"])}))
+        delta = self._round(ST_BACKWARD, SOCIAL, Message({"grad": relay(local["grad"])}))
+        sync = self._round(ST_UPDATE, RECOMMENDER, Message({"delta": relay(delta["delta"])}))
+        self._round(ST_RESYNC, SOCIAL, Message({"x": relay(sync["x"])}))
         self.done += 1
         return float(local.fields["loss"])
 
@@ -108,14 +123,18 @@ class P4GCNServer(ServerProgram):
         self._begin()
         n_chunks = -(-int(self.plan["n_users"]) // self.settings.eval_chunk)
         for _ in range(n_chunks):
-            rows = self._round(ST_RELEASE, P2)
-            self._round(ST_ROWS, P1, Message({"rows": relay(rows["rows"])}))
+            rows = self._round(ST_RELEASE, SOCIAL)
+            self._round(ST_ROWS, RECOMMENDER, Message({"rows": relay(rows["rows"])}))
+
+    def privacy_report(self) -> dict[str, Any]:
+        """The social platform's accounting: ε spent so far, ``K``, the mean noise scale, its source."""
+        return dict(self._round(ST_REPORT, SOCIAL).fields)
 
     def evaluate_ratings(self, splits: list[str]) -> dict[str, dict[str, float]]:
         """RMSE and MAE of each held-out split, from ``P1``'s sums (only ``P1`` holds ratings)."""
         out = {}
         for split in splits:
-            f = self._round(ST_EVALUATE, P1, Message(fields={"split": split})).fields
+            f = self._round(ST_EVALUATE, RECOMMENDER, Message(fields={"split": split})).fields
             n = max(int(f["n"]), 1)
             out[split] = {"rmse": float(np.sqrt(float(f["sse"]) / n)), "mae": float(f["sae"]) / n}
         return out

@@ -16,6 +16,7 @@ step, the shape of every ciphertext matrix, and that the evaluation release cove
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,9 @@ from fedgraphrec.protocols.p4gcn.roles import (
     SOCIAL,
     ST_BACKWARD,
     ST_FORWARD,
+    ST_HELLO,
     ST_RELEASE,
+    ST_REPORT,
     ST_RESYNC,
     ST_SETUP,
 )
@@ -48,7 +51,10 @@ from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
 
-__all__ = ["SocialData", "SocialProgram", "social_flow"]
+__all__ = ["REPORT_REPEATS", "SocialData", "SocialProgram", "social_flow"]
+
+REPORT_REPEATS = 8
+"""How often the privacy report may be asked in one step (it releases nothing about the graph)."""
 
 
 @dataclass(frozen=True)
@@ -68,16 +74,18 @@ class SocialData:
 def social_flow(n_chunks: int) -> StageFlow:
     """``P2``'s stage order: set-up, then iterations (forward → backward → re-sync), then the release."""
     return flow(
-        first=(ST_SETUP,),
+        first=(ST_HELLO,),
         after={
-            ST_SETUP: (ST_FORWARD, ST_RELEASE),
+            ST_HELLO: (ST_SETUP,),
+            ST_SETUP: (ST_FORWARD, ST_RELEASE, ST_REPORT),
             ST_FORWARD: (ST_BACKWARD,),
             ST_BACKWARD: (ST_RESYNC,),
-            ST_RESYNC: (ST_FORWARD, ST_RELEASE),
-            ST_RELEASE: (ST_RELEASE,),
+            ST_RESYNC: (ST_FORWARD, ST_RELEASE, ST_REPORT),
+            ST_RELEASE: (ST_RELEASE, ST_REPORT),
+            ST_REPORT: (ST_FORWARD, ST_RELEASE, ST_REPORT),
         },
-        new_step=(ST_FORWARD, ST_RELEASE),
-        repeats={ST_RELEASE: n_chunks},
+        new_step=(ST_FORWARD, ST_RELEASE, ST_REPORT),
+        repeats={ST_RELEASE: n_chunks, ST_REPORT: REPORT_REPEATS},
     )
 
 
@@ -113,6 +121,7 @@ class SocialProgram(ClientProgram[None]):
         """Nothing is calibrated before the plan arrives (set-up); the graph is this party's own."""
         self.n = int(self.own.adjacency.shape[0])
         self.party: SocialParty | None = None
+        self.releases = 0  # K, from the plan
         self.planned = 0  # training iterations the plan allows
         self.done = 0  # training iterations forwarded
         self.batch: np.ndarray | None = None  # the batch forwarded in the open iteration
@@ -128,6 +137,8 @@ class SocialProgram(ClientProgram[None]):
     def expect(self, stage: str) -> Expectation | None:
         """The parts of ``stage``: the recommender's messages, relayed by the coordinator."""
         table: dict[str, Expectation] = {
+            ST_HELLO: {},
+            ST_REPORT: {},
             ST_SETUP: {"x": _from_recommender(PH_SETUP_X, "embedding")},
             ST_FORWARD: {"ids": _from_recommender(PH_IDS, "batch_user_ids", "plain")},
             ST_BACKWARD: {"grad": _from_recommender(PH_GRAD, "social_gradient")},
@@ -144,7 +155,22 @@ class SocialProgram(ClientProgram[None]):
             raise self._refuse(stage, "no set-up yet")
         return self.party
 
+    def _party(self, k: int) -> SocialParty:
+        """The sandwich and noise state, calibrated to ``K = k`` releases (``W1`` drawn here)."""
+        s = self.settings
+        _, _, p2_ss = np.random.SeedSequence(self.own.seed).spawn(3)
+        return SocialParty(
+            self.own.adjacency, s.dim, s.clip, k, s.eps, s.delta, self.backend, np.random.default_rng(p2_ss),
+            noise=s.noise, sensitivity=s.sensitivity,
+            noise_source=SecureNoise() if s.hides("secure_noise") else None,
+            weight_source=SecureNoise() if s.hides() else None,
+        )  # fmt: skip
+
     # ------------------------------------------------------------------ stages
+    def stage_setup_hello(self, step: int, request: Message) -> Message:
+        """Name this organisation (so the coordinator knows which node is which)."""
+        return Message(fields={"organisation": SOCIAL})
+
     def stage_setup_x(self, step: int, request: Message) -> Message:
         """Set-up: check the plan, calibrate the noise to its ``K``, store ``[X]``."""
         s, f = self.settings, request.fields
@@ -165,16 +191,10 @@ class SocialProgram(ClientProgram[None]):
         if (s.sensitivity == "global" and k != most) or not 1 <= k <= most:
             allowed = f"exactly {most}" if s.sensitivity == "global" else f"1 to {most}"
             raise self._refuse(ST_SETUP, f"K = {k} releases; the {s.sensitivity} rule allows {allowed}")
-        _, _, p2_ss = np.random.SeedSequence(self.own.seed).spawn(3)
-        self.party = SocialParty(
-            self.own.adjacency, s.dim, s.clip, k, s.eps, s.delta, self.backend, np.random.default_rng(p2_ss),
-            noise=s.noise, sensitivity=s.sensitivity,
-            noise_source=SecureNoise() if s.hides("secure_noise") else None,
-            weight_source=SecureNoise() if s.hides() else None,
-        )  # fmt: skip
+        self.party = self._party(k)
         where = f"p4gcn social stage {ST_SETUP!r}: part 'x'"
         self.party.receive_x(open_he(self.backend, request["x"], self.n, s.dim, where))
-        self.planned = batches
+        self.planned, self.releases = batches, k
         return Message()
 
     def stage_iter_forward(self, step: int, request: Message) -> Message:
@@ -219,6 +239,61 @@ class SocialProgram(ClientProgram[None]):
         users = np.arange(self.released, min(self.n, self.released + self.settings.eval_chunk))
         self.released = int(users[-1]) + 1
         return Message({"rows": self._send(party.forward(users, evaluation=True), PH_EVAL, "social_rows")})
+
+    def stage_report(self, step: int, request: Message) -> Message:
+        """The privacy accounting of the releases so far (what the run folder reports)."""
+        party, s = self._ready(ST_REPORT), self.settings
+        spent = party.accountant.epsilon(s.delta) if s.noise else None
+        return Message(fields={
+            "epsilon_spent": spent, "releases": self.releases, "mean_sigma": float(np.mean(party.sigma)),
+            "noise_source": party.source.name if s.noise else None,
+        })  # fmt: skip
+
+    # ------------------------------------------------------------------ state (between messages)
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """Everything that changes during the run, as arrays (a Flower node's ``context.state``).
+
+        ``[X]`` as the backend's serialised bytes; ``W1`` (drawn from the CSPRNG unless
+        reproducible) and the noise stream's position, so the next message continues the same run.
+        """
+        counters = np.array(
+            [self.releases, self.planned, self.done, self.released, int(self.batch is not None)]
+        )
+        out = {
+            "counters": counters.astype(np.int64),
+            "batch": np.zeros(0, np.int64) if self.batch is None else self.batch,
+        }
+        if self.party is None:
+            return out
+        p = self.party
+        assert p.enc_x is not None
+        blobs = self.backend.to_bytes(p.enc_x)
+        rng = json.dumps(p.rng.bit_generator.state).encode()
+        return {
+            **out, "w1": p.w1.copy(), "rho": p.accountant.rho.copy(),
+            "x_scale_bits": np.array([p.enc_x.scale_bits]),
+            "x_blobs": np.frombuffer(b"".join(blobs), dtype=np.uint8).copy(),
+            "x_lengths": np.array([len(b) for b in blobs], dtype=np.int64),
+            "rng": np.frombuffer(rng, dtype=np.uint8).copy(),
+        }  # fmt: skip
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restore :meth:`state_arrays` into a program built from the same data, settings and seed."""
+        self.releases, self.planned, self.done, self.released, open_ = (int(x) for x in arrays["counters"])
+        self.batch = np.array(arrays["batch"], dtype=np.int64) if open_ else None
+        if "w1" not in arrays:
+            return
+        p = self.party = self._party(self.releases)
+        p.w1 = np.array(arrays["w1"], dtype=np.float64)
+        p.accountant.rho[:] = arrays["rho"]
+        p.rng.bit_generator.state = json.loads(bytes(np.asarray(arrays["rng"], np.uint8)).decode())
+        raw, at, blobs = bytes(np.asarray(arrays["x_blobs"], np.uint8)), 0, []
+        for n in arrays["x_lengths"].tolist():
+            blobs.append(raw[at : at + n])
+            at += n
+        p.receive_x(
+            self.backend.from_bytes(blobs, (self.n, self.settings.dim), int(arrays["x_scale_bits"][0]))
+        )
 
     def _send(self, enc: EncMatrix, phase: str, kind: str) -> Part:
         return he_part(self.backend, enc, phase, kind, SOCIAL, RECOMMENDER, serialise=self.serialise)
