@@ -19,16 +19,18 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from fedgraphrec.data.types import Ratings
 from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
-from fedgraphrec.training.p4gcn_learner import P4GCNLearner, RatingLearner, make_rating_learner
+from fedgraphrec.runtime.ledger import Ledger
+from fedgraphrec.training.learner_base import BatchStats
+from fedgraphrec.training.p4gcn_learner import make_rating_learner
 
-__all__ = ["fit_rating", "run_method", "train_rating"]
+__all__ = ["RatingLearnerLike", "fit_rating", "run_learner", "run_method", "train_rating", "write_rating_run"]
 
 
-def fit_rating(learner: P4GCNLearner | RatingLearner, epochs: int, patience: int) -> dict[str, Any]:
+def fit_rating(learner: RatingLearnerLike, epochs: int, patience: int) -> dict[str, Any]:
     """Train epoch by epoch; keep the test metrics of the best validation RMSE; stop after ``patience``."""
     best: dict[str, Any] = {"val_rmse": float("inf")}
     curve = []
@@ -53,25 +55,64 @@ def fit_rating(learner: P4GCNLearner | RatingLearner, epochs: int, patience: int
     return {**best, "curve": curve}
 
 
-def run_method(method: str, data: Ratings, seed: int, s: P4GCNSettings) -> dict[str, Any]:
-    """Train one method with one seed; returns best-validation test metrics and the curve."""
-    s = dataclasses.replace(s, method=method)
+class RatingLearnerLike(Protocol):
+    """What :func:`fit_rating` drives: one epoch per round, RMSE/MAE per split, a run summary."""
+
+    def train_round(self, epoch: int) -> BatchStats:
+        """One epoch."""
+        ...
+
+    def evaluate_splits(self, splits: list[str], ks: list[int] | None = None) -> dict[str, dict[str, float]]:
+        """RMSE and MAE per split."""
+        ...
+
+    def run_summary(self) -> dict[str, Any]:
+        """What the run adds to its record (privacy, backend, traffic)."""
+        ...
+
+
+def run_learner(learner: RatingLearnerLike, s: P4GCNSettings) -> dict[str, Any]:
+    """:func:`fit_rating` with ``s``'s epochs and patience, plus the learner's summary and the time."""
     t0 = time.perf_counter()
-    learner = make_rating_learner(s, data, seed=seed)
     res = fit_rating(learner, s.epochs, s.patience)
     extra = learner.run_summary()
-    if extra:
+    if extra.get("privacy"):
         res.update(extra)
         res["epsilon_spent"] = extra["privacy"]["epsilon_spent"] or 0.0
     res["seconds"] = time.perf_counter() - t0
     return res
 
 
+def run_method(method: str, data: Ratings, seed: int, s: P4GCNSettings) -> dict[str, Any]:
+    """Train one method with one seed; returns best-validation test metrics and the curve."""
+    s = dataclasses.replace(s, method=method)
+    t0 = time.perf_counter()
+    res = run_learner(make_rating_learner(s, data, seed=seed), s)
+    res["seconds"] = time.perf_counter() - t0
+    return res
+
+
 def train_rating(data: Ratings, seed: int, s: P4GCNSettings, run_dir: str | Path) -> dict[str, Any]:
     """One method and seed on ``data``, written as a standard run folder; returns ``summary.json``'s dict."""
+    t0 = time.perf_counter()
+    learner = make_rating_learner(s, data, seed=seed)
+    res = run_learner(learner, s)
+    res["seconds"] = time.perf_counter() - t0
+    return write_rating_run(data.name, seed, s, res, run_dir, learner.ledger)
+
+
+def write_rating_run(
+    dataset: str,
+    seed: int,
+    s: P4GCNSettings,
+    res: dict[str, Any],
+    run_dir: str | Path,
+    ledger: Ledger | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The standard run folder of a rating run (config, metrics, summary, curves, ledger); the summary."""
     from fedgraphrec.training.rundir import write_run
 
-    res = run_method(s.method, data, seed, s)
     records = [
         {"epoch": r["epoch"], "loss": r["loss"], "valid": {"rmse": r["val_rmse"], "mae": r["val_mae"]}}
         for r in res["curve"]
@@ -79,7 +120,7 @@ def train_rating(data: Ratings, seed: int, s: P4GCNSettings, run_dir: str | Path
     summary: dict[str, Any] = {
         "protocol": "p4gcn",
         "method": s.method,
-        "dataset": data.name,
+        "dataset": dataset,
         "seed": seed,
         "selection": "best validation RMSE",
         "selected_epoch": res.get("epoch"),
@@ -87,7 +128,10 @@ def train_rating(data: Ratings, seed: int, s: P4GCNSettings, run_dir: str | Path
         "valid": {"rmse": res.get("val_rmse")},
         "train_seconds": res["seconds"],
         **{k: res[k] for k in ("privacy", "backend", "cipher_GB", "releases_K") if k in res},
+        **(extra or {}),
     }
-    config = {"protocol": "p4gcn", "dataset": data.name, "seed": seed, **dataclasses.asdict(s)}
-    write_run(run_dir, config, records, summary, f"{s.method} on {data.name}")
+    config = {"protocol": "p4gcn", "dataset": dataset, "seed": seed, **dataclasses.asdict(s)}
+    folder = write_run(run_dir, config, records, summary, f"{s.method} on {dataset}")
+    if ledger is not None:
+        ledger.save(folder)
     return summary

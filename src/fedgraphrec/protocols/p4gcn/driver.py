@@ -28,11 +28,35 @@ from fedgraphrec.protocols.p4gcn.social_program import SocialData, SocialProgram
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.network import Network
 
-__all__ = ["ACCOUNTANT", "P4GCNRun"]
+__all__ = ["ACCOUNTANT", "P4GCNRun", "privacy_record"]
 
 ACCOUNTANT = "Gaussian privacy loss, mu-GDP composition, analytic (eps, delta) conversion"
 
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def privacy_record(
+    s: P4GCNSettings, epsilon_spent: float | None, releases: int, noise_source: str | None
+) -> dict[str, object]:
+    """The privacy report of a run (``summary.json``): from the social party's accounting and the settings."""
+    guarantee = s.noise and s.sensitivity == "global"
+    return {
+        "epsilon_spent": epsilon_spent,
+        "epsilon_target": s.eps if s.noise else None,
+        "delta": s.delta,
+        "accountant": ACCOUNTANT,
+        "sensitivity": s.sensitivity,
+        "releases_K": releases,
+        "dp_guarantee": guarantee,
+        "noise_source": noise_source,
+        "weights_source": "csprng" if s.hides() else "seeded",
+        "note": (
+            "edge-level (eps, delta)-DP of the social graph against the recommender"
+            if guarantee
+            else "no DP guarantee: "
+            + ("no noise (P4GCN*)" if not s.noise else "the paper's data-dependent sensitivity")
+        ),
+    }
 
 
 class P4GCNRun:
@@ -150,24 +174,8 @@ class P4GCNRun:
     def privacy(self) -> dict[str, object]:
         """What the run folder reports: ε spent at δ, the accountant, and whether ε is a guarantee."""
         s = self.settings
-        guarantee = s.noise and s.sensitivity == "global"
-        return {
-            "epsilon_spent": self.p2.accountant.epsilon(s.delta) if s.noise else None,
-            "epsilon_target": s.eps if s.noise else None,
-            "delta": s.delta,
-            "accountant": ACCOUNTANT,
-            "sensitivity": s.sensitivity,
-            "releases_K": self.releases,
-            "dp_guarantee": guarantee,
-            "noise_source": self.p2.source.name if s.noise else None,
-            "weights_source": "csprng" if s.hides() else "seeded",
-            "note": (
-                "edge-level (eps, delta)-DP of the social graph against the recommender"
-                if guarantee
-                else "no DP guarantee: "
-                + ("no noise (P4GCN*)" if not s.noise else "the paper's data-dependent sensitivity")
-            ),
-        }
+        spent = self.p2.accountant.epsilon(s.delta) if s.noise else None
+        return privacy_record(s, spent, self.releases, self.p2.source.name if s.noise else None)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

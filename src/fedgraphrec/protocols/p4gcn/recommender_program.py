@@ -259,12 +259,14 @@ class RecommenderProgram(ClientProgram[None]):
         batch = np.zeros(0, np.int64) if self.batch_users is None else self.batch_users
         open_ = self.batch_users is not None
         counters = np.array([self.done, self.released, int(open_)], dtype=np.int64)
+        pending = np.zeros(0) if m._pending is None else np.array([m._pending[2]])  # s_g of [G] in flight
         return {
             **out,
             "x_soc": m.x_soc.copy(),
             "y_cache": m.y_cache.copy(),
             "batch": batch,
             "counters": counters,
+            "pending": pending,
         }
 
     def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
@@ -284,6 +286,9 @@ class RecommenderProgram(ClientProgram[None]):
         m.y_cache[:] = arrays["y_cache"]
         self.done, self.released, open_ = (int(x) for x in arrays["counters"])
         self.batch_users = np.array(arrays["batch"], dtype=np.int64) if open_ else None
+        pending = np.asarray(arrays["pending"])
+        if len(pending) and self.batch_users is not None:
+            m._pending = (self.batch_users, torch.zeros(0), float(pending[0]))
 
     @torch.no_grad()
     def predict(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
