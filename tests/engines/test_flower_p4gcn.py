@@ -142,3 +142,34 @@ def test_cli_flower_simulate_p4gcn_equals_the_in_process_run(tmp_path: Path) -> 
         assert got["test"][name] == pytest.approx(value, rel=1e-10, abs=1e-12)
     assert got["privacy"] == ref["privacy"]
     assert _rows(tmp_path / "flower") == _rows(tmp_path / "local")
+
+
+CKKS = dataclasses.replace(SETTINGS, backend="ckks", batch=1024, epochs=1, dim=4, reproducible=True)
+"""Real CKKS (TenSEAL) on tiny data: 5 iterations; W1 and the noise seeded so both runs draw the same."""
+
+
+def _assert_within_he_noise(got: dict[str, Any], ref: dict[str, Any]) -> None:
+    for split in ("test", "valid"):
+        for name, value in ref[split].items():
+            assert got[split][name] == pytest.approx(value, rel=1e-4), (split, name)
+    assert got["privacy"] == ref["privacy"]
+
+
+@pytest.mark.slow
+def test_p4gcn_with_real_ckks_over_flower_records_matches_in_process(tmp_path: Path) -> None:
+    """The recommender's node keeps its key pair; the social node gets the public context at set-up."""
+    pytest.importorskip("tenseal")
+    data = load_dataset("synthetic-ratings")
+    ref = train_rating(data, 4, CKKS, tmp_path / "local")  # type: ignore[arg-type]
+    grid = _Grid({1: "recommender", 2: "social"})
+    learner = _Learner(CKKS, "synthetic-ratings", 4, grid, [1, 2])  # type: ignore[arg-type]
+    res = run_learner(learner, CKKS)
+    got = write_rating_run("synthetic-ratings", 4, CKKS, res, tmp_path / "flower", learner.ledger)
+    _assert_within_he_noise(got, ref)
+    # the same messages between the same organisations; across processes each ciphertext is a message
+    # of its serialised size (in process one per matrix), and CKKS's serialised sizes vary with the keys
+    phases = [r.split(",")[:3] for r in _rows(tmp_path / "flower") if not r.startswith("setup/context")]
+    assert phases == [r.split(",")[:3] for r in _rows(tmp_path / "local")]
+    assert any(r.startswith("setup/context,recommender,social,1,") for r in _rows(tmp_path / "flower"))
+    assert "he_secret" in grid.states[1].array_records["p4gcn.state"]
+    assert "he_secret" not in grid.states[2].array_records["p4gcn.state"]  # the social node: public only

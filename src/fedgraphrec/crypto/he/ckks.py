@@ -41,6 +41,29 @@ class CKKSBackend(HEBackend):
         self.public_ctx.make_context_public()
         self.slots = poly_modulus_degree // 2
 
+    def public_bytes(self) -> bytes:
+        """TenSEAL's serialisation of the public context (public, relinearisation and rotation keys)."""
+        return bytes(self.public_ctx.serialize(save_galois_keys=True))
+
+    def secret_bytes(self) -> bytes:
+        """TenSEAL's serialisation of the whole context, secret key and rotation keys included."""
+        return bytes(self.ctx.serialize(save_secret_key=True, save_galois_keys=True))
+
+    @classmethod
+    def from_context(cls, data: bytes) -> CKKSBackend:
+        """The backend of a serialised context: the key owner's (secret) or the side owner's (public)."""
+        ts = require_extra("tenseal", "he")
+        obj = cls.__new__(cls)
+        obj._ts = ts
+        obj.ctx = ts.context_from(data)
+        if obj.ctx.has_secret_key():
+            obj.public_ctx = obj.ctx.copy()
+            obj.public_ctx.make_context_public()
+        else:
+            obj.public_ctx = obj.ctx
+        obj.slots = obj.ctx.seal_context().data.first_context_data().parms().poly_modulus_degree() // 2
+        return obj
+
     def _rows_per_block(self, d: int) -> int:
         r = self.slots // d
         if r < 1:

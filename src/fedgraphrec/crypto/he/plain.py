@@ -22,6 +22,19 @@ class PlainBackend(HEBackend):
             raise ValueError(f"key_bits must be >= 128, got {key_bits}")
         self.ct_bytes = 2 * key_bits // 8
 
+    def public_bytes(self) -> bytes:
+        """No keys: the simulated ciphertext size is all there is."""
+        return str(self.ct_bytes).encode()
+
+    def secret_bytes(self) -> bytes:
+        """No keys (as :meth:`public_bytes`)."""
+        return self.public_bytes()
+
+    @classmethod
+    def from_context(cls, data: bytes) -> PlainBackend:
+        """The backend :meth:`public_bytes` describes."""
+        return cls(4 * int(data.decode()))
+
     def encrypt(self, m: np.ndarray) -> EncMatrix:  # noqa: D102
         m = np.asarray(m, dtype=np.float64)
         return EncMatrix((m.shape[0], m.shape[1]), m.copy())

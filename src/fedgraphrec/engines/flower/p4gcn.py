@@ -17,9 +17,11 @@ the social graph only (it loads the dataset file and drops the ratings: the simu
 one file holding both organisations' data).
 
 Between messages a node keeps its program's state in ``context.state`` (the program's
-``state_arrays``). Backends: ``plain`` (a float64 simulation) keeps no key. A real HE backend would
-have to keep the recommender's secret key in its node's state and send the public context to the
-social node; that is not implemented, and a real-HE run on Flower is refused with a clear error.
+``state_arrays``). Backends: ``plain`` (a float64 simulation, no keys) and ``ckks`` (TenSEAL): the
+recommender's node draws the key pair at its first message and keeps it (TenSEAL's own
+serialisation of the context with the secret key); its public context (public, relinearisation and
+rotation keys) goes to the social node with the set-up (phase ``setup/context``), which keeps it.
+``paillier`` and ``ckks-packed`` do not serialise their keys yet and are refused with a clear error.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.crypto.he import PlainBackend
 from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.types import Ratings
 from fedgraphrec.engines.flower.party_app import TRACE, submit, wait_for_nodes
@@ -48,6 +49,7 @@ from fedgraphrec.protocols.p4gcn.roles import NODE_OF, ORGANISATIONS, RECOMMENDE
 from fedgraphrec.protocols.p4gcn.server import P4GCNServer
 from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.protocols.p4gcn.social_program import SocialData, SocialProgram
+from fedgraphrec.protocols.p4gcn.wire import he_from_context, make_he
 from fedgraphrec.runtime.endpoint import NodeEndpoint
 from fedgraphrec.runtime.expect import FlowState
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
@@ -99,16 +101,21 @@ def _dataset(name: str) -> Ratings:
 
 
 def _program(
-    org: str, settings: P4GCNSettings, dataset: str, seed: int
+    org: str, settings: P4GCNSettings, dataset: str, seed: int, arrays: Mapping[str, np.ndarray]
 ) -> RecommenderProgram | SocialProgram:
     """This node's program, built from its own data (the recommender: ratings; the social: the graph).
 
-    Ciphertexts cross the process boundary as the backend's serialised bytes.
+    Ciphertexts cross the process boundary as the backend's serialised bytes. The recommender's keys
+    are drawn at its first message and kept in its state (``he_secret``); the social platform's
+    public context arrives with the set-up and is kept in its state (``he_public``).
+
+    Raises:
+        ValueError: a backend whose keys cannot cross processes yet (``paillier``, ``ckks-packed``).
     """
-    if settings.backend != "plain":
+    if settings.backend not in ("plain", "ckks"):
         raise ValueError(
-            f"backend {settings.backend!r}: P4GCN on Flower runs the plain backend for now (a real HE "
-            "backend needs the recommender's secret key kept in its node's state; not implemented)"
+            f"backend {settings.backend!r}: P4GCN on Flower runs the plain or ckks backend (the others' "
+            "keys do not cross processes yet)"
         )
     data = _dataset(dataset)
     if org == RECOMMENDER:
@@ -116,16 +123,19 @@ def _program(
         own = RecommenderData(
             tr, data.n_users, data.n_items, data.rating_range, seed, {"valid": val, "test": te}
         )
-        return RecommenderProgram(
-            settings, np.array([NODE_OF[org]]), own, backend=PlainBackend(2048), serialise=True
+        secret = arrays.get("he_secret")
+        backend = (
+            make_he(settings.backend, settings.dim)
+            if secret is None
+            else he_from_context(settings.backend, bytes(np.asarray(secret, np.uint8)))
         )
+        return RecommenderProgram(settings, np.array([NODE_OF[org]]), own, backend=backend, serialise=True)
     if settings.social == "shuffled":
         data = shuffled_social(data, seed=SHUFFLE_SEED)
     assert data.social is not None
     social = SocialData(data.social.adjacency(symmetric=True), seed)
-    return SocialProgram(
-        settings, np.array([NODE_OF[org]]), social, backend=PlainBackend(2048), serialise=True
-    )
+    public = make_he("plain", settings.dim) if settings.backend == "plain" else None  # else: from P1
+    return SocialProgram(settings, np.array([NODE_OF[org]]), social, backend=public, serialise=True)
 
 
 def handle_p4gcn(content: RecordDict, state: RecordDict, node_config: Mapping[str, Any]) -> RecordDict:
@@ -146,16 +156,23 @@ def handle_p4gcn(content: RecordDict, state: RecordDict, node_config: Mapping[st
         raise RuntimeError(f"{header.get('stage')!r}: this node never got the run's hello")
     settings = P4GCNSettings(**json.loads(str(run["settings"])))
     crypto: CryptoMode = "real" if run["crypto"] == "real" else "accounted"
-    program = _program(organisation_of(node_config), settings, str(run["dataset"]), int(str(run["seed"])))
-    if _STATE in state.array_records:
-        program.load_state_arrays({k: a.numpy() for k, a in state.array_records[_STATE].items()})
+    arrays = (
+        {k: a.numpy() for k, a in state.array_records[_STATE].items()}
+        if _STATE in state.array_records
+        else {}
+    )
+    program = _program(
+        organisation_of(node_config), settings, str(run["dataset"]), int(str(run["seed"])), arrays
+    )
+    if arrays:
+        program.load_state_arrays(arrays)
     endpoint = NodeEndpoint(PROTOCOL, crypto)
     endpoint.flow = FlowState.from_record(run)
     stage, step = str(header["stage"]), int(header["step"])
     reply = endpoint.handle(program, stage, step, request)
     run.update(endpoint.flow.to_record())
-    arrays = program.state_arrays()
-    state[_STATE] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in arrays.items()})
+    stored = program.state_arrays()
+    state[_STATE] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in stored.items()})
     state[_RUN] = ConfigRecord(run)
     return encode_message(reply, {"stage": stage, "step": step})
 
@@ -194,6 +211,7 @@ class FlowerP4GCN:
         hello = {int(n): run for n in nodes}
         self.transport = self.transport_class(self.net, grid, sorted(nodes), hello, timeout, self.traffic)
         self.server = P4GCNServer(settings, self.transport, 2, 0)
+        self.server.ship_context = settings.backend != "plain"  # the social node builds P1's public side
         self.server.setup()
 
     @property

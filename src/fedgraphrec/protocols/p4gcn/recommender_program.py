@@ -28,6 +28,7 @@ from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.p4gcn.recommender import Recommender
 from fedgraphrec.protocols.p4gcn.roles import (
     PH_BWD,
+    PH_CONTEXT,
     PH_EVAL,
     PH_FWD,
     PH_GRAD,
@@ -49,6 +50,7 @@ from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.protocols.p4gcn.wire import he_part, ids_part, make_he, open_he
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
 from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.seeding import seeded_generator
 
 __all__ = ["EVALUATE_REPEATS", "RecommenderData", "RecommenderProgram", "recommender_flow"]
@@ -181,7 +183,10 @@ class RecommenderProgram(ClientProgram[None]):
         return Message(fields={"organisation": RECOMMENDER})
 
     def stage_setup_keys(self, step: int, request: Message) -> Message:
-        """Set-up: the public plan (batches, ``K``) and ``[X_soc / s_x]`` of every user."""
+        """Set-up: the public plan (batches, ``K``) and ``[X_soc / s_x]`` of every user.
+
+        With ``context`` asked (the social party in another process), the public HE context too.
+        """
         enc = self.model.encrypt_x()
         plan = {
             "n_users": self.own.n_users,
@@ -190,7 +195,13 @@ class RecommenderProgram(ClientProgram[None]):
             "releases": self.releases,
         }
         x = he_part(self.backend, enc, PH_SETUP_X, "embedding", RECOMMENDER, SOCIAL, serialise=self.serialise)
-        return Message({"x": x}, fields=plan)
+        out = Message({"x": x}, fields=plan)
+        if request.fields.get("context") is True:  # P2 runs elsewhere: it needs the public context
+            public = [self.backend.public_bytes()]
+            out.add(
+                "context", Part(PH_CONTEXT, "he_public_context", RECOMMENDER, SOCIAL, public, shape="blobs")
+            )
+        return out
 
     def stage_iter_ids(self, step: int, request: Message) -> Message:
         """Message 1: the distinct users of the next batch of the schedule (the coordinator names it)."""
@@ -267,10 +278,21 @@ class RecommenderProgram(ClientProgram[None]):
             "batch": batch,
             "counters": counters,
             "pending": pending,
+            **self._secret(),
         }
 
+    def _secret(self) -> dict[str, np.ndarray]:
+        """The key set, where the backend can store it (a node rebuilds its program for each message)."""
+        try:
+            return {"he_secret": np.frombuffer(self.backend.secret_bytes(), dtype=np.uint8).copy()}
+        except NotImplementedError:
+            return {}
+
     def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        """Restore :meth:`state_arrays` into a program built from the same data, settings and seed."""
+        """Restore :meth:`state_arrays` into a program built from the same data, settings and seed.
+
+        The key set (``he_secret``) is read by whoever builds the program (it needs the backend).
+        """
         m = self.model
         m.load_state_dict(
             {k[6:]: torch.from_numpy(np.array(v)) for k, v in arrays.items() if k.startswith("model.")}

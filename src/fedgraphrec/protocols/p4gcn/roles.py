@@ -29,6 +29,7 @@ ORGANISATIONS: Final = (RECOMMENDER, SOCIAL)
 NODE_OF: Final = {RECOMMENDER: 0, SOCIAL: 1}
 """The node id of each organisation (in process; on Flower the node-config names the organisation)."""
 
+PH_CONTEXT: Final = "setup/context"  # P1's public HE context, when P2 runs in another process
 PH_SETUP_X: Final = "setup/x"  # [X] once (N d ciphertexts)
 PH_IDS: Final = "iter/1-batch-ids"  # plaintext ids of the distinct batch users
 PH_FWD: Final = "iter/2-forward"  # [Y_B]
@@ -75,6 +76,7 @@ __all__ = [
     "NODE_OF",
     "ORGANISATIONS",
     "PH_BWD",
+    "PH_CONTEXT",
     "PH_EVAL",
     "PH_FWD",
     "PH_GRAD",

@@ -61,6 +61,8 @@ class P4GCNServer(ServerProgram):
         """The plan arrives at set-up; until then nothing ran."""
         self.plan: dict[str, Any] = {}
         self.node_of: dict[str, int] = {}  # organisation -> node id (from the hello)
+        self.ship_context = False
+        """Ask ``P1`` for its public HE context for ``P2`` (organisations in separate processes)."""
         self.done = 0  # iterations run
         self.step = 0  # the protocol step of the last round
 
@@ -87,9 +89,10 @@ class P4GCNServer(ServerProgram):
                 f"p4gcn needs one {RECOMMENDER} node and one {SOCIAL} node; the nodes are {said}"
             )
         self.node_of = named
-        reply = self._round(ST_KEYS, RECOMMENDER)
+        reply = self._round(ST_KEYS, RECOMMENDER, Message(fields={"context": self.ship_context}))
         self.plan = dict(reply.fields)
-        self._round(ST_SETUP, SOCIAL, Message({"x": relay(reply["x"])}, fields=self.plan))
+        parts = {name: relay(part) for name, part in reply.parts.items()}
+        self._round(ST_SETUP, SOCIAL, Message(parts, fields=self.plan))
 
     @property
     def batches_per_epoch(self) -> int:

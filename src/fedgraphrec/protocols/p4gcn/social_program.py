@@ -28,6 +28,7 @@ from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.p4gcn.roles import (
     PH_BWD,
+    PH_CONTEXT,
     PH_EVAL,
     PH_FWD,
     PH_GRAD,
@@ -46,7 +47,7 @@ from fedgraphrec.protocols.p4gcn.roles import (
 )
 from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.protocols.p4gcn.social import SocialParty
-from fedgraphrec.protocols.p4gcn.wire import he_part, open_he, open_ids
+from fedgraphrec.protocols.p4gcn.wire import he_from_context, he_part, open_he, open_ids
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
@@ -101,7 +102,8 @@ class SocialProgram(ClientProgram[None]):
         settings: the run's :class:`~.settings.P4GCNSettings`.
         clients: ``[1]`` (the social platform's node hosts the one organisation).
         data: the social platform's own data (:class:`SocialData`).
-        backend: the HE backend's public side (``P2`` never decrypts: only sandwiches and row edits).
+        backend: the HE backend's public side (``P2`` never decrypts: only sandwiches and row edits);
+            ``None``: the recommender's public context comes with the set-up (another process).
         serialise: send ciphertexts as the backend's bytes (``real`` mode, other processes).
     """
 
@@ -111,10 +113,12 @@ class SocialProgram(ClientProgram[None]):
         clients: np.ndarray,
         data: SocialData,
         *,
-        backend: HEBackend,
+        backend: HEBackend | None = None,
         serialise: bool = False,
     ) -> None:
-        self.own, self.backend, self.serialise = data, backend, serialise
+        self.own, self.serialise = data, serialise
+        self._backend = backend
+        self.context = b""  # the recommender's public context, when it came with the set-up
         super().__init__(settings, clients, None)
 
     def init_state(self) -> None:
@@ -139,7 +143,12 @@ class SocialProgram(ClientProgram[None]):
         table: dict[str, Expectation] = {
             ST_HELLO: {},
             ST_REPORT: {},
-            ST_SETUP: {"x": _from_recommender(PH_SETUP_X, "embedding")},
+            ST_SETUP: {
+                "x": _from_recommender(PH_SETUP_X, "embedding"),
+                "context": Expect(
+                    PH_CONTEXT, kind="he_public_context", shape="blobs", from_role=RECOMMENDER, optional=True
+                ),
+            },
             ST_FORWARD: {"ids": _from_recommender(PH_IDS, "batch_user_ids", "plain")},
             ST_BACKWARD: {"grad": _from_recommender(PH_GRAD, "social_gradient")},
             ST_RESYNC: {"x": _from_recommender(PH_SYNC, "embedding")},
@@ -154,6 +163,13 @@ class SocialProgram(ClientProgram[None]):
         if self.party is None:  # the flow opens with set-up; kept for a clear error all the same
             raise self._refuse(stage, "no set-up yet")
         return self.party
+
+    @property
+    def backend(self) -> HEBackend:
+        """The public side of the recommender's HE backend (given, or from the set-up's context)."""
+        if self._backend is None:
+            raise IntegrityError("p4gcn social: no HE context yet (the set-up brings the recommender's)")
+        return self._backend
 
     def _party(self, k: int) -> SocialParty:
         """The sandwich and noise state, calibrated to ``K = k`` releases (``W1`` drawn here)."""
@@ -191,6 +207,13 @@ class SocialProgram(ClientProgram[None]):
         if (s.sensitivity == "global" and k != most) or not 1 <= k <= most:
             allowed = f"exactly {most}" if s.sensitivity == "global" else f"1 to {most}"
             raise self._refuse(ST_SETUP, f"K = {k} releases; the {s.sensitivity} rule allows {allowed}")
+        if "context" in request:
+            self.context = bytes(request["context"].value[0])
+            if self._backend is None:
+                try:
+                    self._backend = he_from_context(s.backend, self.context)
+                except (ValueError, RuntimeError) as exc:
+                    raise self._refuse(ST_SETUP, f"the recommender's {s.backend} context: {exc}") from exc
         self.party = self._party(k)
         where = f"p4gcn social stage {ST_SETUP!r}: part 'x'"
         self.party.receive_x(open_he(self.backend, request["x"], self.n, s.dim, where))
@@ -263,6 +286,8 @@ class SocialProgram(ClientProgram[None]):
             "counters": counters.astype(np.int64),
             "batch": np.zeros(0, np.int64) if self.batch is None else self.batch,
         }
+        if self.context:  # the recommender's public HE context (another process's backend)
+            out["he_public"] = np.frombuffer(self.context, dtype=np.uint8).copy()
         if self.party is None:
             return out
         p = self.party
@@ -281,6 +306,10 @@ class SocialProgram(ClientProgram[None]):
         """Restore :meth:`state_arrays` into a program built from the same data, settings and seed."""
         self.releases, self.planned, self.done, self.released, open_ = (int(x) for x in arrays["counters"])
         self.batch = np.array(arrays["batch"], dtype=np.int64) if open_ else None
+        if "he_public" in arrays:
+            self.context = bytes(np.asarray(arrays["he_public"], np.uint8))
+            if self._backend is None:
+                self._backend = he_from_context(self.settings.backend, self.context)
         if "w1" not in arrays:
             return
         p = self.party = self._party(self.releases)

@@ -20,11 +20,11 @@ from dataclasses import replace
 import numpy as np
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.crypto.he import EncMatrix, HEBackend, PlainBackend, make_backend
+from fedgraphrec.crypto.he import CKKSBackend, EncMatrix, HEBackend, PlainBackend, make_backend
 from fedgraphrec.runtime.part import BOOKED_ONCE, Part
 from fedgraphrec.runtime.sealing import SERVER
 
-__all__ = ["he_part", "ids_part", "make_he", "open_he", "open_ids", "relay"]
+__all__ = ["he_from_context", "he_part", "ids_part", "make_he", "open_he", "open_ids", "relay"]
 
 
 def make_he(name: str, dim: int) -> HEBackend:
@@ -34,6 +34,21 @@ def make_he(name: str, dim: int) -> HEBackend:
     if name == "ckks-packed":
         return make_backend(name, dim=dim)
     return make_backend(name)
+
+
+def he_from_context(name: str, data: bytes) -> HEBackend:
+    """A backend from its serialised context (``public_bytes`` or ``secret_bytes``).
+
+    So far ``plain`` and ``ckks`` (TenSEAL) can be rebuilt in another process.
+
+    Raises:
+        ValueError: another backend (its keys do not cross processes yet).
+    """
+    if name == "plain":
+        return PlainBackend.from_context(data)
+    if name == "ckks":
+        return CKKSBackend.from_context(data)
+    raise ValueError(f"backend {name!r}: its keys cannot cross processes yet (plain and ckks can)")
 
 
 def he_part(
