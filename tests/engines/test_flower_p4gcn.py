@@ -173,3 +173,33 @@ def test_p4gcn_with_real_ckks_over_flower_records_matches_in_process(tmp_path: P
     assert any(r.startswith("setup/context,recommender,social,1,") for r in _rows(tmp_path / "flower"))
     assert "he_secret" in grid.states[1].array_records["p4gcn.state"]
     assert "he_secret" not in grid.states[2].array_records["p4gcn.state"]  # the social node: public only
+
+
+@pytest.mark.deploy
+def test_deploy_p4gcn_with_ckks_on_a_superlink_and_two_supernodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real SuperLink and one SuperNode per organisation on loopback, real CKKS: the in-process run."""
+    pytest.importorskip("tenseal")
+    import os
+
+    from fedgraphrec.engines.flower.local import APP_DIR, local_federation
+    from fedgraphrec.engines.flower.p4gcn import deploy_p4gcn
+
+    if not APP_DIR.exists():
+        pytest.skip("deploy/flower is part of a source checkout")
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(root / "src"), str(root), os.environ.get("PYTHONPATH", "")])
+    )
+    orgs = ["organisation='recommender'", "organisation='social'"]
+    with local_federation(tmp_path / "fed", 2, orgs) as fed:
+        got = deploy_p4gcn(CKKS, "synthetic-ratings", 4, tmp_path / "flower", fed.connection, env=fed.env,
+                           timeout=300, limit_s=1200)  # fmt: skip
+    ref = train_rating(load_dataset("synthetic-ratings"), 4, CKKS, tmp_path / "local")  # type: ignore[arg-type]
+    assert got["engine"] == "flower"
+    _assert_within_he_noise(got, ref)
+    phases = [r.split(",")[:3] for r in _rows(tmp_path / "flower") if not r.startswith("setup/context")]
+    assert phases == [r.split(",")[:3] for r in _rows(tmp_path / "local")]
+    for name in ("config.toml", "metrics.jsonl", "curves.png", "ledger.csv", "flower.json"):
+        assert (tmp_path / "flower" / name).exists(), name

@@ -170,7 +170,7 @@ def table3(
     """All rows of Table 3 (ours and the paper's) for ``datasets``; JSON-ready."""
     from fedgraphrec.data.registry import load_dataset
     from fedgraphrec.data.types import Ratings
-    from fedgraphrec.training.rating import rating_splits as _splits
+    from fedgraphrec.training.p4gcn_learner import rating_splits as _splits
 
     result: dict[str, Any] = {"settings": {**cs.__dict__, "ct_bytes": cs.ct, "epochs": epochs}, "rows": {}}
     for ds in datasets:
