@@ -1,7 +1,8 @@
 """Reading configurations: TOML files, keyword values and ``--set`` overrides into typed settings.
 
 :func:`load_config` builds a :class:`~fedgraphrec.training.config.TrainConfig`, :func:`load_settings` any
-settings dataclass (P4GCN's :class:`~fedgraphrec.protocols.p4gcn.settings.P4GCNSettings`, DGREC's run settings);
+settings dataclass (P4GCN's :class:`~fedgraphrec.protocols.p4gcn.settings.P4GCNSettings`, DGREC's run
+settings);
 both report an unknown key or a value of the wrong type with the file and line or the ``--set``
 argument.
 """

@@ -43,11 +43,19 @@ class CKKSBackend(HEBackend):
 
     def public_bytes(self) -> bytes:
         """TenSEAL's serialisation of the public context (public, relinearisation and rotation keys)."""
+        if not self.public_ctx.has_galois_keys() and self.ctx.has_secret_key():  # rebuilt from secret_bytes
+            self.ctx.generate_galois_keys()
+            self.public_ctx = self.ctx.copy()
+            self.public_ctx.make_context_public()
         return bytes(self.public_ctx.serialize(save_galois_keys=True))
 
     def secret_bytes(self) -> bytes:
-        """TenSEAL's serialisation of the whole context, secret key and rotation keys included."""
-        return bytes(self.ctx.serialize(save_secret_key=True, save_galois_keys=True))
+        """TenSEAL's serialisation of the context with the secret key.
+
+        Rotation keys are left out (the key owner does not rotate); :meth:`public_bytes` makes them
+        again when a side owner needs them.
+        """
+        return bytes(self.ctx.serialize(save_secret_key=True, save_galois_keys=False, save_relin_keys=False))
 
     @classmethod
     def from_context(cls, data: bytes) -> CKKSBackend:

@@ -9,25 +9,27 @@ load the dataset). Each SuperNode hosts one organisation's program
 :class:`~fedgraphrec.protocols.p4gcn.social_program.SocialProgram`) behind the same
 :class:`~fedgraphrec.runtime.endpoint.NodeEndpoint` as in process (:func:`handle_p4gcn`).
 
-Which organisation a SuperNode is, and where its data is, is the node's own configuration
-(``--node-config "organisation='social' dataset='filmtrust'"``); in Flower's simulation runtime,
-virtual node ``partition-id`` 0 is the recommender and 1 the social platform, and the dataset is the
-one the hello names. The recommender's node keeps the ratings only; the social platform's node keeps
-the social graph only (it loads the dataset file and drops the ratings: the simulation shortcut of
-one file holding both organisations' data).
+Which organisation a SuperNode is comes from its own configuration (``--node-config
+"organisation='social'"``; in Flower's simulation runtime ``partition-id`` 0 is the recommender, 1
+the social platform). Simulation shortcut: both nodes load the dataset the hello names (one file
+holds both organisations' data); the recommender's program keeps the ratings only, the social
+platform's the social graph only.
 
-Between messages a node keeps its program's state in ``context.state`` (the program's
-``state_arrays``). Backends: ``plain`` (a float64 simulation, no keys) and ``ckks`` (TenSEAL): the
-recommender's node draws the key pair at its first message and keeps it (TenSEAL's own
-serialisation of the context with the secret key); its public context (public, relinearisation and
-rotation keys) goes to the social node with the set-up (phase ``setup/context``), which keeps it.
-``paillier`` and ``ckks-packed`` do not serialise their keys yet and are refused with a clear error.
+Between messages a node keeps its program's state in ``context.state`` (``state_arrays``), the
+large public HE context in a node-local file named by its SHA-256 (:data:`CACHE_DIR`). Backends:
+``plain`` (float64, no keys) and ``ckks`` (TenSEAL): the recommender's node draws the key pair at its
+first message and keeps it (TenSEAL's serialisation with the secret key); its public context goes to
+the social node with the set-up (phase ``setup/context``). ``paillier`` and ``ckks-packed`` do not
+serialise their keys yet and are refused with a clear error.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
+import tempfile
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -62,11 +64,17 @@ from fedgraphrec.training.p4gcn_learner import SHUFFLE_SEED, rating_splits, shuf
 from fedgraphrec.training.rating import run_learner, write_rating_run
 
 __all__ = [
+    "CACHE_DIR",
     "PROTOCOL",
     "FlowerP4GCN",
+    "deploy_p4gcn",
     "handle_p4gcn",
+    "make_p4gcn_client_app",
     "organisation_of",
+    "p4gcn_query",
+    "run_p4gcn_from_config",
     "run_p4gcn_on_grid",
+    "run_request",
     "simulate_p4gcn",
 ]
 
@@ -93,15 +101,21 @@ def organisation_of(node_config: Mapping[str, Any]) -> str:
 
 
 @lru_cache(maxsize=2)
-def _dataset(name: str) -> Ratings:
-    data = load_dataset(name)
+def _dataset(name: str, options: str = "{}") -> Ratings:
+    """The dataset ``name`` with ``options`` (JSON, e.g. a synthetic generator's sizes), once per process."""
+    data = load_dataset(name, **json.loads(options))
     if not isinstance(data, Ratings) or data.social is None:
         raise ValueError(f"dataset {name!r}: P4GCN needs explicit ratings and a social graph")
     return data
 
 
 def _program(
-    org: str, settings: P4GCNSettings, dataset: str, seed: int, arrays: Mapping[str, np.ndarray]
+    org: str,
+    settings: P4GCNSettings,
+    dataset: str,
+    seed: int,
+    arrays: Mapping[str, np.ndarray],
+    options: str = "{}",
 ) -> RecommenderProgram | SocialProgram:
     """This node's program, built from its own data (the recommender: ratings; the social: the graph).
 
@@ -117,7 +131,7 @@ def _program(
             f"backend {settings.backend!r}: P4GCN on Flower runs the plain or ckks backend (the others' "
             "keys do not cross processes yet)"
         )
-    data = _dataset(dataset)
+    data = _dataset(dataset, options)
     if org == RECOMMENDER:
         tr, val, te = rating_splits(data, seed)
         own = RecommenderData(
@@ -138,6 +152,42 @@ def _program(
     return SocialProgram(settings, np.array([NODE_OF[org]]), social, backend=public, serialise=True)
 
 
+CACHE_DIR = Path(os.environ.get("FEDGRAPHREC_NODE_CACHE", Path(tempfile.gettempdir()) / "fedgraphrec-node"))
+"""Where a node keeps large public material between messages (``FEDGRAPHREC_NODE_CACHE``)."""
+
+
+def _to_cache(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The public HE context (tens of MB, public, fixed for the run) to a node-local file.
+
+    The state keeps its SHA-256 instead of carrying it through Flower's context store each message.
+    """
+    if "he_public" not in arrays:
+        return arrays
+    blob = np.asarray(arrays["he_public"], np.uint8).tobytes()
+    digest = hashlib.sha256(blob).hexdigest()
+    path = CACHE_DIR / f"{digest}.ctx"
+    if not path.exists():
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(blob)
+        tmp.replace(path)
+    rest = {k: v for k, v in arrays.items() if k != "he_public"}
+    return {**rest, "he_public_sha256": np.frombuffer(digest.encode(), dtype=np.uint8).copy()}
+
+
+def _from_cache(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Inverse of :func:`_to_cache`; raises ``IntegrityError`` if the file is missing or altered."""
+    if "he_public_sha256" not in arrays:
+        return arrays
+    digest = np.asarray(arrays["he_public_sha256"], np.uint8).tobytes().decode()
+    path = CACHE_DIR / f"{digest}.ctx"
+    blob = path.read_bytes() if path.exists() else b""
+    if hashlib.sha256(blob).hexdigest() != digest:
+        raise IntegrityError(f"p4gcn node: the cached public HE context {path} is missing or altered")
+    rest = {k: v for k, v in arrays.items() if k != "he_public_sha256"}
+    return {**rest, "he_public": np.frombuffer(blob, dtype=np.uint8).copy()}
+
+
 def handle_p4gcn(content: RecordDict, state: RecordDict, node_config: Mapping[str, Any]) -> RecordDict:
     """Answer one P4GCN request with this node's stored ``state`` (its organisation's program).
 
@@ -152,18 +202,15 @@ def handle_p4gcn(content: RecordDict, state: RecordDict, node_config: Mapping[st
             raise IntegrityError(f"{header.get('stage')!r}: a second hello; this node's session is fixed")
         hello = content.config_records["hello"]
         run = {k: hello[k] for k in ("settings", "seed", "dataset", "crypto")}
+        run["options"] = str(hello.get("options", "{}"))
     if run is None:
         raise RuntimeError(f"{header.get('stage')!r}: this node never got the run's hello")
     settings = P4GCNSettings(**json.loads(str(run["settings"])))
     crypto: CryptoMode = "real" if run["crypto"] == "real" else "accounted"
-    arrays = (
-        {k: a.numpy() for k, a in state.array_records[_STATE].items()}
-        if _STATE in state.array_records
-        else {}
-    )
-    program = _program(
-        organisation_of(node_config), settings, str(run["dataset"]), int(str(run["seed"])), arrays
-    )
+    stored_state = state.array_records.get(_STATE)
+    arrays = _from_cache({k: a.numpy() for k, a in stored_state.items()} if stored_state is not None else {})
+    org, options = organisation_of(node_config), str(run.get("options", "{}"))
+    program = _program(org, settings, str(run["dataset"]), int(str(run["seed"])), arrays, options)
     if arrays:
         program.load_state_arrays(arrays)
     endpoint = NodeEndpoint(PROTOCOL, crypto)
@@ -171,7 +218,7 @@ def handle_p4gcn(content: RecordDict, state: RecordDict, node_config: Mapping[st
     stage, step = str(header["stage"]), int(header["step"])
     reply = endpoint.handle(program, stage, step, request)
     run.update(endpoint.flow.to_record())
-    stored = program.state_arrays()
+    stored = _to_cache(program.state_arrays())
     state[_STATE] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in stored.items()})
     state[_RUN] = ConfigRecord(run)
     return encode_message(reply, {"stage": stage, "step": step})
@@ -196,6 +243,7 @@ class FlowerP4GCN:
     def __init__(
         self, settings: P4GCNSettings, dataset: str, seed: int, grid: Grid, nodes: list[int],
         crypto: CryptoMode = "accounted", timeout: float = ROUND_TIMEOUT_S,
+        options: Mapping[str, Any] | None = None,
     ) -> None:  # fmt: skip
         if not settings.is_p4gcn:
             raise ValueError(f"flower p4gcn runs the p4gcn methods, not {settings.method!r}")
@@ -207,6 +255,7 @@ class FlowerP4GCN:
             "seed": seed,
             "dataset": dataset,
             "crypto": crypto,
+            "options": json.dumps(dict(options or {}), sort_keys=True),
         }
         hello = {int(n): run for n in nodes}
         self.transport = self.transport_class(self.net, grid, sorted(nodes), hello, timeout, self.traffic)
@@ -246,6 +295,7 @@ class FlowerP4GCN:
 def run_p4gcn_on_grid(
     grid: Grid, settings: P4GCNSettings, dataset: str, seed: int, out: str | Path,
     crypto: CryptoMode = "accounted", timeout: float = ROUND_TIMEOUT_S,
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Train over the two SuperNodes of ``grid`` and write the run folder ``out``; returns the summary.
 
@@ -253,7 +303,7 @@ def run_p4gcn_on_grid(
     Flower run.
     """
     nodes = wait_for_nodes(grid, 2)
-    learner = FlowerP4GCN(settings, dataset, seed, grid, nodes[:2], crypto, timeout)
+    learner = FlowerP4GCN(settings, dataset, seed, grid, nodes[:2], crypto, timeout, options)
     res = run_learner(learner, settings)
     extra = {"engine": "flower", "flower": res.pop("flower", {})}
     res.pop("engine", None)
@@ -263,11 +313,19 @@ def run_p4gcn_on_grid(
     return summary
 
 
-def run_request(settings: P4GCNSettings, dataset: str, seed: int, crypto: CryptoMode) -> str:
-    """The ``p4gcn`` run-config value of a deployed run (JSON): what :func:`run_p4gcn_from_config` reads."""
-    return json.dumps(
-        {"settings": dataclasses.asdict(settings), "dataset": dataset, "seed": seed, "crypto": crypto}
-    )
+def run_request(
+    settings: P4GCNSettings,
+    dataset: str,
+    seed: int,
+    crypto: CryptoMode,
+    options: Mapping[str, Any] | None = None,
+) -> str:
+    """The ``p4gcn`` run-config value of a deployed run (JSON): what :func:`run_p4gcn_from_config` reads.
+
+    ``options``: the dataset's loading options (e.g. a synthetic generator's sizes).
+    """
+    req = {"settings": dataclasses.asdict(settings), "dataset": dataset, "seed": seed, "crypto": crypto}
+    return json.dumps({**req, "options": dict(options or {})})
 
 
 def run_p4gcn_from_config(grid: Grid, run_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -281,7 +339,8 @@ def run_p4gcn_from_config(grid: Grid, run_config: Mapping[str, Any]) -> dict[str
         settings = P4GCNSettings(**req["settings"])
         timeout = float(run_config.get("stage-timeout", 0.0)) or ROUND_TIMEOUT_S
         crypto: CryptoMode = "real" if req["crypto"] == "real" else "accounted"
-        return run_p4gcn_on_grid(grid, settings, str(req["dataset"]), int(req["seed"]), out, crypto, timeout)
+        dataset, seed, options = str(req["dataset"]), int(req["seed"]), req.get("options") or {}
+        return run_p4gcn_on_grid(grid, settings, dataset, seed, out, crypto, timeout, options)
     except Exception as exc:
         out.mkdir(parents=True, exist_ok=True)
         (out / "error.json").write_text(json.dumps({"error": type(exc).__name__, "message": str(exc)}) + "\n")
@@ -291,12 +350,12 @@ def run_p4gcn_from_config(grid: Grid, run_config: Mapping[str, Any]) -> dict[str
 def deploy_p4gcn(
     settings: P4GCNSettings, dataset: str, seed: int, out: str | Path, connection: str, *,
     crypto: CryptoMode = "accounted", app_dir: Path | None = None, env: Mapping[str, str] | None = None,
-    timeout: float = ROUND_TIMEOUT_S, limit_s: float = 3600.0,
+    timeout: float = ROUND_TIMEOUT_S, limit_s: float = 3600.0, options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Submit a P4GCN run to the SuperLink ``connection`` (two SuperNodes, one per organisation)."""
     out = Path(out).resolve()
     overrides = {
-        "p4gcn": run_request(settings, dataset, seed, crypto), "out": str(out), "min-nodes": 2,
+        "p4gcn": run_request(settings, dataset, seed, crypto, options), "out": str(out), "min-nodes": 2,
         "stage-timeout": float(timeout),
     }  # fmt: skip
     return submit(overrides, out, connection, app_dir=app_dir, env=env, limit_s=limit_s)
