@@ -23,7 +23,9 @@ import torch
 
 from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.types import Ratings
-from fedgraphrec.reproduce.p4gcn_table import run_method
+from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
+from fedgraphrec.reproduce.p4gcn_paper import paper_eps
+from fedgraphrec.training.rating import run_method
 
 KEYS = ("val_rmse", "test_rmse", "test_mae")
 
@@ -45,9 +47,9 @@ def main() -> None:
     for method in a.methods:
         res = {}
         for backend in ("plain", a.backend):
-            args = argparse.Namespace(
+            args = P4GCNSettings(
                 dim=64, layers=2, lr=5e-3, batch=256, epochs=1, patience=3, beta=1.0, social_lr=1.0,
-                social_reg=1e-2, clip=0.1, eps=None, backend=backend,
+                social_reg=1e-2, clip=0.1, eps=paper_eps(a.dataset), backend=backend, reproducible=True,
             )  # fmt: skip
             r = run_method(method, data, a.seed, args)
             r.pop("curve", None)

@@ -8,13 +8,14 @@ import scipy.sparse as sp
 
 from fedgraphrec.attacks import p4gcn_link
 from fedgraphrec.crypto.he import PlainBackend
-from fedgraphrec.protocols.p4gcn import P4GCN, P4GCNConfig
+from fedgraphrec.protocols.p4gcn.driver import P4GCNRun
+from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.runtime.network import Network
 
 N_USERS, N_ITEMS = 80, 30
 
 
-def _run(noise: bool, eps: float = 15.0) -> tuple[Network, sp.csr_matrix, PlainBackend, P4GCN]:
+def _run(noise: bool, eps: float = 15.0) -> tuple[Network, sp.csr_matrix, PlainBackend, P4GCNRun]:
     rng = np.random.default_rng(0)
     users = np.repeat(np.arange(N_USERS), 6)
     items = rng.integers(0, N_ITEMS, size=len(users))
@@ -23,8 +24,8 @@ def _run(noise: bool, eps: float = 15.0) -> tuple[Network, sp.csr_matrix, PlainB
     adj = sp.csr_matrix((a | a.T).astype(float))
     net = Network(0, transcripts=True)
     be = PlainBackend(512)
-    cfg = P4GCNConfig(dim=32, batch_size=64, epochs=2, noise=noise, eps=eps)
-    p = P4GCN((users, items, ratings), N_USERS, N_ITEMS, adj, cfg, be, (1.0, 5.0), seed=1, network=net)
+    cfg = P4GCNSettings(method="p4gcn" if noise else "p4gcn*", dim=32, batch=64, epochs=2, eps=eps)
+    p = P4GCNRun((users, items, ratings), N_USERS, N_ITEMS, adj, cfg, be, (1.0, 5.0), seed=1, network=net)
     for e in range(cfg.epochs):
         p.run_epoch(e)
     p.final_release()
@@ -77,8 +78,8 @@ def test_the_attack_reads_real_paillier_ciphertexts_with_p1s_key() -> None:
     for name in ("plain", "paillier"):
         be = make_backend(name, key_bits=512) if name == "paillier" else make_backend(name)
         net = Network(0, transcripts=True)
-        cfg = P4GCNConfig(dim=d, batch_size=16, epochs=1, noise=False)
-        p = P4GCN(train, n, 6, adj, cfg, be, (1.0, 5.0), seed=3, network=net)
+        cfg = P4GCNSettings(method="p4gcn*", dim=d, batch=16, epochs=1)
+        p = P4GCNRun(train, n, 6, adj, cfg, be, (1.0, 5.0), seed=3, network=net)
         p.run_epoch(0)
         out[name] = p4gcn_link(net.transcript, adj, be.decrypt, source="backward").summary()
     assert out["paillier"]["victims"] > 5

@@ -1,4 +1,7 @@
-"""P4GCN protocol: sandwich correctness per backend, in-batch-only updates, transcript, ledger."""
+"""P4GCN protocol: sandwich correctness per backend, in-batch-only updates, transcript, ledger.
+
+P4GCN runs as three party programs over the in-process transport (:class:`P4GCNRun`).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +10,9 @@ import pytest
 import scipy.sparse as sp
 
 from fedgraphrec.crypto.he import HEBackend, make_backend
-from fedgraphrec.protocols.p4gcn import P4GCN, P4GCNConfig
+from fedgraphrec.protocols.p4gcn.driver import P4GCNRun
 from fedgraphrec.protocols.p4gcn.roles import CIPHER_PHASES, PH_GRAD, PH_IDS, PH_SETUP_X, PH_SYNC, SOCIAL
+from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.runtime.network import Network
 
 N_USERS, N_ITEMS, DIM = 12, 10, 4
@@ -35,10 +39,17 @@ def _backend(name: str) -> HEBackend:
     return make_backend(name)
 
 
-def _proto(name: str, net: Network | None = None, **kw: object) -> P4GCN:
+def _settings(**kw: object) -> P4GCNSettings:
+    """Test settings; ``noise=False`` is the method ``p4gcn*``."""
+    method = "p4gcn" if kw.pop("noise", True) else "p4gcn*"
+    return P4GCNSettings(**{"method": method, "dim": DIM, "batch": 8, "epochs": 1, **kw})  # type: ignore[arg-type]
+
+
+def _proto(name: str, net: Network | None = None, **kw: object) -> P4GCNRun:
     train, adj = _data()
-    cfg = P4GCNConfig(**{"dim": DIM, "batch_size": 8, "epochs": 1, **kw})  # type: ignore[arg-type]
-    return P4GCN(train, N_USERS, N_ITEMS, adj, cfg, _backend(name), (1.0, 5.0), seed=3, network=net)
+    return P4GCNRun(
+        train, N_USERS, N_ITEMS, adj, _settings(**kw), _backend(name), (1.0, 5.0), seed=3, network=net
+    )
 
 
 @pytest.mark.parametrize("name", ["plain", "paillier", "ckks", "ckks-packed"])
@@ -55,42 +66,41 @@ def test_sandwich_forward_equals_lxw_without_noise(name: str) -> None:
 def test_one_backward_step_changes_only_in_batch_rows(name: str) -> None:
     p = _proto(name, noise=True, eps=5.0)
     before = p.p1.x_soc.copy()
-    idx = np.arange(8)  # records of users 0 and 1
-    p.train_batch(idx)
+    batch_users = set(np.unique(p.users[p.schedule[0]]).tolist())
+    assert len(batch_users) < N_USERS
+    p.step()
     changed = np.flatnonzero(np.abs(p.p1.x_soc - before).sum(1) > 0)
-    assert set(changed.tolist()) <= {0, 1} and len(changed) > 0
+    assert set(changed.tolist()) <= batch_users and len(changed) > 0
 
 
 def test_social_transcript_holds_only_ciphertexts() -> None:
     pytest.importorskip("phe")
     net = Network(n_clients=0, crypto="real", transcripts=True)
     p = _proto("paillier", net=net, noise=True)
-    p.train_batch(np.arange(8))
+    p.step()
     got = net.transcript.of(SOCIAL)
     assert got
     for entry in got:
         if entry.phase == PH_IDS:
             assert not entry.protected and entry.kind == "batch_user_ids"
             continue
-        assert entry.protected
-        for msg in entry.payloads:
-            assert all(isinstance(b, bytes) and len(b) == p.backend.ct_bytes for b in msg)  # type: ignore[attr-defined]
+        assert entry.protected and entry.payloads  # one serialised ciphertext per matrix element
+        assert all(isinstance(b, bytes) and len(b) == p.backend.ct_bytes for b in entry.payloads)  # type: ignore[attr-defined]
 
 
 def test_social_transcript_holds_only_ckks_ciphertexts() -> None:
     seal = pytest.importorskip("tenseal.sealapi")
     net = Network(n_clients=0, crypto="real", transcripts=True)
     p = _proto("ckks-packed", net=net, noise=True)
-    p.train_batch(np.arange(8))
+    p.step()
     assert p.p2.enc_x is not None and all(isinstance(ct, seal.Ciphertext) for ct in p.p2.enc_x.data)
     got = net.transcript.of(SOCIAL)
     assert {e.phase for e in got} == {PH_IDS, PH_SETUP_X, PH_GRAD, PH_SYNC}  # what the social party receives
     for entry in got:
         if entry.phase == PH_IDS:
             continue
-        assert entry.protected
-        for msg in entry.payloads:
-            assert msg and all(isinstance(b, bytes) and len(b) > 100_000 for b in msg)
+        assert entry.protected and entry.payloads  # one serialised ciphertext per packed row or block
+        assert all(isinstance(b, bytes) and len(b) > 100_000 for b in entry.payloads)
 
 
 def test_ledger_equals_ciphertext_formula() -> None:
@@ -133,9 +143,9 @@ def test_default_calibration_is_a_dp_guarantee_independent_of_the_graph() -> Non
     """σ comes from a data-independent bound: two social graphs give the same noise scale."""
     train, adj = _data()
     dense = sp.csr_matrix(np.ones((N_USERS, N_USERS)) - np.eye(N_USERS))
-    cfg = P4GCNConfig(dim=DIM, batch_size=8, epochs=1, eps=3.0)
+    cfg = _settings(eps=3.0)
     runs = [
-        P4GCN(train, N_USERS, N_ITEMS, a, cfg, _backend("plain"), (1.0, 5.0), seed=3) for a in (adj, dense)
+        P4GCNRun(train, N_USERS, N_ITEMS, a, cfg, _backend("plain"), (1.0, 5.0), seed=3) for a in (adj, dense)
     ]
     for r in runs:
         assert np.ptp(r.p2.sigma) == 0 and r.releases == 2 * len(r.schedule) + 1
@@ -155,7 +165,7 @@ def test_default_calibration_is_a_dp_guarantee_independent_of_the_graph() -> Non
 def test_secure_noise_differs_between_runs_of_one_seed() -> None:
     users = np.arange(N_USERS)
 
-    def release(**kw: object) -> tuple[P4GCN, np.ndarray]:
+    def release(**kw: object) -> tuple[P4GCNRun, np.ndarray]:
         p = _proto("plain", eps=3.0, **kw)
         return p, p.p1.social_rows(p.p2.forward(users))
 
@@ -174,9 +184,9 @@ def test_secure_noise_differs_between_runs_of_one_seed() -> None:
 @pytest.mark.parametrize("name", ["ckks", "ckks-packed", "paillier"])
 def test_real_he_training_matches_plain(name: str) -> None:
     plain, real = _proto("plain", eps=5.0), _proto(name, eps=5.0)
-    for idx in plain.schedule[:2]:
-        plain.train_batch(idx)
-        real.train_batch(idx)
+    for _ in range(2):
+        plain.step()
+        real.step()
     tol = {"ckks": 1e-4, "ckks-packed": 1e-6}.get(name, 1e-8)
     np.testing.assert_allclose(real.p1.x_soc, plain.p1.x_soc, atol=tol)
     users, items = plain.users, plain.items

@@ -12,28 +12,28 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings
+from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.training.loading import load_settings
-from fedgraphrec.training.rating import RatingSettings
 from tests.protocols.test_p4gcn import _proto
 
 
 def test_p4gcn_hides_w1_and_noise_with_a_real_he_backend_unless_reproducible() -> None:
-    assert not RatingSettings().hides() and not RatingSettings().hides("secure_noise")  # plain: seeded
-    real = RatingSettings(backend="paillier")
+    assert not P4GCNSettings().hides() and not P4GCNSettings().hides("secure_noise")  # plain: seeded
+    real = P4GCNSettings(backend="paillier")
     assert real.hides() and real.hides("secure_noise")
-    research = load_settings(RatingSettings, None, ["reproducible=true", "backend='paillier'"])
+    research = load_settings(P4GCNSettings, None, ["reproducible=true", "backend='paillier'"])
     assert not research.hides() and not research.hides("secure_noise")
-    mixed = RatingSettings(backend="paillier", secure_noise=False)  # an explicit seeded override
+    mixed = P4GCNSettings(backend="paillier", secure_noise=False)  # an explicit seeded override
     assert mixed.hides() and not mixed.hides("secure_noise")
 
 
 def test_p4gcn_w1_differs_between_runs_of_one_seed_when_secure() -> None:
     seeded = [_proto("plain").p2.w1 for _ in range(2)]
     np.testing.assert_array_equal(seeded[0], seeded[1])  # whoever has the seed regenerates W1
-    a, b = (_proto("plain", secure_weights=True) for _ in range(2))
+    a, b = (_proto("plain", reproducible=False) for _ in range(2))
     assert not np.allclose(a.p2.w1, b.p2.w1)
     assert a.privacy()["weights_source"] == "csprng"
-    assert np.linalg.norm(a.p2.w1) <= a.cfg.clip + 1e-12  # still clipped as the seeded W1
+    assert np.linalg.norm(a.p2.w1) <= a.settings.clip + 1e-12  # still clipped as the seeded W1
 
 
 def test_dgrec_settings_derive_both_hiding_draws_from_reproducible() -> None:

@@ -6,8 +6,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedgraphrec.crypto.he import PlainBackend
-from fedgraphrec.protocols.p4gcn import P4GCN, P4GCNConfig
+from fedgraphrec.protocols.p4gcn.driver import P4GCNRun
 from fedgraphrec.protocols.p4gcn.roles import CIPHER_PHASES
+from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.reproduce.p4gcn_comm import (
     PAPER_TABLE3,
     CommSettings,
@@ -33,13 +34,13 @@ def _data() -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], sp.csr_matrix]:
 
 def test_p4gcn_formula_equals_ledger_without_running_he() -> None:
     train, adj = _data()
-    cfg = P4GCNConfig(dim=DIM, batch_size=7, epochs=2)
+    cfg = P4GCNSettings(dim=DIM, batch=7, epochs=2)
     seed = 5
-    proto = P4GCN(train, N_USERS, N_ITEMS, adj, cfg, PlainBackend(512), (1.0, 5.0), seed=seed)
+    proto = P4GCNRun(train, N_USERS, N_ITEMS, adj, cfg, PlainBackend(512), (1.0, 5.0), seed=seed)
     for e in range(cfg.epochs):
         proto.run_epoch(e)
     ledger = sum(proto.net.ledger.total_bytes(ph) for ph in CIPHER_PHASES)
-    sched = schedule_of(len(train[0]), cfg.batch_size, cfg.epochs, seed)
+    sched = schedule_of(len(train[0]), cfg.batch, cfg.epochs, seed)
     assert all(np.array_equal(a, b) for a, b in zip(sched, proto.schedule, strict=True))
     counts = batch_user_counts(train[0], sched)
     assert p4gcn_bytes(N_USERS, counts, CommSettings(dim=DIM, key_bits=512)) == ledger

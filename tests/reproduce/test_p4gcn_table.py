@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from fedgraphrec.data.types import Ratings, RatingSplit, SocialGraph
+from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.reproduce import p4gcn_table
 from fedgraphrec.reproduce.p4gcn_summary import summarize
-from fedgraphrec.training.rating import RatingSettings
+from fedgraphrec.training.rating import run_method
 
 
 def _ratings() -> Ratings:
@@ -36,11 +37,11 @@ def _ratings() -> Ratings:
 
 @pytest.mark.parametrize("method", ["neumf", "sesorec", "fesog-", "p4gcn", "p4gcn-gcn*"])
 def test_every_method_runs(method: str) -> None:
-    args = RatingSettings(
+    args = P4GCNSettings(
         dim=8, layers=2, lr=1e-2, batch=16, epochs=2, patience=2, beta=1.0, social_lr=1.0,
         social_reg=1e-2, clip=0.1, eps=5.0,
     )  # fmt: skip
-    res = p4gcn_table.run_method(method, _ratings(), 0, args)
+    res = run_method(method, _ratings(), 0, args)
     assert 0 < res["test_rmse"] < 5 and 0 < res["test_mae"] <= res["test_rmse"] + 1e-12
     if method == "p4gcn":
         assert 0 < res["epsilon_spent"] <= 5.0 + 1e-9
@@ -51,11 +52,11 @@ def test_every_method_runs(method: str) -> None:
 
 
 def test_the_paper_calibration_is_labelled_not_a_guarantee() -> None:
-    args = RatingSettings(
+    args = P4GCNSettings(
         dim=8, layers=2, lr=1e-2, batch=16, epochs=1, patience=2, beta=1.0, social_lr=1.0,
         social_reg=1e-2, clip=0.1, eps=5.0, sensitivity="paper-local",
     )  # fmt: skip
-    privacy = p4gcn_table.run_method("p4gcn", _ratings(), 0, args)["privacy"]
+    privacy = run_method("p4gcn", _ratings(), 0, args)["privacy"]
     assert privacy["sensitivity"] == "paper-local" and privacy["dp_guarantee"] is False
     assert "no DP guarantee" in privacy["note"]
 
@@ -64,11 +65,11 @@ def test_packed_ckks_backend_matches_plain() -> None:
     pytest.importorskip("tenseal")
     res = {}
     for backend in ("plain", "ckks-packed"):
-        args = RatingSettings(
+        args = P4GCNSettings(
             dim=8, layers=2, lr=1e-2, batch=16, epochs=1, patience=2, beta=1.0, social_lr=1.0,
             social_reg=1e-2, clip=0.1, eps=5.0, backend=backend, reproducible=True,
         )  # fmt: skip
-        res[backend] = p4gcn_table.run_method("p4gcn", _ratings(), 0, args)
+        res[backend] = run_method("p4gcn", _ratings(), 0, args)
     assert res["ckks-packed"]["backend"] == "ckks-packed"
     for key in ("val_rmse", "test_rmse", "test_mae"):
         assert res["ckks-packed"][key] == pytest.approx(res["plain"][key], abs=1e-6)
@@ -84,7 +85,7 @@ def test_summary_table(tmp_path: Path) -> None:
 
 def test_shuffled_social_keeps_the_graph_shape_but_not_who_is_linked() -> None:
     from fedgraphrec.data.synthetic import synthetic_ratings
-    from fedgraphrec.reproduce.p4gcn_table import shuffled_social
+    from fedgraphrec.training.p4gcn_learner import shuffled_social
 
     data = synthetic_ratings(n_users=60, n_items=40, seed=0)
     assert data.social is not None
@@ -93,3 +94,12 @@ def test_shuffled_social_keeps_the_graph_shape_but_not_who_is_linked() -> None:
     a, b = data.social.adjacency(), ctrl.social.adjacency()
     assert sorted(np.diff(a.indptr)) == sorted(np.diff(b.indptr))  # same degree sequence
     assert (a != b).nnz > 0  # different people
+
+
+def test_the_paper_budget_comes_from_the_reproduction_data_not_the_library() -> None:
+    from fedgraphrec.reproduce.p4gcn_paper import paper_eps
+
+    assert P4GCNSettings().eps == 10.0  # the library's documented default, whatever the dataset
+    assert paper_eps("filmtrust") == 15.0 and paper_eps("epinions") == 3.0 and paper_eps("toy") == 10.0
+    assert p4gcn_table.settings_from_flags([], dataset="filmtrust").eps == 15.0
+    assert p4gcn_table.settings_from_flags(["--eps", "3"], dataset="filmtrust").eps == 3.0

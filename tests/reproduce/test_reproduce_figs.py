@@ -10,6 +10,7 @@ import pytest
 
 from fedgraphrec.evaluation.reference import REFERENCES
 from fedgraphrec.protocols.dgrec.settings import VARIANTS
+from fedgraphrec.protocols.p4gcn.settings import METHODS, P4GCNSettings
 from fedgraphrec.protocols.registry import REGISTRY as PROTOCOLS
 from fedgraphrec.reproduce import claims as figure_claims
 from fedgraphrec.reproduce import p4gcn_table, paper_figures
@@ -22,7 +23,6 @@ from fedgraphrec.reproduce.figures import (
 )
 from fedgraphrec.reproduce.tables import Budget
 from fedgraphrec.training.loading import load_config
-from fedgraphrec.training.rating import RatingSettings
 
 ENTRIES = {
     "lpgcn-f10", "lpgcn-f11", "fedgrec-t3", "fedgrec-t4", "fedgrec-f2-gowalla", "fedgrec-f3",
@@ -40,7 +40,7 @@ def test_registry_lists_every_entry_with_well_formed_budgets() -> None:
             assert x in labels[label].xs, (f.name, label, x)
         for s in f.series:
             if f.kind == "p4gcn":
-                assert s.method in p4gcn_table.METHODS
+                assert s.method in METHODS
             elif f.kind == "dgrec":
                 assert s.method in (*VARIANTS, *REFERENCES)
                 for b in f.budgets.values():  # the DGREC runner reads flag/value pairs
@@ -76,9 +76,9 @@ def test_claim_measures() -> None:
     assert paper_figures._tau_claim()(curves, "m") == 1.0
 
 
-def _fake_p4gcn(calls: list[RatingSettings]):
+def _fake_p4gcn(calls: list[P4GCNSettings]):
     def run_table(
-        dataset: str, methods: list[str], seeds: list[int], settings: RatingSettings, out: Path
+        dataset: str, methods: list[str], seeds: list[int], settings: P4GCNSettings, out: Path
     ) -> None:
         (method,), (seed,) = methods, seeds
         calls.append(settings)
@@ -95,7 +95,7 @@ def _fake_p4gcn(calls: list[RatingSettings]):
 
 
 def test_p4gcn_f4_sweeps_eps_and_fusion_and_judges_claims(tmp_path: Path, monkeypatch) -> None:
-    calls: list[RatingSettings] = []
+    calls: list[P4GCNSettings] = []
     monkeypatch.setattr(p4gcn_table, "run_table", _fake_p4gcn(calls))
     report = reproduce_figure("p4gcn-f4", tmp_path)
     assert len(calls) == (6 + 6 + 1 + 1) * 3  # two ε sweeps, two references, three seeds

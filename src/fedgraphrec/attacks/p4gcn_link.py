@@ -110,8 +110,8 @@ class LinkInference:
 
 def _matrix(entry: Any, decrypt: Decrypt) -> np.ndarray:
     """Decrypt the one sandwich matrix of a transcript entry (accounted mode: an ``EncMatrix``)."""
-    msg = entry.payloads[0]
-    if not (isinstance(msg, list) and len(msg) == 1 and isinstance(msg[0], EncMatrix)):
+    msg = entry.payloads
+    if not (len(msg) == 1 and isinstance(msg[0], EncMatrix)):
         raise ValueError(
             f"transcript: {entry.phase!r} payload is not an EncMatrix; run P4GCN with transcripts on "
             "in the accounted network mode (crypto='real' serialises to bytes)"

@@ -28,7 +28,8 @@ from fedgraphrec.attacks import p4gcn_link
 from fedgraphrec.crypto.he import PlainBackend
 from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.types import Ratings
-from fedgraphrec.protocols.p4gcn import P4GCN, P4GCNConfig
+from fedgraphrec.protocols.p4gcn.driver import P4GCNRun
+from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.runtime.network import Network
 
 __all__ = ["EPS_GRID", "audit_p4gcn"]
@@ -36,7 +37,7 @@ __all__ = ["EPS_GRID", "audit_p4gcn"]
 EPS_GRID = (1.0, 3.0, 10.0, 15.0, 100.0, 600.0)
 
 
-def _spent(proto: P4GCN, delta: float) -> float | None:
+def _spent(proto: P4GCNRun, delta: float) -> float | None:
     """The accountant's ε for the releases made (``None`` where its search overflows, ε ≳ 300)."""
     try:
         return float(proto.p2.accountant.epsilon(delta))
@@ -44,7 +45,7 @@ def _spent(proto: P4GCN, delta: float) -> float | None:
         return None
 
 
-def _signal(proto: P4GCN) -> dict[str, float]:
+def _signal(proto: P4GCNRun) -> dict[str, float]:
     """Context for the noise (analysis side, not the attacker's): row and single-link term norms.
 
     ``mean_signal_row_norm``: mean ``‖l_i X W1‖`` of the final release without noise;
@@ -69,11 +70,12 @@ def _arm(data: Ratings, eps: float | None, epochs: int, seed: int, dim: int) -> 
         np.asarray(data.train.ratings, dtype=np.float64),
     )
     adj = data.social.adjacency(symmetric=True)
-    cfg = P4GCNConfig(dim=dim, epochs=epochs, noise=eps is not None, eps=eps or 15.0)
+    method = "p4gcn*" if eps is None else "p4gcn"
+    cfg = P4GCNSettings(method=method, dim=dim, epochs=epochs, eps=eps or 15.0)
     net = Network(0, transcripts=True)
     be = PlainBackend(2048)
     t0 = time.perf_counter()
-    proto = P4GCN(tr, data.n_users, data.n_items, adj, cfg, be, data.rating_range, seed=seed, network=net)
+    proto = P4GCNRun(tr, data.n_users, data.n_items, adj, cfg, be, data.rating_range, seed=seed, network=net)
     for e in range(epochs):
         proto.run_epoch(e)
     proto.final_release()

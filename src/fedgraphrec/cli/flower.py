@@ -3,7 +3,9 @@
 Both take ``train``'s options (``--dataset --epochs --seed --crypto --set --config --out --data-dir``)
 plus ``--supernodes``. ``simulate`` runs Flower's simulation runtime in this process (Ray backend);
 ``deploy`` submits the app in ``deploy/flower`` with ``flwr run`` to a running SuperLink. Any protocol
-registered with party programs runs (:mod:`fedgraphrec.protocols.registry`).
+registered with party programs runs (:mod:`fedgraphrec.protocols.registry`), and ``p4gcn``: its two
+organisations on two SuperNodes (``--node-config "organisation='recommender'"`` and ``'social'``),
+with ``train p4gcn``'s settings (:mod:`fedgraphrec.engines.flower.p4gcn`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fedgraphrec.cli._app import DataDirOpt, app, err, fail, use_data_dir, user_errors
+from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, use_data_dir, user_errors
 from fedgraphrec.cli.train import (
     ConfigOpt,
     CryptoOpt,
@@ -74,6 +76,38 @@ def _run(
     return cfg, Path(out_dir or default_run_dir(protocol, cfg.dataset))
 
 
+def _p4gcn(
+    deploy_to: str | None, dataset: str | None, config: Path | None, setting: list[str] | None,
+    epochs: int | None, seed: int | None, crypto: str | None, out_dir: Path | None, timeout: float,
+) -> None:  # fmt: skip
+    """``flower simulate|deploy p4gcn``: the two organisations on two SuperNodes; ``train p4gcn``'s folder."""
+    import json
+
+    from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
+    from fedgraphrec.runtime.network import CryptoMode
+    from fedgraphrec.training import default_run_dir
+    from fedgraphrec.training.loading import load_settings
+
+    with user_errors():
+        settings = load_settings(P4GCNSettings, config, setting, epochs=epochs)
+        name = dataset or "filmtrust"
+        run_dir = Path(out_dir or default_run_dir("p4gcn", name)).resolve()
+        mode: CryptoMode = "real" if crypto == "real" else "accounted"
+        err.print(f"run folder: {run_dir}")
+        if deploy_to is None:
+            from fedgraphrec.engines.flower.p4gcn import simulate_p4gcn
+
+            summary = simulate_p4gcn(settings, name, seed or 0, run_dir, mode, timeout)
+        else:
+            from fedgraphrec.engines.flower.p4gcn import deploy_p4gcn
+
+            summary = deploy_p4gcn(
+                settings, name, seed or 0, run_dir, deploy_to, crypto=mode, timeout=timeout
+            )
+    out.print_json(json.dumps({k: summary[k] for k in ("test", "selected_epoch") if k in summary}))
+    err.print(f"wrote {run_dir}/")
+
+
 def _report(summary: dict[str, object], run_dir: Path) -> None:
     print_summary(summary)
     flower = summary.get("flower")
@@ -107,6 +141,9 @@ def flower_simulate(
     """
     use_data_dir(data_dir)
     _engine()
+    if protocol == "p4gcn":
+        _p4gcn(None, dataset, config, setting, epochs, seed, crypto, out_dir, round_timeout)
+        return
     with user_errors():
         cfg, run_dir = _run(protocol, dataset, config, setting, epochs, seed, crypto, out_dir, data_dir)
         err.print(f"run folder: {run_dir}")
@@ -140,6 +177,9 @@ def flower_deploy(
     """
     use_data_dir(data_dir)
     _engine()
+    if protocol == "p4gcn":
+        _p4gcn(superlink, dataset, config, setting, epochs, seed, crypto, out_dir, round_timeout)
+        return
     with user_errors():
         cfg, run_dir = _run(protocol, dataset, config, setting, epochs, seed, crypto, out_dir, data_dir)
         run_dir = run_dir.resolve()

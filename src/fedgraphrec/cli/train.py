@@ -211,11 +211,12 @@ def _train_side(
         if protocol == "p4gcn":
             from fedgraphrec.data import load_dataset
             from fedgraphrec.data.types import Ratings
-            from fedgraphrec.training.rating import RatingSettings, train_rating
+            from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
+            from fedgraphrec.training.rating import train_rating
 
             if variant is not None:
                 raise ValueError("--variant applies to dgrec; P4GCN's methods are --set method=...")
-            settings = load_settings(RatingSettings, config, overrides, epochs=epochs)
+            settings = load_settings(P4GCNSettings, config, overrides, epochs=epochs)
             name = dataset or "filmtrust"
             data = load_dataset(name)
             if not isinstance(data, Ratings):

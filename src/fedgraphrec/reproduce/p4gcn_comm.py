@@ -1,7 +1,7 @@
 """Table 3 of P4GCN: communication (GB) of P4GCN vs an analytic model of S3Rec, without running HE.
 
 P4GCN's bytes are the ledger formula ``ct·(N d + k Σ_t |B_t| d)`` (spec §6) evaluated on the exact
-batch schedule the protocol draws (same seed stream as :class:`~fedgraphrec.protocols.p4gcn.P4GCN`),
+batch schedule the protocol draws (the recommender's stream, :mod:`~fedgraphrec.protocols.p4gcn.schedule`),
 with ``k = 4`` (three ciphertext messages per iteration plus the A3 re-sync) and ``|B_t|`` the
 distinct users of batch ``t``; a unit test checks it against the ledger of a real (plain) run. A
 second column, ``padded k=3``, counts the paper's three messages with every batch padded to
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.protocols.p4gcn.protocol import batch_schedule
+from fedgraphrec.protocols.p4gcn.schedule import batch_schedule
 from fedgraphrec.reproduce.papers import PaperDataError, Section, paper
 
 __all__ = [
@@ -94,7 +94,7 @@ class CommSettings:
 
 
 def schedule_of(n_records: int, batch_size: int, epochs: int, seed: int) -> list[np.ndarray]:
-    """The batch schedule :class:`~fedgraphrec.protocols.p4gcn.P4GCN` draws for ``seed``.
+    """The batch schedule the recommender (:mod:`~fedgraphrec.protocols.p4gcn.recommender_program`) draws.
 
     The protocol spawns three child seeds (schedule, ``P1``, ``P2``) and uses the first for the
     schedule; reproducing that here lets the byte count be computed without building the parties.
@@ -178,7 +178,7 @@ def table3(
     """All rows of Table 3 (ours and the paper's) for ``datasets``; JSON-ready."""
     from fedgraphrec.data.registry import load_dataset
     from fedgraphrec.data.types import Ratings
-    from fedgraphrec.training.rating import rating_splits as _splits
+    from fedgraphrec.training.p4gcn_learner import rating_splits as _splits
 
     result: dict[str, Any] = {"settings": {**cs.__dict__, "ct_bytes": cs.ct, "epochs": epochs}, "rows": {}}
     for ds in datasets:

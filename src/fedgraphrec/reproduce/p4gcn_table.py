@@ -1,8 +1,10 @@
 """P4GCN Tables 1/2: methods × seeds on one dataset, one JSON per run (the reproduce runner).
 
 The training itself is :mod:`fedgraphrec.training.rating`; paper tables describe their runs as flag
-tuples (``("--lr", "5e-3", "--no-fusion")``), turned into :class:`~fedgraphrec.training.rating.
-RatingSettings` by :func:`settings_from_flags`. One run with a run folder is ``fedgraphrec train p4gcn``.
+tuples (``("--lr", "5e-3", "--no-fusion")``), turned into :class:`~fedgraphrec.protocols.p4gcn.settings.
+P4GCNSettings` by :func:`settings_from_flags` (``ε`` defaults to the paper's for the dataset,
+:func:`~fedgraphrec.reproduce.p4gcn_paper.paper_eps`). One run with a run folder is
+``fedgraphrec train p4gcn``.
 """
 
 from __future__ import annotations
@@ -16,20 +18,26 @@ from typing import Any
 
 from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.types import Ratings
-from fedgraphrec.training.rating import EPS, METHODS, RatingSettings, run_method, shuffled_social
+from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
+from fedgraphrec.reproduce.p4gcn_paper import paper_eps
+from fedgraphrec.training.rating import run_method
 
-__all__ = ["EPS", "METHODS", "run_file_name", "run_method", "run_table", "settings_from_flags"]
+__all__ = ["run_file_name", "run_table", "settings_from_flags"]
 
 _SWITCHES = {"--no-fusion": ("fusion", False), "--secure-noise": ("secure_noise", True)}
 
 
-def settings_from_flags(flags: Sequence[str], base: RatingSettings | None = None) -> RatingSettings:
-    """``("--lr", "5e-3", "--no-fusion", …)`` → :class:`RatingSettings` (``--x-y v`` sets field ``x_y``).
+def settings_from_flags(
+    flags: Sequence[str], base: P4GCNSettings | None = None, dataset: str | None = None
+) -> P4GCNSettings:
+    """``("--lr", "5e-3", …)`` → :class:`P4GCNSettings` (``--x-y v`` sets field ``x_y``).
+
+    Unset fields come from ``base``, else the defaults with the paper's ``ε`` for ``dataset``.
 
     Raises:
         ValueError: an unknown flag, a flag without its value, or a value of the wrong type.
     """
-    hints = typing.get_type_hints(RatingSettings)
+    hints = typing.get_type_hints(P4GCNSettings)
     values: dict[str, Any] = {}
     items = list(flags)
     while items:
@@ -47,7 +55,9 @@ def settings_from_flags(flags: Sequence[str], base: RatingSettings | None = None
             values[key] = int(raw) if kind is int else float(raw) if kind in (float, float | None) else raw
         except ValueError:
             raise ValueError(f"runner flag {flag} {raw!r}: expected {kind}") from None
-    return dataclasses.replace(base or RatingSettings(), **values)
+    if base is None:
+        base = P4GCNSettings() if dataset is None else P4GCNSettings(eps=paper_eps(dataset))
+    return dataclasses.replace(base, **values)
 
 
 def run_file_name(dataset: str, method: str, seed: int, social: str = "real") -> str:
@@ -57,14 +67,15 @@ def run_file_name(dataset: str, method: str, seed: int, social: str = "real") ->
 
 
 def run_table(
-    dataset: str, methods: Sequence[str], seeds: Sequence[int], settings: RatingSettings, out: str | Path
+    dataset: str, methods: Sequence[str], seeds: Sequence[int], settings: P4GCNSettings, out: str | Path
 ) -> list[dict[str, Any]]:
-    """Train every method with every seed; write one JSON per run into ``out`` and return the records."""
+    """Train every method with every seed; write one JSON per run into ``out`` and return the records.
+
+    ``settings.social = "shuffled"`` runs the shuffled-graph control (the learner permutes the graph).
+    """
     data = load_dataset(dataset)
     if not isinstance(data, Ratings):
         raise ValueError(f"dataset {dataset!r} has no explicit ratings")
-    if settings.social == "shuffled":
-        data = shuffled_social(data, seed=12345)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     records = []

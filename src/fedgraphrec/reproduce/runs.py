@@ -260,7 +260,9 @@ def train_runner(kind: str, dataset: str, method: str, seed: int, args: Sequence
     if kind == "p4gcn":
         from fedgraphrec.reproduce import p4gcn_table
 
-        p4gcn_table.run_table(dataset, [method], [seed], p4gcn_table.settings_from_flags(args), folder)
+        p4gcn_table.run_table(
+            dataset, [method], [seed], p4gcn_table.settings_from_flags(args, dataset=dataset), folder
+        )
         return
     from fedgraphrec.reproduce import dgrec_runs as dgrec
 

@@ -22,7 +22,11 @@ from fedgraphrec.crypto.aead import ciphertext_size
 from fedgraphrec.runtime.blocks import _take, block_bounds, gather_blocks
 from fedgraphrec.runtime.codec import encoded_size
 
-__all__ = ["PROTECTIONS", "Part", "Protection", "Shape"]
+__all__ = ["BOOKED_ONCE", "PROTECTIONS", "Part", "Protection", "Shape"]
+
+BOOKED_ONCE = "booked_once"
+"""A :attr:`Part.meta` flag: this hop relays a message the ledger (and transcript) booked on its first
+hop, so the transport does not book it again (P4GCN's coordinator, a wire between two organisations)."""
 
 Shape = Literal["rows", "broadcast", "blobs"]
 Protection = Literal["plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric"]

@@ -41,7 +41,7 @@ from dataclasses import replace
 from fedgraphrec.runtime.endpoint import Node, NodeEndpoint, require_senders
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.network import LyingAdversary, Network
-from fedgraphrec.runtime.part import Part
+from fedgraphrec.runtime.part import BOOKED_ONCE, Part
 from fedgraphrec.runtime.sealing import SERVER
 from fedgraphrec.runtime.transcript import Received
 
@@ -177,6 +177,8 @@ class Transport(ABC):
                 )
 
     def _book(self, part: Part) -> None:
+        if part.meta.get(BOOKED_ONCE):  # a relay hop of a message booked on its first hop
+            return
         net = self.net
         uniform = part.uniform_size()
         net.ledger.record(  # a relayed part names its original senders; the server sent this hop

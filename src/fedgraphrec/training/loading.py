@@ -17,9 +17,8 @@ the file, an ``[eval]`` table, and a ``[protocol]`` table with ``name`` and the 
 On the command line ``--set protocol.alpha=5`` and ``--set eval.ks=[5,20]`` name the table;
 a bare key that belongs to exactly one place is a shorthand (``--set alpha=5``, ``--set ks=[5,20]``).
 In a file a protocol or evaluation key at the top level is an error that names the table it
-belongs in. :func:`load_settings` builds any other settings dataclass (P4GCN's, DGREC's run
-settings). Both report an unknown key or a value of the wrong type with the file and line or the
-``--set`` argument.
+belongs in. :func:`load_settings` builds any other settings dataclass. Both report an unknown key
+or a value of the wrong type with the file and line or the ``--set`` argument.
 """
 
 from __future__ import annotations
@@ -343,7 +342,7 @@ def load_settings(
 ) -> S:
     """A settings dataclass from its defaults, a TOML file, keyword ``values`` and ``--set`` overrides.
 
-    Precedence is that order (e.g. :class:`~fedgraphrec.training.rating.RatingSettings`). TOML keys
+    Precedence is that order (e.g. :class:`~fedgraphrec.protocols.p4gcn.settings.P4GCNSettings`). TOML keys
     that belong to the run rather than to ``cls`` (``protocol``, ``dataset``, ``seed``) are skipped.
 
     Raises:

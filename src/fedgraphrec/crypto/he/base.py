@@ -91,6 +91,30 @@ class HEBackend(ABC):
     def to_bytes(self, c: EncMatrix) -> list[bytes]:
         """Serialise ``c`` into its wire messages (one per element or per packed row)."""
 
+    @abstractmethod
+    def from_bytes(self, blobs: list[bytes], shape: tuple[int, int], scale_bits: int) -> EncMatrix:
+        """The :class:`EncMatrix` :meth:`to_bytes` serialised (receiver side, with its own context).
+
+        Raises:
+            ValueError: the blobs do not make up a matrix of ``shape`` (count or length wrong).
+        """
+
+    def public_bytes(self) -> bytes:
+        """The public material the side owner needs (context, public key, rotation keys), serialised.
+
+        Raises:
+            NotImplementedError: the backend cannot yet hand its public side to another process.
+        """
+        raise NotImplementedError(f"the {self.name} backend does not serialise its public context yet")
+
+    def secret_bytes(self) -> bytes:
+        """The key owner's whole key set, serialised (for the owner's own storage between messages).
+
+        Raises:
+            NotImplementedError: the backend cannot yet store its keys.
+        """
+        raise NotImplementedError(f"the {self.name} backend does not serialise its keys yet")
+
     def select_rows(self, c: EncMatrix, rows: np.ndarray) -> EncMatrix:
         """Ciphertexts of the given rows (pure selection; no cryptography)."""
         data = c.data[rows] if isinstance(c.data, np.ndarray) else [c.data[int(r)] for r in rows]

@@ -41,6 +41,37 @@ class CKKSBackend(HEBackend):
         self.public_ctx.make_context_public()
         self.slots = poly_modulus_degree // 2
 
+    def public_bytes(self) -> bytes:
+        """TenSEAL's serialisation of the public context (public, relinearisation and rotation keys)."""
+        if not self.public_ctx.has_galois_keys() and self.ctx.has_secret_key():  # rebuilt from secret_bytes
+            self.ctx.generate_galois_keys()
+            self.public_ctx = self.ctx.copy()
+            self.public_ctx.make_context_public()
+        return bytes(self.public_ctx.serialize(save_galois_keys=True))
+
+    def secret_bytes(self) -> bytes:
+        """TenSEAL's serialisation of the context with the secret key.
+
+        Rotation keys are left out (the key owner does not rotate); :meth:`public_bytes` makes them
+        again when a side owner needs them.
+        """
+        return bytes(self.ctx.serialize(save_secret_key=True, save_galois_keys=False, save_relin_keys=False))
+
+    @classmethod
+    def from_context(cls, data: bytes) -> CKKSBackend:
+        """The backend of a serialised context: the key owner's (secret) or the side owner's (public)."""
+        ts = require_extra("tenseal", "he")
+        obj = cls.__new__(cls)
+        obj._ts = ts
+        obj.ctx = ts.context_from(data)
+        if obj.ctx.has_secret_key():
+            obj.public_ctx = obj.ctx.copy()
+            obj.public_ctx.make_context_public()
+        else:
+            obj.public_ctx = obj.ctx
+        obj.slots = obj.ctx.seal_context().data.first_context_data().parms().poly_modulus_degree() // 2
+        return obj
+
     def _rows_per_block(self, d: int) -> int:
         r = self.slots // d
         if r < 1:
@@ -105,3 +136,15 @@ class CKKSBackend(HEBackend):
         if c.scale_bits == 0:
             return [bytes(v.serialize()) for v in c.data]
         return [bytes(v.serialize()) for cols in c.data for v in cols]
+
+    def from_bytes(self, blobs: list[bytes], shape: tuple[int, int], scale_bits: int) -> EncMatrix:
+        """TenSEAL's own deserialisation under this side's context (public or with the secret key)."""
+        rows, cols = shape
+        want = rows if scale_bits == 0 else -(-rows // max(scale_bits, 1)) * cols
+        if len(blobs) != want:
+            raise ValueError(f"a CKKS {shape} matrix (scale_bits {scale_bits}) is {want} ciphertexts")
+        vecs = [self._ts.ckks_vector_from(self.public_ctx, bytes(b)) for b in blobs]
+        if scale_bits == 0:
+            return EncMatrix((rows, cols), vecs)
+        blocks = [vecs[k : k + cols] for k in range(0, len(vecs), cols)]
+        return EncMatrix((rows, cols), blocks, scale_bits)

@@ -218,5 +218,22 @@ class PackedCKKSBackend(HEBackend):
                 out.append(fh.read())
         return out
 
+    def from_bytes(self, blobs: list[bytes], shape: tuple[int, int], scale_bits: int) -> EncMatrix:
+        """SEAL's own deserialisation (validated against this side's context)."""
+        seal = _seal()
+        rows = shape[0]
+        want = rows if scale_bits == 0 else -(-rows // max(scale_bits, 1))
+        if len(blobs) != want:
+            raise ValueError(f"a packed CKKS {shape} matrix (scale_bits {scale_bits}) is {want} ciphertexts")
+        path = os.path.join(self._tmp, f"in-{os.getpid()}")
+        cts = []
+        for b in blobs:
+            with open(path, "wb") as fh:
+                fh.write(b)
+            ct = seal.Ciphertext()
+            ct.load(self.public.context, path)
+            cts.append(ct)
+        return EncMatrix((int(shape[0]), int(shape[1])), cts, scale_bits)
+
     def nbytes(self, c: EncMatrix) -> int:  # noqa: D102
         return sum(len(b) for b in self.to_bytes(c))

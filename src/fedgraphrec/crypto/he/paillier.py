@@ -113,3 +113,17 @@ class PaillierBackend(HEBackend):
 
     def to_bytes(self, c: EncMatrix) -> list[bytes]:  # noqa: D102
         return [int(x).to_bytes(self.ct_bytes, "big") for x in c.data.ravel()]
+
+    def from_bytes(self, blobs: list[bytes], shape: tuple[int, int], scale_bits: int) -> EncMatrix:
+        """Ciphertext integers (big-endian, ``ct_bytes`` each, row-major), checked to lie in ``Z_{n²}``."""
+        if len(blobs) != shape[0] * shape[1] or any(len(b) != self.ct_bytes for b in blobs):
+            raise ValueError(
+                f"a Paillier {shape} matrix is {shape[0] * shape[1]} ciphertexts of {self.ct_bytes} bytes"
+            )
+        data = np.empty(len(blobs), dtype=object)
+        for k, b in enumerate(blobs):
+            x = self._gmpy2.mpz(int.from_bytes(b, "big"))
+            if not 0 < x < self.nsq:
+                raise ValueError("a Paillier ciphertext outside Z_{n^2}")
+            data[k] = x
+        return EncMatrix((int(shape[0]), int(shape[1])), data.reshape(shape), scale_bits)

@@ -25,6 +25,11 @@ server_app = ServerApp()
 @server_app.main()
 def _main(grid: Grid, context: Context) -> None:
     """The deployed run described by the run config (imported on use: torch only where needed)."""
+    if str(context.run_config.get("p4gcn", "")):  # P4GCN: two organisations, not client shards
+        from fedgraphrec.engines.flower.p4gcn import run_p4gcn_from_config
+
+        run_p4gcn_from_config(grid, context.run_config)
+        return
     from fedgraphrec.engines.flower.party_app import run_from_config
 
     run_from_config(grid, context.run_config)

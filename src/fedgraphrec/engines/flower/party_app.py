@@ -40,7 +40,7 @@ from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.loading import config_from_dict
 from fedgraphrec.training.trainer import RunResult, Trainer
 
-__all__ = ["PartyRun", "deploy", "make_server_app", "run_from_config", "run_on_grid", "simulate"]
+__all__ = ["PartyRun", "deploy", "make_server_app", "run_from_config", "run_on_grid", "simulate", "submit"]
 
 TRACE = "flower.json"
 """Every Flower round's latency and bytes; the last file a Flower run writes."""
@@ -181,8 +181,6 @@ def deploy(
         RuntimeError: the ServerApp failed (its reason, from ``error.json``).
         TimeoutError: no finished run folder within ``limit_s`` seconds.
     """
-    from fedgraphrec.engines.flower.local import APP_DIR
-
     out = Path(out).resolve()
     overrides = {
         "run": json.dumps(cfg.to_dict(), sort_keys=True),
@@ -190,6 +188,26 @@ def deploy(
         "min-nodes": supernodes,
         "stage-timeout": float(timeout),
     }
+    return submit(overrides, out, connection, app_dir=app_dir, env=env, limit_s=limit_s)
+
+
+def submit(
+    overrides: Mapping[str, Any],
+    out: Path,
+    connection: str,
+    *,
+    app_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    limit_s: float = 3600.0,
+) -> dict[str, Any]:
+    """``flwr run`` the app with the run config ``overrides``; wait for the run folder ``out``'s summary.
+
+    Raises:
+        RuntimeError: the ServerApp failed (its reason, from ``error.json``).
+        TimeoutError: no finished run folder within ``limit_s`` seconds.
+    """
+    from fedgraphrec.engines.flower.local import APP_DIR
+
     with tempfile.TemporaryDirectory() as tmp:  # a TOML file: flwr's inline form cannot quote JSON
         path = Path(tmp) / "run.toml"
         path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in overrides.items()))

@@ -1,0 +1,398 @@
+"""P4GCN on Flower: each organisation on its own SuperNode, the coordinator in the ServerApp.
+
+The ServerApp runs :class:`~fedgraphrec.protocols.p4gcn.server.P4GCNServer` over a
+:class:`~fedgraphrec.runtime.flower.transport.FlowerTransport` and the same epoch loop and run folder
+as in process (:func:`~fedgraphrec.training.rating.run_learner`,
+:func:`~fedgraphrec.training.rating.write_rating_run`); the coordinator holds no data (it does not
+load the dataset). Each SuperNode hosts one organisation's program
+(:class:`~fedgraphrec.protocols.p4gcn.recommender_program.RecommenderProgram` or
+:class:`~fedgraphrec.protocols.p4gcn.social_program.SocialProgram`) behind the same
+:class:`~fedgraphrec.runtime.endpoint.NodeEndpoint` as in process (:func:`handle_p4gcn`).
+
+Which organisation a SuperNode is comes from its own configuration (``--node-config
+"organisation='social'"``; in Flower's simulation runtime ``partition-id`` 0 is the recommender, 1
+the social platform). Simulation shortcut: both nodes load the dataset the hello names (one file
+holds both organisations' data); the recommender's program keeps the ratings only, the social
+platform's the social graph only.
+
+Between messages a node keeps its program's state in ``context.state`` (``state_arrays``), the
+large public HE context in a node-local file named by its SHA-256 (:data:`CACHE_DIR`). Backends:
+``plain`` (float64, no keys) and ``ckks`` (TenSEAL): the recommender's node draws the key pair at its
+first message and keeps it (TenSEAL's serialisation with the secret key); its public context goes to
+the social node with the set-up (phase ``setup/context``). ``paillier`` and ``ckks-packed`` do not
+serialise their keys yet and are refused with a clear error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, RecordDict
+from flwr.app import Message as FlowerMessage
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.data.registry import load_dataset
+from fedgraphrec.data.types import Ratings
+from fedgraphrec.engines.flower.party_app import TRACE, submit, wait_for_nodes
+from fedgraphrec.protocols.p4gcn.driver import privacy_record
+from fedgraphrec.protocols.p4gcn.recommender_program import RecommenderData, RecommenderProgram
+from fedgraphrec.protocols.p4gcn.roles import NODE_OF, ORGANISATIONS, RECOMMENDER
+from fedgraphrec.protocols.p4gcn.server import P4GCNServer
+from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
+from fedgraphrec.protocols.p4gcn.social_program import SocialData, SocialProgram
+from fedgraphrec.protocols.p4gcn.wire import he_from_context, make_he
+from fedgraphrec.runtime.endpoint import NodeEndpoint
+from fedgraphrec.runtime.expect import FlowState
+from fedgraphrec.runtime.flower.parts import decode_message, encode_message
+from fedgraphrec.runtime.flower.records import Traffic
+from fedgraphrec.runtime.flower.transport import ROUND_TIMEOUT_S, FlowerTransport
+from fedgraphrec.runtime.ledger import Ledger
+from fedgraphrec.runtime.network import CryptoMode, Network
+from fedgraphrec.training.learner_base import BatchStats
+from fedgraphrec.training.p4gcn_learner import SHUFFLE_SEED, rating_splits, shuffled_social
+from fedgraphrec.training.rating import run_learner, write_rating_run
+
+__all__ = [
+    "CACHE_DIR",
+    "PROTOCOL",
+    "FlowerP4GCN",
+    "deploy_p4gcn",
+    "handle_p4gcn",
+    "make_p4gcn_client_app",
+    "organisation_of",
+    "p4gcn_query",
+    "run_p4gcn_from_config",
+    "run_p4gcn_on_grid",
+    "run_request",
+    "simulate_p4gcn",
+]
+
+PROTOCOL = "p4gcn"
+_RUN = "p4gcn.run"
+_STATE = "p4gcn.state"
+
+
+def organisation_of(node_config: Mapping[str, Any]) -> str:
+    """The organisation this SuperNode is: ``organisation`` of its node config, else by ``partition-id``.
+
+    Raises:
+        ValueError: neither names one of the two organisations.
+    """
+    org = node_config.get("organisation")
+    if org is None and "partition-id" in node_config:
+        pid = int(node_config["partition-id"])
+        org = ORGANISATIONS[pid] if 0 <= pid < len(ORGANISATIONS) else None
+    if org not in ORGANISATIONS:
+        raise ValueError(
+            f"p4gcn node: node-config 'organisation' must be one of {ORGANISATIONS}; got {org!r}"
+        )
+    return str(org)
+
+
+@lru_cache(maxsize=2)
+def _dataset(name: str, options: str = "{}") -> Ratings:
+    """The dataset ``name`` with ``options`` (JSON, e.g. a synthetic generator's sizes), once per process."""
+    data = load_dataset(name, **json.loads(options))
+    if not isinstance(data, Ratings) or data.social is None:
+        raise ValueError(f"dataset {name!r}: P4GCN needs explicit ratings and a social graph")
+    return data
+
+
+def _program(
+    org: str,
+    settings: P4GCNSettings,
+    dataset: str,
+    seed: int,
+    arrays: Mapping[str, np.ndarray],
+    options: str = "{}",
+) -> RecommenderProgram | SocialProgram:
+    """This node's program, built from its own data (the recommender: ratings; the social: the graph).
+
+    Ciphertexts cross the process boundary as the backend's serialised bytes. The recommender's keys
+    are drawn at its first message and kept in its state (``he_secret``); the social platform's
+    public context arrives with the set-up and is kept in its state (``he_public``).
+
+    Raises:
+        ValueError: a backend whose keys cannot cross processes yet (``paillier``, ``ckks-packed``).
+    """
+    if settings.backend not in ("plain", "ckks"):
+        raise ValueError(
+            f"backend {settings.backend!r}: P4GCN on Flower runs the plain or ckks backend (the others' "
+            "keys do not cross processes yet)"
+        )
+    data = _dataset(dataset, options)
+    if org == RECOMMENDER:
+        tr, val, te = rating_splits(data, seed)
+        own = RecommenderData(
+            tr, data.n_users, data.n_items, data.rating_range, seed, {"valid": val, "test": te}
+        )
+        secret = arrays.get("he_secret")
+        backend = (
+            make_he(settings.backend, settings.dim)
+            if secret is None
+            else he_from_context(settings.backend, bytes(np.asarray(secret, np.uint8)))
+        )
+        return RecommenderProgram(settings, np.array([NODE_OF[org]]), own, backend=backend, serialise=True)
+    if settings.social == "shuffled":
+        data = shuffled_social(data, seed=SHUFFLE_SEED)
+    assert data.social is not None
+    social = SocialData(data.social.adjacency(symmetric=True), seed)
+    public = make_he("plain", settings.dim) if settings.backend == "plain" else None  # else: from P1
+    return SocialProgram(settings, np.array([NODE_OF[org]]), social, backend=public, serialise=True)
+
+
+CACHE_DIR = Path(os.environ.get("FEDGRAPHREC_NODE_CACHE", Path(tempfile.gettempdir()) / "fedgraphrec-node"))
+"""Where a node keeps large public material between messages (``FEDGRAPHREC_NODE_CACHE``)."""
+
+
+def _to_cache(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The public HE context (tens of MB, public, fixed for the run) to a node-local file.
+
+    The state keeps its SHA-256 instead of carrying it through Flower's context store each message.
+    """
+    if "he_public" not in arrays:
+        return arrays
+    blob = np.asarray(arrays["he_public"], np.uint8).tobytes()
+    digest = hashlib.sha256(blob).hexdigest()
+    path = CACHE_DIR / f"{digest}.ctx"
+    if not path.exists():
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(blob)
+        tmp.replace(path)
+    rest = {k: v for k, v in arrays.items() if k != "he_public"}
+    return {**rest, "he_public_sha256": np.frombuffer(digest.encode(), dtype=np.uint8).copy()}
+
+
+def _from_cache(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Inverse of :func:`_to_cache`; raises ``IntegrityError`` if the file is missing or altered."""
+    if "he_public_sha256" not in arrays:
+        return arrays
+    digest = np.asarray(arrays["he_public_sha256"], np.uint8).tobytes().decode()
+    path = CACHE_DIR / f"{digest}.ctx"
+    blob = path.read_bytes() if path.exists() else b""
+    if hashlib.sha256(blob).hexdigest() != digest:
+        raise IntegrityError(f"p4gcn node: the cached public HE context {path} is missing or altered")
+    rest = {k: v for k, v in arrays.items() if k != "he_public_sha256"}
+    return {**rest, "he_public": np.frombuffer(blob, dtype=np.uint8).copy()}
+
+
+def handle_p4gcn(content: RecordDict, state: RecordDict, node_config: Mapping[str, Any]) -> RecordDict:
+    """Answer one P4GCN request with this node's stored ``state`` (its organisation's program).
+
+    Raises:
+        IntegrityError: a second hello, a stage out of order, a part not the one expected.
+        RuntimeError: a request before the hello.
+    """
+    header, request = decode_message(content)
+    run = dict(state.config_records[_RUN]) if _RUN in state.config_records else None
+    if "hello" in content.config_records:
+        if run is not None:
+            raise IntegrityError(f"{header.get('stage')!r}: a second hello; this node's session is fixed")
+        hello = content.config_records["hello"]
+        run = {k: hello[k] for k in ("settings", "seed", "dataset", "crypto")}
+        run["options"] = str(hello.get("options", "{}"))
+    if run is None:
+        raise RuntimeError(f"{header.get('stage')!r}: this node never got the run's hello")
+    settings = P4GCNSettings(**json.loads(str(run["settings"])))
+    crypto: CryptoMode = "real" if run["crypto"] == "real" else "accounted"
+    stored_state = state.array_records.get(_STATE)
+    arrays = _from_cache({k: a.numpy() for k, a in stored_state.items()} if stored_state is not None else {})
+    org, options = organisation_of(node_config), str(run.get("options", "{}"))
+    program = _program(org, settings, str(run["dataset"]), int(str(run["seed"])), arrays, options)
+    if arrays:
+        program.load_state_arrays(arrays)
+    endpoint = NodeEndpoint(PROTOCOL, crypto)
+    endpoint.flow = FlowState.from_record(run)
+    stage, step = str(header["stage"]), int(header["step"])
+    reply = endpoint.handle(program, stage, step, request)
+    run.update(endpoint.flow.to_record())
+    stored = _to_cache(program.state_arrays())
+    state[_STATE] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in stored.items()})
+    state[_RUN] = ConfigRecord(run)
+    return encode_message(reply, {"stage": stage, "step": step})
+
+
+class FlowerP4GCN:
+    """The ServerApp's side of a P4GCN run: the coordinator over Flower, as a rating learner.
+
+    Args:
+        settings: the run's settings (a ``p4gcn*`` method, the ``plain`` backend).
+        dataset: the dataset the nodes load (the coordinator itself loads nothing).
+        seed: the run seed (sent to the nodes).
+        grid: the ServerApp's grid.
+        nodes: the two SuperNode ids.
+        crypto: ``accounted`` or ``real`` (ciphertexts always cross as serialised bytes).
+        timeout: bound on one round, in seconds.
+    """
+
+    transport_class: type[FlowerTransport] = FlowerTransport
+    """The Flower transport (a test carries records over a stand-in grid)."""
+
+    def __init__(
+        self, settings: P4GCNSettings, dataset: str, seed: int, grid: Grid, nodes: list[int],
+        crypto: CryptoMode = "accounted", timeout: float = ROUND_TIMEOUT_S,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:  # fmt: skip
+        if not settings.is_p4gcn:
+            raise ValueError(f"flower p4gcn runs the p4gcn methods, not {settings.method!r}")
+        self.settings = settings
+        self.net = Network(0, crypto=crypto, protocol=PROTOCOL)
+        self.traffic = Traffic()
+        run = {
+            "settings": json.dumps(dataclasses.asdict(settings)),
+            "seed": seed,
+            "dataset": dataset,
+            "crypto": crypto,
+            "options": json.dumps(dict(options or {}), sort_keys=True),
+        }
+        hello = {int(n): run for n in nodes}
+        self.transport = self.transport_class(self.net, grid, sorted(nodes), hello, timeout, self.traffic)
+        self.server = P4GCNServer(settings, self.transport, 2, 0)
+        self.server.ship_context = settings.backend != "plain"  # the social node builds P1's public side
+        self.server.setup()
+
+    @property
+    def ledger(self) -> Ledger:
+        """What the coordinator relayed, each message booked once."""
+        return self.net.ledger
+
+    def train_round(self, epoch: int) -> BatchStats:
+        """One epoch of iterations."""
+        stats = self.server.train_round(epoch)
+        return BatchStats(loss=stats.loss, bpr=0.0, reg=0.0)
+
+    def evaluate_splits(self, splits: list[str], ks: list[int] | None = None) -> dict[str, dict[str, float]]:
+        """RMSE and MAE per split, from the recommender node's sums."""
+        return self.server.evaluate_ratings(list(splits))
+
+    def run_summary(self) -> dict[str, Any]:
+        """The social node's privacy accounting, the backend, the ciphertext traffic, Flower's own counts."""
+        report = self.server.privacy_report()
+        spent = report.get("epsilon_spent")
+        privacy = privacy_record(
+            self.settings, None if spent is None else float(spent), int(report["releases"]),
+            report.get("noise_source"),
+        )  # fmt: skip
+        return {
+            "privacy": privacy, "backend": self.settings.backend,
+            "cipher_GB": self.ledger.total_bytes() / 1e9, "releases_K": int(report["releases"]),
+            "engine": "flower", "flower": self.traffic.summary(),
+        }  # fmt: skip
+
+
+def run_p4gcn_on_grid(
+    grid: Grid, settings: P4GCNSettings, dataset: str, seed: int, out: str | Path,
+    crypto: CryptoMode = "accounted", timeout: float = ROUND_TIMEOUT_S,
+    options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Train over the two SuperNodes of ``grid`` and write the run folder ``out``; returns the summary.
+
+    ``flower.json`` (every round's latency and Flower-counted bytes) is written last, as for every
+    Flower run.
+    """
+    nodes = wait_for_nodes(grid, 2)
+    learner = FlowerP4GCN(settings, dataset, seed, grid, nodes[:2], crypto, timeout, options)
+    res = run_learner(learner, settings)
+    extra = {"engine": "flower", "flower": res.pop("flower", {})}
+    res.pop("engine", None)
+    summary = write_rating_run(dataset, seed, settings, res, out, learner.ledger, extra)
+    trace = {"nodes": nodes[:2], "rounds": [vars(r) for r in learner.traffic.rounds]}
+    (Path(out) / TRACE).write_text(json.dumps(trace, indent=1) + "\n")
+    return summary
+
+
+def run_request(
+    settings: P4GCNSettings,
+    dataset: str,
+    seed: int,
+    crypto: CryptoMode,
+    options: Mapping[str, Any] | None = None,
+) -> str:
+    """The ``p4gcn`` run-config value of a deployed run (JSON): what :func:`run_p4gcn_from_config` reads.
+
+    ``options``: the dataset's loading options (e.g. a synthetic generator's sizes).
+    """
+    req = {"settings": dataclasses.asdict(settings), "dataset": dataset, "seed": seed, "crypto": crypto}
+    return json.dumps({**req, "options": dict(options or {})})
+
+
+def run_p4gcn_from_config(grid: Grid, run_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The deployed ServerApp's P4GCN run: ``p4gcn`` (:func:`run_request`), ``out``, ``stage-timeout``.
+
+    On failure, ``out/error.json`` says why.
+    """
+    out = Path(str(run_config.get("out") or "runs/flower"))
+    try:
+        req = json.loads(str(run_config["p4gcn"]))
+        settings = P4GCNSettings(**req["settings"])
+        timeout = float(run_config.get("stage-timeout", 0.0)) or ROUND_TIMEOUT_S
+        crypto: CryptoMode = "real" if req["crypto"] == "real" else "accounted"
+        dataset, seed, options = str(req["dataset"]), int(req["seed"]), req.get("options") or {}
+        return run_p4gcn_on_grid(grid, settings, dataset, seed, out, crypto, timeout, options)
+    except Exception as exc:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "error.json").write_text(json.dumps({"error": type(exc).__name__, "message": str(exc)}) + "\n")
+        raise
+
+
+def deploy_p4gcn(
+    settings: P4GCNSettings, dataset: str, seed: int, out: str | Path, connection: str, *,
+    crypto: CryptoMode = "accounted", app_dir: Path | None = None, env: Mapping[str, str] | None = None,
+    timeout: float = ROUND_TIMEOUT_S, limit_s: float = 3600.0, options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Submit a P4GCN run to the SuperLink ``connection`` (two SuperNodes, one per organisation)."""
+    out = Path(out).resolve()
+    overrides = {
+        "p4gcn": run_request(settings, dataset, seed, crypto, options), "out": str(out), "min-nodes": 2,
+        "stage-timeout": float(timeout),
+    }  # fmt: skip
+    return submit(overrides, out, connection, app_dir=app_dir, env=env, limit_s=limit_s)
+
+
+def p4gcn_query(msg: FlowerMessage, context: Context) -> FlowerMessage:
+    """The ``query.party`` handler for P4GCN requests: :func:`handle_p4gcn` on this node's context."""
+    return FlowerMessage(handle_p4gcn(msg.content, context.state, dict(context.node_config)), reply_to=msg)
+
+
+def make_p4gcn_client_app() -> ClientApp:
+    """A ClientApp answering P4GCN's ``query.party`` (the simulation's; deployments use ``client_app``)."""
+    app = ClientApp()
+
+    @app.query("party")
+    def _party(msg: FlowerMessage, context: Context) -> FlowerMessage:
+        return p4gcn_query(msg, context)
+
+    return app
+
+
+def simulate_p4gcn(
+    settings: P4GCNSettings, dataset: str, seed: int, out: str | Path, crypto: CryptoMode = "accounted",
+    timeout: float = ROUND_TIMEOUT_S,
+) -> dict[str, Any]:  # fmt: skip
+    """P4GCN in Flower's simulation runtime: two virtual SuperNodes (Ray backend); returns the summary."""
+    from flwr.simulation import run_simulation
+
+    sink: list[dict[str, Any]] = []
+    server = ServerApp()
+
+    @server.main()
+    def main(grid: Grid, context: Context) -> None:
+        sink.append(run_p4gcn_on_grid(grid, settings, dataset, seed, out, crypto, timeout))
+
+    backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 2}}
+    run_simulation(server, make_p4gcn_client_app(), 2, "ray", backend)  # type: ignore[arg-type, unused-ignore]
+    if not sink:
+        raise RuntimeError("the Flower simulation ended without a result (see its log above)")
+    return sink[0]
