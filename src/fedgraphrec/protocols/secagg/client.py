@@ -132,6 +132,13 @@ class SecureSumClient:
     def secagg_included(self, session: str, included: np.ndarray) -> None:
         """Called at the unmask stage with this shard's clients whose inputs are in the sum."""
 
+    def secagg_check(self, stage: str, step: int, request: Message) -> None:
+        """Called first by every stage with its request; here nothing is checked.
+
+        :class:`~fedgraphrec.protocols.secagg.expect.CheckedSecureSumClient` checks the request's
+        fields against the node's own values here, before the stage reads them.
+        """
+
     def secagg_policy(self) -> SecAggPolicy:
         """What this client requires of a secure sum, from its own settings (never from a request)."""
         return SecAggPolicy.of(getattr(self, "settings", None))
@@ -200,6 +207,7 @@ class SecureSumClient:
     # ------------------------------------------------------------------ stage 0
     def stage_secagg_advertise(self, step: int, request: Message) -> Message:
         """Stage 0: every participant's two public keys (``real``: fresh X25519 pairs)."""
+        self.secagg_check(ADVERTISE, step, request)
         f, ids = request.fields, _ids(request)
         session = str(f["session"])
         record, _ = self._secagg_open(request, ids)
@@ -220,6 +228,7 @@ class SecureSumClient:
     # ------------------------------------------------------------------ stage 1
     def stage_secagg_share(self, step: int, request: Message) -> Message:
         """Stage 1: each participant's Shamir shares, encrypted to their holders (presealed)."""
+        self.secagg_check(SHARE, step, request)
         f, ids, record, policy, session, phase, t = self._secagg_next(wire.SHARE, request)
         n_roster = int(f["n_advertised"])
         if n_roster > int(record.fixed["n_clients"]):
@@ -272,6 +281,7 @@ class SecureSumClient:
     # ------------------------------------------------------------------ stage 2
     def stage_secagg_mask(self, step: int, request: Message) -> Message:
         """Stage 2: receive the shares; upload ``x_u`` plus the self and pairwise masks."""
+        self.secagg_check(MASK, step, request)
         f, ids, record, policy, session, phase, t = self._secagg_next(wire.MASK, request)
         shared = [int(v) for v in f["shared"]]
         self._secagg_ids_in(record, wire.MASK, "U2", shared)
@@ -328,6 +338,7 @@ class SecureSumClient:
     # ------------------------------------------------------------------ stage 3
     def stage_secagg_unmask(self, step: int, request: Message) -> Message:
         """Stage 3: shares of the survivors' self-mask seeds and of the dropped clients' keys."""
+        self.secagg_check(UNMASK, step, request)
         f, ids, record, policy, session, phase, t = self._secagg_next(wire.UNMASK, request)
         shared = [int(v) for v in f["shared"]]
         if shared != record.shared:
@@ -361,6 +372,7 @@ class SecureSumClient:
         One logical message per client: rows ``(flat index, value)`` in float64, booked as a
         4-byte index and 4-byte floats per row of its input, as a sparse upload would be sent.
         """
+        self.secagg_check(PLAIN, step, request)
         session, ids = str(request.fields["session"]), _ids(request)
         if not self.secagg_policy().plain:
             raise refuse(
