@@ -46,11 +46,7 @@ def main() -> None:
     batched, per_user = [], []
     for r in range(args.rounds):
         if not args.no_reference:
-            rs = sample_round(
-                data.train, r, seed=s.seed, clients_per_round=s.clients_per_round, n_negatives=s.n_negatives,
-                local_steps=s.local_steps, dropout_before=s.dropout_before, dropout_after=s.dropout_after,
-                batch_mode=s.batch_mode,
-            )  # fmt: skip
+            rs = sample_round(data.train, r, s)
             t0 = time.perf_counter()
             reference_round(s, server.E, program.state.user, data.train, rs)
             per_user.append(time.perf_counter() - t0)

@@ -62,11 +62,7 @@ class Run(ProgramsRun):
 
     def sample(self, r: int):
         s = self.settings
-        return sample_round(
-            self.train, r, seed=s.seed, clients_per_round=s.clients_per_round, n_negatives=s.n_negatives,
-            local_steps=s.local_steps, dropout_before=s.dropout_before, dropout_after=s.dropout_after,
-            batch_mode=s.batch_mode,
-        )  # fmt: skip
+        return sample_round(self.train, r, s)
 
     def train_round(self, r: int):
         return self.server.train_round(r)

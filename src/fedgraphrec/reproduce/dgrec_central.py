@@ -29,7 +29,6 @@ items are joined when they share a category (spec §8.5, "items sharing a tag").
 
 from __future__ import annotations
 
-import json
 import math
 import tempfile
 import time
@@ -52,7 +51,7 @@ from fedgraphrec.models.side_graph import (
 from fedgraphrec.privacy.laplace import laplace_scale_for
 from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.central import CentralSettings
-from fedgraphrec.reproduce.dgrec_runs import train_epochs
+from fedgraphrec.reproduce.dgrec_runs import metric_cells, run_groups, train_epochs
 from fedgraphrec.seeding import torch_generator
 from fedgraphrec.training.config import EvalSettings, TrainConfig
 from fedgraphrec.training.dgrec import load_data
@@ -331,20 +330,14 @@ def run(method: str, dataset: str, seed: int, epochs: int | None = None, **given
 
 def summarize(folder: str | Path) -> str:
     """Markdown table (×100, mean ± sample std over seeds; seconds min–max) of the run JSONs in ``folder``."""
-    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
-    for f in sorted(Path(folder).glob("*.json")):
-        r = json.loads(f.read_text())
-        groups.setdefault((r["dataset"], r["method"], r["epochs"]), []).append(r)
+    groups = run_groups(folder, lambda r: (r["dataset"], r["method"], r["epochs"]))
     lines = [
         "| dataset | method | epochs / rounds | seeds | recall@20 (%) | ndcg@20 (%) | s per run |",
         "|---|---|---|---|---|---|---|",
     ]
     for (ds, method, epochs), runs in sorted(groups.items()):
-        cells = []
-        for m in ("recall@20", "ndcg@20"):
-            v = 100 * np.asarray([r["metrics"][m] for r in runs])
-            cells.append(f"{v.mean():.2f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.2f}")
+        recall, ndcg = metric_cells(runs)
         secs = [r["seconds"] for r in runs]
         span = f"{min(secs):.0f}–{max(secs):.0f}"
-        lines.append(f"| {ds} | {method} | {epochs} | {len(runs)} | {cells[0]} | {cells[1]} | {span} |")
+        lines.append(f"| {ds} | {method} | {epochs} | {len(runs)} | {recall} | {ndcg} | {span} |")
     return "\n".join(lines) + "\n"

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -31,7 +31,17 @@ from fedgraphrec.training.dgrec_learner import DGRECLearner
 from fedgraphrec.training.learner_base import AnyLearner
 from fedgraphrec.training.trainer import Trainer
 
-__all__ = ["reference_run", "run", "run_and_save", "summarize", "train_epochs"]
+__all__ = [
+    "metric_cells",
+    "reference_run",
+    "run",
+    "run_and_save",
+    "run_groups",
+    "summarize",
+    "train_epochs",
+]
+
+K = TypeVar("K")
 
 
 def train_epochs(
@@ -155,21 +165,32 @@ def run_and_save(
     return res
 
 
-def summarize(folder: str | Path) -> str:
-    """Markdown table (mean ± std over seeds, ×100) of every run JSON in ``folder``."""
-    groups: dict[tuple[str, str, float], list[dict[str, float]]] = {}
+def run_groups(folder: str | Path, key: Callable[[dict[str, Any]], K]) -> dict[K, list[dict[str, Any]]]:
+    """Every run JSON in ``folder`` (read in name order), grouped by ``key`` of the run."""
+    groups: dict[K, list[dict[str, Any]]] = {}
     for f in sorted(Path(folder).glob("*.json")):
         r = json.loads(f.read_text())
-        key = (r["dataset"], r["variant"], float(r["settings"]["public_ratio"]))
-        groups.setdefault(key, []).append(r["metrics"])
+        groups.setdefault(key(r), []).append(r)
+    return groups
+
+
+def metric_cells(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The runs' Recall@20 and NDCG@20 as ``mean ± sample std`` (×100; std 0 for a single run)."""
+    cells = []
+    for m in ("recall@20", "ndcg@20"):
+        v = 100 * np.asarray([r["metrics"][m] for r in runs])
+        cells.append(f"{v.mean():.2f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.2f}")
+    return cells
+
+
+def summarize(folder: str | Path) -> str:
+    """Markdown table (mean ± std over seeds, ×100) of every run JSON in ``folder``."""
+    groups = run_groups(folder, lambda r: (r["dataset"], r["variant"], float(r["settings"]["public_ratio"])))
     lines = [
         "| dataset | variant | public ratio | seeds | recall@20 (%) | ndcg@20 (%) |",
         "|---|---|---|---|---|---|",
     ]
-    for (ds, var, ratio), ms in sorted(groups.items()):
-        cells = []
-        for m in ("recall@20", "ndcg@20"):
-            v = 100 * np.asarray([x[m] for x in ms])
-            cells.append(f"{v.mean():.2f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.2f}")
-        lines.append(f"| {ds} | {var} | {ratio} | {len(ms)} | {cells[0]} | {cells[1]} |")
+    for (ds, var, ratio), runs in sorted(groups.items()):
+        recall, ndcg = metric_cells(runs)
+        lines.append(f"| {ds} | {var} | {ratio} | {len(runs)} | {recall} | {ndcg} |")
     return "\n".join(lines) + "\n"

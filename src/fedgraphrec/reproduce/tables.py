@@ -104,44 +104,48 @@ def paper_rows(table: Section, dataset: str) -> tuple[PaperRow, ...]:
     return tuple(rows)
 
 
+def _table(name: str, title: str, section: Section, dataset: str, data_note: str) -> PaperTable:
+    """The table a paper data file's ``section`` prints for ``dataset``: its source, base, rows, budgets."""
+    return PaperTable(
+        name=name,
+        title=title,
+        source=section.text("source"),
+        dataset=dataset,
+        data_note=data_note,
+        base=section.texts("base"),
+        rows=paper_rows(section, dataset),
+        budgets=budgets_of(section.section("budgets")),
+    )
+
+
 def _tables() -> dict[str, PaperTable]:
-    g1 = paper("gnn4fr").section("t1")
     tables = [
-        PaperTable(
-            name="gnn4fr-t1",
-            title="GNN4FR Table 1: LightGCN and GNN4FR on MovieLens-100K (u1, ratings ≥ 4)",
-            source=g1.text("source"),
-            dataset="ml-100k",
-            data_note="ML-100K u1.base/u1.test, ratings ≥ 4, ids compacted over train (942 × 1,408)",
-            base=g1.texts("base"),
-            rows=paper_rows(g1, "ml-100k"),
-            budgets=budgets_of(g1.section("budgets")),
+        _table(
+            "gnn4fr-t1",
+            "GNN4FR Table 1: LightGCN and GNN4FR on MovieLens-100K (u1, ratings ≥ 4)",
+            paper("gnn4fr").section("t1"),
+            "ml-100k",
+            "ML-100K u1.base/u1.test, ratings ≥ 4, ids compacted over train (942 × 1,408)",
         )
     ]
     t4, t1 = paper("lpgcn").section("t4"), paper("fedgrec").section("t1")
     for ds in ("gowalla", "yelp2018"):
         tables.append(
-            PaperTable(
-                name=f"lpgcn-t4-{ds}",
-                title=f"LP-GCN Table 4 on {ds}: Recall@20 / NDCG@20 of centralized and federated methods",
-                source=t4.text("source"),
-                dataset=ds,
-                data_note=f"{ds}: the LightGCN release's train/test split (the paper re-splits 80/10/10)",
-                base=t4.texts("base"),
-                rows=paper_rows(t4, ds),
-                budgets=budgets_of(t4.section("budgets")),
+            _table(
+                f"lpgcn-t4-{ds}",
+                f"LP-GCN Table 4 on {ds}: Recall@20 / NDCG@20 of centralized and federated methods",
+                t4,
+                ds,
+                f"{ds}: the LightGCN release's train/test split (the paper re-splits 80/10/10)",
             )
         )
         tables.append(
-            PaperTable(
-                name=f"fedgrec-t1-{ds}",
-                title=f"FedGRec Table 1 on {ds}: Recall@20 / NDCG@20",
-                source=t1.text("source"),
-                dataset=ds,
-                data_note=f"{ds}: the LightGCN release's train/test split, as the paper",
-                base=t1.texts("base"),
-                rows=paper_rows(t1, ds),
-                budgets=budgets_of(t1.section("budgets")),
+            _table(
+                f"fedgrec-t1-{ds}",
+                f"FedGRec Table 1 on {ds}: Recall@20 / NDCG@20",
+                t1,
+                ds,
+                f"{ds}: the LightGCN release's train/test split, as the paper",
             )
         )
     return {t.name: t for t in tables}

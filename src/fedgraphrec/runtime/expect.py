@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -32,7 +32,54 @@ from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.runtime.part import Part, Protection, Shape
 from fedgraphrec.runtime.sealing import SERVER
 
-__all__ = ["Expect", "Expectation", "FlowState", "StageFlow", "check_content", "check_parts", "flow"]
+__all__ = [
+    "Expect",
+    "Expectation",
+    "FlowState",
+    "NodeView",
+    "StageFlow",
+    "check_content",
+    "check_parts",
+    "flow",
+]
+
+SettingsT = TypeVar("SettingsT", covariant=True)
+StateT = TypeVar("StateT", covariant=True)
+
+
+class NodeView(Protocol[SettingsT, StateT]):
+    """What a protocol's expectations read of a node's program: its settings, state and clients.
+
+    A structural type rather than the program class, because the program calls the protocol's
+    expectation module: what a node accepts depends on its view (its own settings, its state, the
+    stage's occurrence, the clients it hosts, the catalogue's size), not on the program that answers
+    the stages. A protocol's view adds what else its expectations read.
+    """
+
+    @property
+    def settings(self) -> SettingsT:
+        """The node's own settings of the protocol."""
+        ...
+
+    @property
+    def state(self) -> StateT:
+        """The program's typed state."""
+        ...
+
+    @property
+    def occurrence(self) -> int:
+        """How many times the current stage ran before in this step (0 the first time)."""
+        ...
+
+    @property
+    def clients(self) -> np.ndarray:
+        """The clients this node hosts."""
+        ...
+
+    @property
+    def n_items(self) -> int:
+        """The size of the item catalogue."""
+        ...
 
 
 @dataclass(frozen=True)

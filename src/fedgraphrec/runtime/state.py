@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-__all__ = ["SECRET", "StateError", "secret_fields", "state_from_arrays", "state_to_arrays"]
+__all__ = ["SECRET", "StateError", "empty_ids", "secret_fields", "state_from_arrays", "state_to_arrays"]
 
 T = TypeVar("T")
 _SEP = "."
@@ -33,6 +33,11 @@ SECRET: dict[str, bool] = {"secret": True}
 
 class StateError(TypeError):
     """A state field has a type that cannot be stored as arrays, or stored arrays do not match."""
+
+
+def empty_ids() -> np.ndarray:
+    """An empty int64 array: the default of a state's (or a plan's) field of ids, positions or counts."""
+    return np.zeros(0, dtype=np.int64)
 
 
 def state_to_arrays(state: Any) -> dict[str, np.ndarray]:

@@ -42,8 +42,11 @@ _MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 
 
 @dataclass(frozen=True)
-class DGRECSettings(ProtocolSettings):
+class DGRECSettings(ProtocolSettings, ModelConfig):
     """DGREC's settings (defaults: the paper's H = 4, n_u = 3, δ = 0.1, β = 1; lr 0.6 for the Eq.-2 loss).
+
+    The local model's fields (``kind`` … ``loss_scale``) are :class:`~.model.ModelConfig`'s,
+    inherited with its defaults; :attr:`local_model` is them as a :class:`~.model.ModelConfig`.
 
     lr: under one-bit sharing a decoded step moves a coordinate by at most ``lr·δ`` in expectation,
     so with the Eq.-2 loss scale (per-user gradients of the order of δ) the working range is about
@@ -86,16 +89,6 @@ class DGRECSettings(ProtocolSettings):
     """
 
     variant: str = "dgrec"
-    kind: str = "dgrec"
-    d: int = 16
-    n_interests: int = 6
-    d_interest: int = 10
-    hidden: tuple[int, int] = (32, 16)
-    item_graph: bool = True
-    attention: bool = True
-    pearson: bool = True
-    l2: float = 1e-3
-    loss_scale: str = "eq2"
     hops: int = 4
     fanout: int = 3
     delta: float = 0.1

@@ -133,9 +133,7 @@ class FedGRecClient(CheckedSecureSumClient, ClientProgram[FedGRecState]):
             return train.indices[train.indptr[i] : train.indptr[i + 1]].astype(np.int64)
 
         rs = draw_round(
-            sampled, self.degrees[sampled], positives, own, self.n_items, int(request.fields["round"]),
-            seed=s.seed, n_negatives=s.n_negatives, local_steps=s.local_steps,
-            dropout_before=s.dropout_before, dropout_after=s.dropout_after, batch_mode=s.batch_mode,
+            sampled, self.degrees[sampled], positives, own, self.n_items, int(request.fields["round"]), s,
             secure=s.secure_negatives,
         )  # fmt: skip
         self.state.sample, self.state.pending = rs, None

@@ -57,7 +57,7 @@ from fedgraphrec.protocols.secagg.expect import (
     sum_repeats,
 )
 from fedgraphrec.protocols.secagg.roles import PLAIN
-from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
+from fedgraphrec.runtime.expect import Expect, Expectation, NodeView, StageFlow, flow
 from fedgraphrec.runtime.message import Message
 
 __all__ = ["EVALUATE", "PREDICT_REPEATS", "check_request", "expectation", "site", "stage_flow"]
@@ -71,23 +71,13 @@ It sends nothing back; each run only recomputes the users' representations."""
 _SUMS = (*SECURE_STAGES, PLAIN)
 
 
-class FedGRecNode(Protocol):
+class FedGRecNode(NodeView[FedGRecSettings, FedGRecState], Protocol):
     """What this module reads of a node's program (:class:`~.client.FedGRecClient` has it all).
 
-    A structural type rather than the client class, because the client calls this module: the
-    expectations depend on the node's view, not on the program that answers the stages.
+    The common view (:class:`~fedgraphrec.runtime.expect.NodeView`) and the degrees FedGRec's
+    expectations are sized by.
     """
 
-    @property
-    def settings(self) -> FedGRecSettings: ...
-    @property
-    def state(self) -> FedGRecState: ...
-    @property
-    def occurrence(self) -> int: ...
-    @property
-    def clients(self) -> np.ndarray: ...
-    @property
-    def n_items(self) -> int: ...
     @property
     def deg_u(self) -> np.ndarray: ...
     @property

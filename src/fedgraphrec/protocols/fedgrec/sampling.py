@@ -23,6 +23,7 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.privacy.noise_source import SecureNoise
+from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["RoundSample", "draw_round", "negatives_of", "sample_clients", "sample_round", "secure_ranks"]
@@ -130,13 +131,8 @@ def draw_round(
     own: np.ndarray,
     n_items: int,
     round_index: int,
+    settings: FedGRecSettings,
     *,
-    seed: int,
-    n_negatives: int,
-    local_steps: int,
-    dropout_before: float = 0.0,
-    dropout_after: float = 0.0,
-    batch_mode: str = "one_neg_per_pos",
     secure: bool = False,
 ) -> RoundSample:
     """The draws of round ``round_index`` for the sampled users ``own`` (a shard of ``clients``).
@@ -147,8 +143,16 @@ def draw_round(
     training degrees ``|N_u|`` (``degrees``, aligned with ``clients``; the server learns them anyway
     from the query sizes) and the positives of the shard's own users. The result is the one-shard
     sample restricted to ``own``, with its pointers re-based. ``secure``: the own users' negatives
-    come from the CSPRNG instead (module docstring); nothing else changes.
+    come from the CSPRNG instead (module docstring); nothing else changes. ``settings`` gives the
+    run ``seed``, ``n_negatives``, ``local_steps``, ``dropout_before``, ``dropout_after`` and
+    ``batch_mode``.
     """
+    seed, n_negatives, local_steps = settings.seed, settings.n_negatives, settings.local_steps
+    dropout_before, dropout_after, batch_mode = (
+        settings.dropout_before,
+        settings.dropout_after,
+        settings.batch_mode,
+    )
     size = len(clients)
     n_pos = np.asarray(degrees, dtype=np.int64)
     free = n_items - n_pos
@@ -204,22 +208,14 @@ def draw_round(
     )
 
 
-def sample_round(
-    train: sp.csr_matrix,
-    round_index: int,
-    *,
-    seed: int,
-    clients_per_round: int,
-    n_negatives: int,
-    local_steps: int,
-    dropout_before: float = 0.0,
-    dropout_after: float = 0.0,
-    batch_mode: str = "one_neg_per_pos",
-) -> RoundSample:
+def sample_round(train: sp.csr_matrix, round_index: int, settings: FedGRecSettings) -> RoundSample:
     """Round ``round_index``'s users, negatives and pairs over the whole population (one shard)."""
     degrees = np.diff(train.indptr).astype(np.int64)
     clients = sample_clients(
-        np.flatnonzero(degrees > 0), round_index, seed=seed, clients_per_round=clients_per_round
+        np.flatnonzero(degrees > 0),
+        round_index,
+        seed=settings.seed,
+        clients_per_round=settings.clients_per_round,
     )
     return draw_round(
         clients,
@@ -228,10 +224,5 @@ def sample_round(
         clients,
         train.shape[1],
         round_index,
-        seed=seed,
-        n_negatives=n_negatives,
-        local_steps=local_steps,
-        dropout_before=dropout_before,
-        dropout_after=dropout_after,
-        batch_mode=batch_mode,
+        settings,
     )

@@ -15,12 +15,9 @@ import torch
 from fedgraphrec.protocols.fedgrec.local import PendingUpload
 from fedgraphrec.protocols.fedgrec.sampling import RoundSample
 from fedgraphrec.protocols.secagg.client import SecAggState
+from fedgraphrec.runtime.state import empty_ids
 
 __all__ = ["FedGRecState"]
-
-
-def _empty() -> np.ndarray:
-    return np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -38,7 +35,7 @@ class FedGRecState:
     """
 
     user: torch.Tensor
-    deg_t: np.ndarray = field(default_factory=_empty)
+    deg_t: np.ndarray = field(default_factory=empty_ids)
     sample: RoundSample | None = None
     pending: PendingUpload | None = None
     round: int = -1

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-import numpy as np
 import torch
 
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.protocols.gnn4fr.roles import CLIENT, KEY_HOLDER, Phase, Stage
 from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 from fedgraphrec.protocols.gnn4fr.state import GNN4FRState
-from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
+from fedgraphrec.runtime.expect import Expect, Expectation, NodeView, StageFlow, flow
 from fedgraphrec.runtime.part import Part
 
 __all__ = ["check_field", "check_rows", "expectation", "gnn4fr_flow"]
@@ -32,23 +31,13 @@ __all__ = ["check_field", "check_rows", "expectation", "gnn4fr_flow"]
 PROTOCOL = "gnn4fr"
 
 
-class GNN4FRNode(Protocol):
+class GNN4FRNode(NodeView[GNN4FRSettings, GNN4FRState], Protocol):
     """What :func:`expectation` reads of a node's program (:class:`~.client_setup.SetupClient` has it).
 
-    A structural type rather than the program class, because the program calls this module: what a
-    node accepts depends on its view (settings, state, the stage's occurrence), not on its stages.
+    The common view (:class:`~fedgraphrec.runtime.expect.NodeView`), the run's dtype and the
+    number of layers ``L``.
     """
 
-    @property
-    def settings(self) -> GNN4FRSettings: ...
-    @property
-    def state(self) -> GNN4FRState: ...
-    @property
-    def occurrence(self) -> int: ...
-    @property
-    def clients(self) -> np.ndarray: ...
-    @property
-    def n_items(self) -> int: ...
     @property
     def dtype(self) -> torch.dtype: ...
     @property

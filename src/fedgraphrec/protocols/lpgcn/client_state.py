@@ -30,13 +30,9 @@ from fedgraphrec.models.propagation import torch_csr
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.lpgcn.holdings import TokenIndex, item_tokens
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
-from fedgraphrec.runtime.state import SECRET
+from fedgraphrec.runtime.state import SECRET, empty_ids
 
 __all__ = ["ClientBase", "LPGCNState", "StepState"]
-
-
-def _i64() -> np.ndarray:
-    return np.zeros(0, dtype=np.int64)
 
 
 def _f64() -> np.ndarray:
@@ -81,15 +77,15 @@ class StepState:
     back: int = 0
     predict: bool = False
     batch_size: int = 0
-    b_user: np.ndarray = field(default_factory=_i64)
-    b_pos: np.ndarray = field(default_factory=_i64)
-    b_neg: np.ndarray = field(default_factory=_i64)
-    users: np.ndarray = field(default_factory=_i64)
-    items: np.ndarray = field(default_factory=_i64)
-    item_local: np.ndarray = field(default_factory=_i64)
-    req_ptr: np.ndarray = field(default_factory=_i64)
-    req_items: np.ndarray = field(default_factory=_i64)
-    extra: np.ndarray = field(default_factory=_i64)
+    b_user: np.ndarray = field(default_factory=empty_ids)
+    b_pos: np.ndarray = field(default_factory=empty_ids)
+    b_neg: np.ndarray = field(default_factory=empty_ids)
+    users: np.ndarray = field(default_factory=empty_ids)
+    items: np.ndarray = field(default_factory=empty_ids)
+    item_local: np.ndarray = field(default_factory=empty_ids)
+    req_ptr: np.ndarray = field(default_factory=empty_ids)
+    req_items: np.ndarray = field(default_factory=empty_ids)
+    extra: np.ndarray = field(default_factory=empty_ids)
     acc_u: torch.Tensor = field(default_factory=_t)
     acc_i: torch.Tensor = field(default_factory=_t)
     u0: torch.Tensor = field(default_factory=_t)
@@ -102,8 +98,8 @@ class StepState:
     r_v: torch.Tensor = field(default_factory=_t)
     d_u_rows: torch.Tensor = field(default_factory=_t)
     d_v_rows: torch.Tensor = field(default_factory=_t)
-    v_at: np.ndarray = field(default_factory=_i64)
-    v_rows: np.ndarray = field(default_factory=_i64)
+    v_at: np.ndarray = field(default_factory=empty_ids)
+    v_rows: np.ndarray = field(default_factory=empty_ids)
     known_t: torch.Tensor = field(default_factory=_t)
     g_u: torch.Tensor = field(default_factory=_t)
 
@@ -120,31 +116,31 @@ class LPGCNState:
     ``aw``/``ownw`` are the same pairs weighted :math:`1/\sqrt{|\mathcal I_u|}` (Eq. 29).
     """
 
-    real_ptr: np.ndarray = field(default_factory=_i64)
-    real_idx: np.ndarray = field(default_factory=_i64)
-    held_ptr: np.ndarray = field(default_factory=_i64)
-    held_idx: np.ndarray = field(default_factory=_i64)
+    real_ptr: np.ndarray = field(default_factory=empty_ids)
+    real_idx: np.ndarray = field(default_factory=empty_ids)
+    held_ptr: np.ndarray = field(default_factory=empty_ids)
+    held_idx: np.ndarray = field(default_factory=empty_ids)
     held_virtual: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    held_owner: np.ndarray = field(default_factory=_i64)
-    held_col: np.ndarray = field(default_factory=_i64)
+    held_owner: np.ndarray = field(default_factory=empty_ids)
+    held_col: np.ndarray = field(default_factory=empty_ids)
     private_keys: np.ndarray = field(
         default_factory=lambda: np.zeros((0, 32), dtype=np.uint8), metadata=SECRET
     )
     key: bytes = field(default=b"", metadata=SECRET)
-    conv_items: np.ndarray = field(default_factory=_i64)
-    conv_owner: np.ndarray = field(default_factory=_i64)
+    conv_items: np.ndarray = field(default_factory=empty_ids)
+    conv_owner: np.ndarray = field(default_factory=empty_ids)
     conv_degree: np.ndarray = field(default_factory=_f64)
-    nb_conv: np.ndarray = field(default_factory=_i64)
-    nb_user: np.ndarray = field(default_factory=_i64)
-    a_row: np.ndarray = field(default_factory=_i64)
-    a_col: np.ndarray = field(default_factory=_i64)
+    nb_conv: np.ndarray = field(default_factory=empty_ids)
+    nb_user: np.ndarray = field(default_factory=empty_ids)
+    a_row: np.ndarray = field(default_factory=empty_ids)
+    a_col: np.ndarray = field(default_factory=empty_ids)
     a_val: np.ndarray = field(default_factory=_f64)
     aw_val: np.ndarray = field(default_factory=_f64)
-    own_row: np.ndarray = field(default_factory=_i64)
-    own_col: np.ndarray = field(default_factory=_i64)
+    own_row: np.ndarray = field(default_factory=empty_ids)
+    own_col: np.ndarray = field(default_factory=empty_ids)
     own_val: np.ndarray = field(default_factory=_f64)
     ownw_val: np.ndarray = field(default_factory=_f64)
-    sync_items: np.ndarray = field(default_factory=_i64)
+    sync_items: np.ndarray = field(default_factory=empty_ids)
     sync_degree: np.ndarray = field(default_factory=_f64)
     user_emb: torch.Tensor = field(default_factory=_t)
     user_m: torch.Tensor = field(default_factory=_t)

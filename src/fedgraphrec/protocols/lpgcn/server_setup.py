@@ -39,12 +39,9 @@ from fedgraphrec.protocols.lpgcn.roles import (
 )
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
 from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.state import empty_ids
 
 __all__ = ["NodePlan", "SetupRounds"]
-
-
-def _i64() -> np.ndarray:
-    return np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -65,16 +62,16 @@ class NodePlan:
     """
 
     clients: np.ndarray
-    conv_cols: np.ndarray = field(default_factory=_i64)
-    conv_owner: np.ndarray = field(default_factory=_i64)
-    conv_senders: np.ndarray = field(default_factory=_i64)
-    conv_counts: np.ndarray = field(default_factory=_i64)
-    sync_cols: np.ndarray = field(default_factory=_i64)
-    sync_node: np.ndarray = field(default_factory=_i64)
-    sync_pos: np.ndarray = field(default_factory=_i64)
-    sync_to: np.ndarray = field(default_factory=_i64)
-    sync_counts: np.ndarray = field(default_factory=_i64)
-    held_cols: np.ndarray = field(default_factory=_i64)
+    conv_cols: np.ndarray = field(default_factory=empty_ids)
+    conv_owner: np.ndarray = field(default_factory=empty_ids)
+    conv_senders: np.ndarray = field(default_factory=empty_ids)
+    conv_counts: np.ndarray = field(default_factory=empty_ids)
+    sync_cols: np.ndarray = field(default_factory=empty_ids)
+    sync_node: np.ndarray = field(default_factory=empty_ids)
+    sync_pos: np.ndarray = field(default_factory=empty_ids)
+    sync_to: np.ndarray = field(default_factory=empty_ids)
+    sync_counts: np.ndarray = field(default_factory=empty_ids)
+    held_cols: np.ndarray = field(default_factory=empty_ids)
     relay: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)
 
 
@@ -233,7 +230,7 @@ class SetupRounds(ServerProgram):
             for src in self.node_ids:
                 part = replies[src]["answers"]
                 assert part.seal_to is not None
-                pick = np.flatnonzero(nodes[part.seal_to] == j) if len(part.seal_to) else _i64()
+                pick = np.flatnonzero(nodes[part.seal_to] == j) if len(part.seal_to) else empty_ids()
                 if len(pick):
                     ans_parts.append(part.forward(pick, part.seal_to[pick], CONV_CLIENT))
                     ans_cols.append(asked[src][pick])
@@ -252,7 +249,7 @@ class SetupRounds(ServerProgram):
             msg = Message(fields={
                 "held_col": self.hold_col[_entries(self.hold_ptr, plan.clients)],
                 "n_columns": self.n_items,
-                "answer_cols": np.concatenate(ans_cols) if ans_cols else _i64(),
+                "answer_cols": np.concatenate(ans_cols) if ans_cols else empty_ids(),
             })  # fmt: skip
             if ans_parts:
                 msg.add("answers", Part.concat(ans_parts))
@@ -310,5 +307,5 @@ def _entries(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Positions ``indptr[r]:indptr[r + 1]`` of every row in ``rows``, concatenated."""
     starts, lens = indptr[rows], indptr[rows + 1] - indptr[rows]
     if not lens.sum():
-        return _i64()
+        return empty_ids()
     return np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))

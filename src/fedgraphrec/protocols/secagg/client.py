@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -92,6 +93,23 @@ def _out(request: Message, stage: str, value: Any, senders: np.ndarray, **kw: An
     return Part(_phase(request, stage), KINDS[stage], "client", "server", value, senders=senders, **kw)
 
 
+class _Opened(NamedTuple):
+    """A later stage's request on this node's open session, as :meth:`SecureSumClient._secagg_next` read it.
+
+    ``fields`` and ``ids`` are the request's; ``record`` is the session advanced to the stage;
+    ``policy`` the node's own; ``session``, ``phase`` and ``threshold`` the session's label, its
+    protocol phase and its ``t``, as fixed when it was advertised.
+    """
+
+    fields: Mapping[str, Any]
+    ids: np.ndarray
+    record: SessionRecord
+    policy: SecAggPolicy
+    session: str
+    phase: str
+    threshold: int
+
+
 class SecureSumClient:
     """Mixin: the client stages of secure aggregation (module docstring).
 
@@ -113,6 +131,13 @@ class SecureSumClient:
 
     def secagg_included(self, session: str, included: np.ndarray) -> None:
         """Called at the unmask stage with this shard's clients whose inputs are in the sum."""
+
+    def secagg_check(self, stage: str, step: int, request: Message) -> None:
+        """Called first by every stage with its request; here nothing is checked.
+
+        :class:`~fedgraphrec.protocols.secagg.expect.CheckedSecureSumClient` checks the request's
+        fields against the node's own values here, before the stage reads them.
+        """
 
     def secagg_policy(self) -> SecAggPolicy:
         """What this client requires of a secure sum, from its own settings (never from a request)."""
@@ -155,17 +180,17 @@ class SecureSumClient:
         policy.check_size(wire.ADVERTISE, phase, session, "n_clients", n, int(f["threshold"]))
         return SessionRecord(session, wire.ADVERTISE, SessionRecord.fixed_of(f), ids.tolist()), policy
 
-    def _secagg_next(
-        self, stage: str, request: Message, ids: np.ndarray
-    ) -> tuple[SessionRecord, SecAggPolicy]:
+    def _secagg_next(self, stage: str, request: Message) -> _Opened:
         """A later stage: the open record, advanced to ``stage`` (same session, parameters, clients)."""
-        session = str(request.fields["session"])
+        f, ids = request.fields, _ids(request)
+        session = str(f["session"])
         record = SessionRecord.loads(self.state.secagg.record)
         if record is None or record.session != session:
-            phase = str(request.fields.get("phase", "?"))
+            phase = str(f.get("phase", "?"))
             raise refuse(stage, phase, session, "no such session is open on this node (advertise first)")
-        record.advance(stage, request.fields, ids.tolist())
-        return record, self.secagg_policy()
+        record.advance(stage, f, ids.tolist())
+        phase, t = str(record.fixed.get("phase")), int(record.fixed["threshold"])
+        return _Opened(f, ids, record, self.secagg_policy(), session, phase, t)
 
     def _secagg_ids_in(self, record: SessionRecord, stage: str, what: str, ids: list[int]) -> None:
         """Refuse a list of clients with repeats or with this node's clients (``record.ids``) missing."""
@@ -182,6 +207,7 @@ class SecureSumClient:
     # ------------------------------------------------------------------ stage 0
     def stage_secagg_advertise(self, step: int, request: Message) -> Message:
         """Stage 0: every participant's two public keys (``real``: fresh X25519 pairs)."""
+        self.secagg_check(ADVERTISE, step, request)
         f, ids = request.fields, _ids(request)
         session = str(f["session"])
         record, _ = self._secagg_open(request, ids)
@@ -202,10 +228,8 @@ class SecureSumClient:
     # ------------------------------------------------------------------ stage 1
     def stage_secagg_share(self, step: int, request: Message) -> Message:
         """Stage 1: each participant's Shamir shares, encrypted to their holders (presealed)."""
-        f, ids = request.fields, _ids(request)
-        session = str(f["session"])
-        record, policy = self._secagg_next(wire.SHARE, request, ids)
-        phase, t = str(record.fixed.get("phase")), int(record.fixed["threshold"])
+        self.secagg_check(SHARE, step, request)
+        f, ids, record, policy, session, phase, t = self._secagg_next(wire.SHARE, request)
         n_roster = int(f["n_advertised"])
         if n_roster > int(record.fixed["n_clients"]):
             raise refuse(wire.SHARE, phase, session, f"a roster of {n_roster} clients, more than n_clients")
@@ -257,10 +281,8 @@ class SecureSumClient:
     # ------------------------------------------------------------------ stage 2
     def stage_secagg_mask(self, step: int, request: Message) -> Message:
         """Stage 2: receive the shares; upload ``x_u`` plus the self and pairwise masks."""
-        f, ids = request.fields, _ids(request)
-        session = str(f["session"])
-        record, policy = self._secagg_next(wire.MASK, request, ids)
-        phase, t = str(record.fixed.get("phase")), int(record.fixed["threshold"])
+        self.secagg_check(MASK, step, request)
+        f, ids, record, policy, session, phase, t = self._secagg_next(wire.MASK, request)
         shared = [int(v) for v in f["shared"]]
         self._secagg_ids_in(record, wire.MASK, "U2", shared)
         if record.roster and not set(shared) <= set(record.roster):
@@ -316,10 +338,8 @@ class SecureSumClient:
     # ------------------------------------------------------------------ stage 3
     def stage_secagg_unmask(self, step: int, request: Message) -> Message:
         """Stage 3: shares of the survivors' self-mask seeds and of the dropped clients' keys."""
-        f, ids = request.fields, _ids(request)
-        session = str(f["session"])
-        record, policy = self._secagg_next(wire.UNMASK, request, ids)
-        phase, t = str(record.fixed.get("phase")), int(record.fixed["threshold"])
+        self.secagg_check(UNMASK, step, request)
+        f, ids, record, policy, session, phase, t = self._secagg_next(wire.UNMASK, request)
         shared = [int(v) for v in f["shared"]]
         if shared != record.shared:
             raise refuse(wire.UNMASK, phase, session, "U2 differs from the U2 of the mask stage")
@@ -352,6 +372,7 @@ class SecureSumClient:
         One logical message per client: rows ``(flat index, value)`` in float64, booked as a
         4-byte index and 4-byte floats per row of its input, as a sparse upload would be sent.
         """
+        self.secagg_check(PLAIN, step, request)
         session, ids = str(request.fields["session"]), _ids(request)
         if not self.secagg_policy().plain:
             raise refuse(

@@ -163,6 +163,8 @@ class CheckedSecureSumClient(SecureSumClient):
     def secagg_check(self, stage: str, step: int, request: Message) -> None:
         """Check the request against the node's own values: :meth:`secagg_site`, then the threshold.
 
+        Every stage of :class:`SecureSumClient` calls this first, before it reads the request.
+
         The threshold and the shares' receivers: :func:`check_sum_threshold`.
 
         Raises:
@@ -204,31 +206,6 @@ class CheckedSecureSumClient(SecureSumClient):
                 f"{where}: field 'clients' names {len(clients)} client(s) that are not this node's "
                 f"{len(own)} participant(s) of the sum"
             )
-
-    def stage_secagg_advertise(self, step: int, request: Message) -> Message:
-        """Check the fields, then stage 0 (:meth:`SecureSumClient.stage_secagg_advertise`)."""
-        self.secagg_check(ADVERTISE, step, request)
-        return super().stage_secagg_advertise(step, request)
-
-    def stage_secagg_share(self, step: int, request: Message) -> Message:
-        """Check the fields, then stage 1."""
-        self.secagg_check(SHARE, step, request)
-        return super().stage_secagg_share(step, request)
-
-    def stage_secagg_mask(self, step: int, request: Message) -> Message:
-        """Check the fields, then stage 2."""
-        self.secagg_check(MASK, step, request)
-        return super().stage_secagg_mask(step, request)
-
-    def stage_secagg_unmask(self, step: int, request: Message) -> Message:
-        """Check the fields, then stage 3."""
-        self.secagg_check(UNMASK, step, request)
-        return super().stage_secagg_unmask(step, request)
-
-    def stage_secagg_plain(self, step: int, request: Message) -> Message:
-        """Check the fields, then the unprotected baseline."""
-        self.secagg_check(PLAIN, step, request)
-        return super().stage_secagg_plain(step, request)
 
 
 def check_sum_threshold(stage: str, request: Message, policy: SecAggPolicy, held: int | None) -> None:

@@ -33,12 +33,9 @@ from fedgraphrec.protocols.secagg.expect import SECURE_STAGES, CheckedSecureSumC
 from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow
 from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.state import empty_ids
 
 __all__ = ["FedMFClient", "FedMFState"]
-
-
-def _empty() -> np.ndarray:
-    return np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -59,9 +56,9 @@ class FedMFState:
     v: torch.Tensor
     t: int = 0
     step: int = -1
-    up_users: np.ndarray = field(default_factory=_empty)
-    up_pos: np.ndarray = field(default_factory=_empty)
-    up_items: np.ndarray = field(default_factory=_empty)
+    up_users: np.ndarray = field(default_factory=empty_ids)
+    up_pos: np.ndarray = field(default_factory=empty_ids)
+    up_items: np.ndarray = field(default_factory=empty_ids)
     up_rows: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 0, dtype=torch.float64))
     secagg: SecAggState = field(default_factory=SecAggState)
 

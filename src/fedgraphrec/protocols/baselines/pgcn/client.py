@@ -37,12 +37,9 @@ from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
 from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.state import empty_ids
 
 __all__ = ["PGCNClient", "PGCNState"]
-
-
-def _empty() -> np.ndarray:
-    return np.zeros(0, dtype=np.int64)
 
 
 def _no_rows() -> torch.Tensor:
@@ -77,9 +74,9 @@ class PGCNState:
     final: torch.Tensor
     forward: str = ""
     step: int = -1
-    up_users: np.ndarray = field(default_factory=_empty)
-    up_pos: np.ndarray = field(default_factory=_empty)
-    up_start: np.ndarray = field(default_factory=_empty)
+    up_users: np.ndarray = field(default_factory=empty_ids)
+    up_pos: np.ndarray = field(default_factory=empty_ids)
+    up_start: np.ndarray = field(default_factory=empty_ids)
     up_rows: torch.Tensor = field(default_factory=_no_rows)
     secagg: SecAggState = field(default_factory=SecAggState)
     pending: str = ""
@@ -109,7 +106,7 @@ class PGCNClient(CheckedSecureSumClient, ClientProgram[PGCNState]):
         self.fism = torch_csr(fism, self.dtype)  # Eq. 6 for the shard's users
         zeros = torch.zeros((self.n_items, d), dtype=self.dtype)
         self.state = PGCNState(
-            deg_items=_empty(),
+            deg_items=empty_ids(),
             layers=torch.zeros((L + 1, n, d), dtype=self.dtype),
             item0=zeros.clone(),
             item_sum=zeros.clone(),
