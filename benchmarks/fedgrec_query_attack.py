@@ -14,9 +14,9 @@ import argparse
 import json
 
 from fedgraphrec.attacks import query_intersection
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
-from fedgraphrec.training.trainer import prepare_interactions
 
 
 def main() -> None:

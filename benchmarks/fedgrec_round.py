@@ -20,9 +20,9 @@ import torch
 
 from benchmarks.fedgrec_reference import reference_round
 from fedgraphrec.protocols.fedgrec import sample_round
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
-from fedgraphrec.training.trainer import prepare_interactions
 
 
 def main() -> None:

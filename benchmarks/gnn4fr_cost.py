@@ -35,9 +35,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from fedgraphrec.protocols.settings import MinibatchSettings, ModelSettings
 from fedgraphrec.runtime import Ledger
 from fedgraphrec.training import load_config
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
-from fedgraphrec.training.trainer import prepare_interactions
 
 SEALED_OVERHEAD = 28  # nonce + tag
 SEALED_PHASES = (

@@ -22,8 +22,8 @@ from fedgraphrec.runtime.message import Message, Part
 from fedgraphrec.runtime.network import LyingAdversary, Network
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, party_names
 from fedgraphrec.training import load_config
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.protocol_learner import ProtocolLearner
-from fedgraphrec.training.trainer import prepare_interactions
 from tests import ring_protocol
 from tests.ring_protocol import NAME
 

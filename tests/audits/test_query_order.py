@@ -18,8 +18,8 @@ from fedgraphrec.audits.queries import fedgrec_ranks, fedncf_ranks, fedpergnn_ra
 from fedgraphrec.audits.report import audit
 from fedgraphrec.protocols.fedgrec.sampling import negatives_of
 from fedgraphrec.training import load_config
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.protocol_learner import ProtocolLearner
-from fedgraphrec.training.trainer import prepare_interactions
 
 SMALL = ["dataset_options.n_users=40", "dataset_options.n_items=60"]
 ROUND = ["dim=4", "K=1", "clients_per_round=10", "n_negatives=8", "local_steps=1", "seed=3"]

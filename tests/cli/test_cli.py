@@ -549,7 +549,7 @@ def test_train_p4gcn_names_a_bad_setting_and_writes_nothing(tmp_path):
     res = runner.invoke(
         app, ["train", "p4gcn", "--dataset", str(data), "--set", "methd=pmf", "--out", str(out)]
     )
-    assert res.exit_code == 2 and "--set 'methd=pmf': unknown key 'methd'" in res.output
+    assert res.exit_code == 2 and "unknown key 'methd' (protocol p4gcn); close matches: method" in res.output
     res = runner.invoke(
         app, ["train", "p4gcn", "--dataset", str(data), "--set", "method=svd", "--out", str(out)]
     )
@@ -558,9 +558,39 @@ def test_train_p4gcn_names_a_bad_setting_and_writes_nothing(tmp_path):
 
 
 def test_train_p4gcn_refuses_options_that_do_not_apply(tmp_path):
-    res = runner.invoke(app, ["train", "p4gcn", "--crypto", "real", "--out", str(tmp_path / "x")])
-    assert res.exit_code == 2 and "--crypto do(es) not apply to p4gcn" in res.output
+    res = runner.invoke(app, ["train", "p4gcn", "--alpha", "3", "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2 and "alpha" in res.output and "p4gcn" in res.output
     assert not (tmp_path / "x").exists()
+
+
+def test_train_p4gcn_selects_on_validation_rmse_and_resumes_through_the_trainer(tmp_path):
+    """P4GCN's run folder is the Trainer's: RMSE selection, ledger, checkpoint, and an interrupted run
+    resumes to the same run (extending it beyond its planned epochs is refused: the DP noise was
+    calibrated to the plan)."""
+    from fedgraphrec.training.loading import load_config
+    from fedgraphrec.training.trainer import Trainer
+
+    data = _social_folder(tmp_path)
+    common = ["train", "p4gcn", "--dataset", str(data), "--set", "dim=4", "--set", "batch=64"]
+    whole = tmp_path / "whole"
+    res = runner.invoke(app, [*common, "--epochs", "2", "--out", str(whole)])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((whole / "summary.json").read_text())
+    assert summary["selection"] == "valid" and set(summary["test"]) == {"rmse", "mae"}
+    assert summary["privacy"]["dp_guarantee"] and (whole / "ledger.csv").exists()
+    cfg = load_config(None, ["dim=4", "batch=64", "epochs=2"], protocol="p4gcn", dataset=str(data))
+
+    def crash(epoch: int) -> None:
+        if epoch == 1:
+            raise KeyboardInterrupt
+
+    part = tmp_path / "part"
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(cfg, part, progress=False, on_epoch_end=crash).fit()
+    resumed = Trainer(cfg, part, progress=False, resume=True).fit().summary
+    assert resumed["last_epoch_test"] == summary["last_epoch_test"] and resumed["epochs_run"] == 2
+    extend = runner.invoke(app, ["train", "p4gcn", "--resume", str(part), "--epochs", "3"])
+    assert extend.exit_code == 2 and "planned iterations" in extend.output
 
 
 def test_train_dgrec_resumes_through_the_trainer_to_the_same_run(tmp_path):

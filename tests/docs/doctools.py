@@ -166,10 +166,6 @@ def _settings_fields(command: str, protocol: object) -> set[str]:
     from fedgraphrec.protocols.settings import settings_fields
     from fedgraphrec.training.config import EvalSettings, TrainConfig
 
-    if command == "train" and protocol == "p4gcn":
-        from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
-
-        return {f.name for f in dataclasses.fields(P4GCNSettings)}
     keys = {f.name for cls in (TrainConfig, EvalSettings) for f in dataclasses.fields(cls)}
     keys |= {"protocol", "eval", "dataset_options"}
     entries = [REGISTRY[protocol]] if protocol in REGISTRY else list(REGISTRY.values())

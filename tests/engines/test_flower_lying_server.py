@@ -23,7 +23,7 @@ from fedgraphrec.engines.flower.loopback import LoopbackLearner
 from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime.flower.parts import encode_message
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.training.trainer import prepare_interactions
+from fedgraphrec.training.data import prepare_interactions
 from tests import ring_protocol
 from tests.attacks.test_lying_server import _ring_cfg, _sealed_rows
 from tests.ring_protocol import NAME

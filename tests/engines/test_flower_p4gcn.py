@@ -28,7 +28,7 @@ from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.runtime.flower.parts import encode_message
 from fedgraphrec.runtime.flower.transport import FlowerTransport
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.training.rating import run_learner, train_rating, write_rating_run
+from fedgraphrec.training.rating import NamedDataset, train_rating
 
 SETTINGS = P4GCNSettings(dim=8, batch=64, epochs=2, lr=1e-2, eps=5.0, patience=2)
 
@@ -90,8 +90,14 @@ def test_p4gcn_over_flower_records_equals_in_process(tmp_path: Path) -> None:
     ref = train_rating(data, 4, SETTINGS, tmp_path / "local")  # type: ignore[arg-type]
     learner = _Learner(SETTINGS, "synthetic-ratings", 4, _Grid({7: "social", 3: "recommender"}), [7, 3])  # type: ignore[arg-type]
     assert learner.server.node_of == {"recommender": 3, "social": 7}
-    res = run_learner(learner, SETTINGS)
-    got = write_rating_run("synthetic-ratings", 4, SETTINGS, res, tmp_path / "flower", learner.ledger)
+    got = train_rating(
+        NamedDataset("synthetic-ratings"),
+        4,
+        SETTINGS,
+        tmp_path / "flower",
+        learner=lambda c, d: learner,
+        checkpoint_every=0,
+    )
     for split in ("test", "valid"):
         for name, value in ref[split].items():
             assert got[split][name] == pytest.approx(value, rel=1e-10, abs=1e-12), (split, name)
@@ -163,8 +169,14 @@ def test_p4gcn_with_real_ckks_over_flower_records_matches_in_process(tmp_path: P
     ref = train_rating(data, 4, CKKS, tmp_path / "local")  # type: ignore[arg-type]
     grid = _Grid({1: "recommender", 2: "social"})
     learner = _Learner(CKKS, "synthetic-ratings", 4, grid, [1, 2])  # type: ignore[arg-type]
-    res = run_learner(learner, CKKS)
-    got = write_rating_run("synthetic-ratings", 4, CKKS, res, tmp_path / "flower", learner.ledger)
+    got = train_rating(
+        NamedDataset("synthetic-ratings"),
+        4,
+        CKKS,
+        tmp_path / "flower",
+        learner=lambda c, d: learner,
+        checkpoint_every=0,
+    )
     _assert_within_he_noise(got, ref)
     # the same messages between the same organisations; across processes each ciphertext is a message
     # of its serialised size (in process one per matrix), and CKKS's serialised sizes vary with the keys

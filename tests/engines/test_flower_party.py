@@ -245,7 +245,7 @@ LENIENT = flow(
 def test_lost_and_failing_nodes_are_named(stand_in: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ring_protocol, "FLOW", LENIENT)
     cfg = _cfg()
-    from fedgraphrec.training.trainer import prepare_interactions
+    from fedgraphrec.training.data import prepare_interactions
 
     data = prepare_interactions(cfg)
     grid = _Grid(NODES, allow_export=False)

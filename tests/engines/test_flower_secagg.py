@@ -230,7 +230,7 @@ class _HeartbeatGrid(_Grid):
 
 def test_a_supernode_reported_unavailable_is_a_lost_node(stand_in: None) -> None:
     cfg = _cfg("fedgrec", crypto="real", epochs=1, extra=LOSS)
-    from fedgraphrec.training.trainer import prepare_interactions
+    from fedgraphrec.training.data import prepare_interactions
 
     data = prepare_interactions(cfg)
     grid = _HeartbeatGrid(NODES, node_config={"secagg-threshold": 0.4, "secagg-semi-honest": True})

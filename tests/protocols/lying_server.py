@@ -16,8 +16,8 @@ from typing import Any, cast
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.training import load_config
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.protocol_learner import ProtocolLearner
-from fedgraphrec.training.trainer import prepare_interactions
 
 Requests = dict[int, Message]
 Lie = Callable[[Requests], Requests]

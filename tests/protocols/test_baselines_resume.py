@@ -12,8 +12,8 @@ import torch
 
 from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.training import load_config
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.protocol_learner import ProtocolLearner
-from fedgraphrec.training.trainer import prepare_interactions
 
 SMALL = [
     "dataset_options.n_users=16", "dataset_options.n_items=20", "dataset_options.mean_degree=4.0",

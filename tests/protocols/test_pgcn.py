@@ -224,9 +224,9 @@ def test_a_resumed_run_continues_exactly() -> None:
     import itertools
 
     from fedgraphrec.training import load_config
+    from fedgraphrec.training.data import prepare_interactions
     from fedgraphrec.training.protocol_learner import ProtocolLearner
     from fedgraphrec.training.sampler import BPRSampler
-    from fedgraphrec.training.trainer import prepare_interactions
 
     small = ["dataset_options.n_users=30", "dataset_options.n_items=40", "dtype='float64'"]
     cfg = load_config(

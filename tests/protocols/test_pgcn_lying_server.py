@@ -23,9 +23,9 @@ from fedgraphrec.protocols.baselines.pgcn import roles as R
 from fedgraphrec.protocols.secagg.roles import ADVERTISE, MASK
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.training import load_config
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
-from fedgraphrec.training.trainer import prepare_interactions
 from tests.protocols.lying_server import Lie, Tamper, learner, local, lying, with_fields, with_part
 
 SMALL = [

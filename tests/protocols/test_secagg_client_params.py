@@ -34,8 +34,8 @@ from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.training import load_config
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.protocol_learner import ProtocolLearner
-from fedgraphrec.training.trainer import prepare_interactions
 from tests.protocols.test_secagg_rounds import TOY_FLOW
 
 N, L, FRAC = 9, 4, 40

@@ -22,9 +22,9 @@ import torch
 from fedgraphrec.protocols.baselines.fedpergnn.local import LocalResult, protected_rows
 from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.config import ConfigError, TrainConfig
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables
 from fedgraphrec.training.sampler import BPRSampler
-from fedgraphrec.training.trainer import prepare_interactions
 
 SMALL = {"n_users": 40, "n_items": 50, "mean_degree": 5.0}
 

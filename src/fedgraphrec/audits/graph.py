@@ -31,10 +31,10 @@ from fedgraphrec.protocols.lpgcn import key_material
 from fedgraphrec.protocols.settings import MinibatchSettings, ModelSettings
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
-from fedgraphrec.training.trainer import prepare_interactions
 
 __all__ = ["audit_gnn4fr", "audit_lpgcn", "save_fraction_plot", "write_report"]
 

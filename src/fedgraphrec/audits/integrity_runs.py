@@ -25,10 +25,10 @@ from fedgraphrec.data import Interactions
 from fedgraphrec.protocols.settings import MinibatchSettings
 from fedgraphrec.runtime.network import Adversary
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
-from fedgraphrec.training.trainer import prepare_interactions
 
 __all__ = [
     "NODES",

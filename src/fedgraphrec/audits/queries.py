@@ -24,9 +24,9 @@ from fedgraphrec.protocols.settings import RoundSampling
 from fedgraphrec.runtime import Transcript
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
-from fedgraphrec.training.trainer import prepare_interactions
 
 __all__ = [
     "audit_queries",

@@ -26,9 +26,9 @@ from fedgraphrec.audits.queries import audit_queries, query_leaks, query_markdow
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from fedgraphrec.protocols.settings import ModelSettings
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
-from fedgraphrec.training.trainer import prepare_interactions
 
 __all__ = ["audit"]
 

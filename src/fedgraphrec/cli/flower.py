@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, use_data_dir, user_errors
+from fedgraphrec.cli._app import DataDirOpt, app, err, fail, use_data_dir, user_errors
 from fedgraphrec.cli.train import (
     ConfigOpt,
     CryptoOpt,
@@ -69,43 +69,29 @@ def _run(
     from fedgraphrec.protocols.registry import REGISTRY
     from fedgraphrec.training import default_run_dir
 
-    if protocol not in REGISTRY or REGISTRY[protocol].programs is None:
-        served = ", ".join(n for n, e in REGISTRY.items() if e.programs)
+    if protocol != "p4gcn" and (protocol not in REGISTRY or REGISTRY[protocol].programs is None):
+        served = ", ".join([*(n for n, e in REGISTRY.items() if e.programs), "p4gcn"])
         raise ValueError(f"{protocol!r} does not run as party programs yet; on Flower: {served}")
     cfg = train_config(protocol, dataset, config, setting, epochs, seed, crypto, data_dir)
     return cfg, Path(out_dir or default_run_dir(protocol, cfg.dataset))
 
 
-def _p4gcn(
-    deploy_to: str | None, dataset: str | None, config: Path | None, setting: list[str] | None,
-    epochs: int | None, seed: int | None, crypto: str | None, out_dir: Path | None, timeout: float,
-) -> None:  # fmt: skip
+def _p4gcn(deploy_to: str | None, cfg: TrainConfig, run_dir: Path, timeout: float) -> dict[str, object]:
     """``flower simulate|deploy p4gcn``: the two organisations on two SuperNodes; ``train p4gcn``'s folder."""
-    import json
-
     from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
+
+    settings = cfg.protocol_settings
+    assert isinstance(settings, P4GCNSettings)
     from fedgraphrec.runtime.network import CryptoMode
-    from fedgraphrec.training import default_run_dir
-    from fedgraphrec.training.loading import load_settings
 
-    with user_errors():
-        settings = load_settings(P4GCNSettings, config, setting, epochs=epochs)
-        name = dataset or "filmtrust"
-        run_dir = Path(out_dir or default_run_dir("p4gcn", name)).resolve()
-        mode: CryptoMode = "real" if crypto == "real" else "accounted"
-        err.print(f"run folder: {run_dir}")
-        if deploy_to is None:
-            from fedgraphrec.engines.flower.p4gcn import simulate_p4gcn
+    crypto: CryptoMode = "real" if cfg.crypto == "real" else "accounted"
+    if deploy_to is None:
+        from fedgraphrec.engines.flower.p4gcn import simulate_p4gcn
 
-            summary = simulate_p4gcn(settings, name, seed or 0, run_dir, mode, timeout)
-        else:
-            from fedgraphrec.engines.flower.p4gcn import deploy_p4gcn
+        return simulate_p4gcn(settings, cfg.dataset, cfg.seed, run_dir, crypto, timeout)
+    from fedgraphrec.engines.flower.p4gcn import deploy_p4gcn
 
-            summary = deploy_p4gcn(
-                settings, name, seed or 0, run_dir, deploy_to, crypto=mode, timeout=timeout
-            )
-    out.print_json(json.dumps({k: summary[k] for k in ("test", "selected_epoch") if k in summary}))
-    err.print(f"wrote {run_dir}/")
+    return deploy_p4gcn(settings, cfg.dataset, cfg.seed, run_dir, deploy_to, crypto=crypto, timeout=timeout)
 
 
 def _report(summary: dict[str, object], run_dir: Path) -> None:
@@ -141,16 +127,16 @@ def flower_simulate(
     """
     use_data_dir(data_dir)
     _engine()
-    if protocol == "p4gcn":
-        _p4gcn(None, dataset, config, setting, epochs, seed, crypto, out_dir, round_timeout)
-        return
     with user_errors():
         cfg, run_dir = _run(protocol, dataset, config, setting, epochs, seed, crypto, out_dir, data_dir)
         err.print(f"run folder: {run_dir}")
-        from fedgraphrec.engines.flower.party_app import simulate
+        if protocol == "p4gcn":
+            summary = _p4gcn(None, cfg, run_dir.resolve(), round_timeout)
+        else:
+            from fedgraphrec.engines.flower.party_app import simulate
 
-        run = simulate(cfg, run_dir, supernodes, timeout=round_timeout)
-    _report(run.result.summary, run_dir)
+            summary = simulate(cfg, run_dir, supernodes, timeout=round_timeout).result.summary
+    _report(summary, run_dir)
 
 
 @flower_app.command("deploy")
@@ -177,14 +163,14 @@ def flower_deploy(
     """
     use_data_dir(data_dir)
     _engine()
-    if protocol == "p4gcn":
-        _p4gcn(superlink, dataset, config, setting, epochs, seed, crypto, out_dir, round_timeout)
-        return
     with user_errors():
         cfg, run_dir = _run(protocol, dataset, config, setting, epochs, seed, crypto, out_dir, data_dir)
         run_dir = run_dir.resolve()
         err.print(f"run folder: {run_dir}")
-        from fedgraphrec.engines.flower.party_app import deploy
+        if protocol == "p4gcn":
+            summary = _p4gcn(superlink, cfg, run_dir, round_timeout)
+        else:
+            from fedgraphrec.engines.flower.party_app import deploy
 
-        summary = deploy(cfg, run_dir, supernodes, superlink, timeout=round_timeout)
+            summary = deploy(cfg, run_dir, supernodes, superlink, timeout=round_timeout)
     _report(summary, run_dir)

@@ -63,10 +63,6 @@ def train_config(
     )
 
 
-SIDE_PATHS = ("p4gcn",)
-"""Protocols ``train`` still runs through their own settings families (``--set`` keys of their own)."""
-
-
 def settings_table(name: str) -> Table:
     """The settings of protocol ``name`` (its dataclass: name, type, default, meaning)."""
     from fedgraphrec.protocols.registry import lookup
@@ -101,7 +97,7 @@ class TrainCommand(TyperCommand):
         name = ctx.meta.get("train.protocol")
         if name in REGISTRY:
             out.print(settings_table(name))
-        elif name not in SIDE_PATHS:
+        else:
             listing = Table(title="protocols (fedgraphrec train PROTOCOL --help lists its settings)")
             listing.add_column("protocol")
             listing.add_column("kind")
@@ -149,28 +145,12 @@ def train(
     use_data_dir(data_dir)
     from fedgraphrec.protocols.registry import protocol_names
 
-    if protocol in SIDE_PATHS:
-        given = {
-            "--model": model,
-            "--alpha": alpha,
-            "--crypto": crypto,
-            "--verify": verify,
-            "--resume": resume,
-        }
-        unused = [name for name, value in given.items() if value is not None]
-        if unused:
-            raise fail(
-                f"{', '.join(unused)} do(es) not apply to {protocol}; its settings are --set keys "
-                f"(e.g. --set {'backend=ckks-packed' if protocol == 'p4gcn' else 'sharing=plain'})"
-            )
-        _train_side(protocol, dataset, config, overrides, epochs, seed, out_dir, variant)
-        return
     if variant is not None:
         if protocol != "dgrec":
             raise fail("--variant applies to dgrec only")
         overrides = [f"protocol.variant={variant!r}", *(overrides or [])]
     if protocol not in protocol_names():
-        raise fail(f"unknown protocol {protocol!r}; available: {', '.join([*protocol_names(), *SIDE_PATHS])}")
+        raise fail(f"unknown protocol {protocol!r}; available: {', '.join(protocol_names())}")
     with user_errors(crypto_note=" (the run folder keeps the last checkpoint)"):
         if resume is not None:
             if not (resume / "config.toml").exists():
@@ -189,44 +169,6 @@ def train(
         err.print(f"run folder: {run_dir}")
         result = Trainer(cfg, run_dir, progress=progress, resume=resume is not None).fit()
     print_summary(result.summary)
-
-
-def _train_side(
-    protocol: str,
-    dataset: str | None,
-    config: Path | None,
-    overrides: list[str] | None,
-    epochs: int | None,
-    seed: int | None,
-    out_dir: Path | None,
-    variant: str | None,
-) -> None:
-    """``train p4gcn``: its settings dataclass, the same run folder as every method."""
-    import json
-
-    from fedgraphrec.training import default_run_dir
-    from fedgraphrec.training.loading import load_settings
-
-    with user_errors():
-        if protocol == "p4gcn":
-            from fedgraphrec.data import load_dataset
-            from fedgraphrec.data.types import Ratings
-            from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
-            from fedgraphrec.training.rating import train_rating
-
-            if variant is not None:
-                raise ValueError("--variant applies to dgrec; P4GCN's methods are --set method=...")
-            settings = load_settings(P4GCNSettings, config, overrides, epochs=epochs)
-            name = dataset or "filmtrust"
-            data = load_dataset(name)
-            if not isinstance(data, Ratings):
-                raise ValueError(f"--dataset {name}: P4GCN needs explicit ratings and a social graph")
-            run_dir = out_dir or default_run_dir("p4gcn", name)
-            summary = train_rating(data, seed or 0, settings, run_dir)
-        else:
-            raise ValueError(f"{protocol!r} trains through the run configuration")
-    out.print_json(json.dumps({k: summary[k] for k in ("test", "selected_epoch") if k in summary}))
-    err.print(f"wrote {run_dir}/: config.toml, metrics.jsonl, summary.json, curves.png")
 
 
 def _size(n_bytes: float) -> str:

@@ -24,6 +24,7 @@ from fedgraphrec.protocols.baselines import fedmf, fedncf, fedpergnn, pgcn
 from fedgraphrec.protocols.central import CentralSettings
 from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 from fedgraphrec.protocols.fedgrec.settings import FCFSettings, FedeRankSettings, FedGRecSettings
+from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.protocols.settings import ProtocolSettings
 
 __all__ = ["REGISTRY", "ProtocolEntry", "lookup", "protocol_names", "resolve_refs"]
@@ -61,6 +62,7 @@ _ENTRIES = (
     ProtocolEntry("fedncf", fedncf.FedNCFSettings, "ranking", "FedNCF: federated NeuMF", fedncf.SPEC),
     ProtocolEntry("pgcn", pgcn.PGCNSettings, "ranking", "P-GCN: LightGCN+, secure sums", pgcn.SPEC),
     ProtocolEntry("fedpergnn", fedpergnn.FedPerGNNSettings, "ranking", "FedPerGNN: LDP", fedpergnn.SPEC),
+    ProtocolEntry("p4gcn", P4GCNSettings, "rating", "P4GCN: two organisations, HE + DP; rating baselines"),
     ProtocolEntry("dgrec", DGRECSettings, "ranking", "DGREC: serverless gossip, one-bit LDP (peers)"),
 )  # fmt: skip
 REGISTRY: dict[str, ProtocolEntry] = {e.name: e for e in _ENTRIES}

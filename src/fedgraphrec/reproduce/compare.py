@@ -23,8 +23,9 @@ from typing import Any
 
 from fedgraphrec.evaluation.reference import REFERENCES, reference_metrics
 from fedgraphrec.training.config import ConfigError, TrainConfig
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.loading import load_config
-from fedgraphrec.training.trainer import Trainer, prepare_interactions
+from fedgraphrec.training.trainer import Trainer
 
 __all__ = ["MethodSpec", "compare", "parse_method"]
 

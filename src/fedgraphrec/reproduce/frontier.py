@@ -36,12 +36,12 @@ from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.settings import ModelSettings, SecureSumSettings
 from fedgraphrec.reproduce.compare import MethodSpec, compare, parse_method
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.learner_base import Learner
 from fedgraphrec.training.learners import make_learner
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
-from fedgraphrec.training.trainer import prepare_interactions
 
 __all__ = ["HORIZONTAL", "FrontierMethod", "frontier", "server_inference_auc"]
 

@@ -151,6 +151,8 @@ class TrainConfig:
                 f"settings: protocol {self.protocol} takes {entry.settings.__name__}, "
                 f"got {type(self.settings).__name__}"
             )
+        if entry.kind == "rating" and self.eval.metric == EvalSettings.metric:
+            self.eval = dataclasses.replace(self.eval, metric="rmse")  # a rating run selects on RMSE
         self._bind()
 
     def entry(self) -> ProtocolEntry:
@@ -163,7 +165,15 @@ class TrainConfig:
     def _bind(self) -> None:
         assert self.settings is not None
         try:
-            self.settings = self.settings.for_run(self.seed, self.crypto, self.reproducible)
+            settings = self.settings.for_run(self.seed, self.crypto, self.reproducible)
+            # other run-bound fields a protocol's programs read (P4GCN's planned epochs, its patience)
+            run = {"epochs": self.epochs, "patience": self.eval.patience}
+            bound: dict[str, Any] = {
+                f.name: run[f.name]
+                for f in dataclasses.fields(settings)
+                if f.metadata.get("run") and f.name in run and getattr(settings, f.name) != run[f.name]
+            }
+            self.settings = dataclasses.replace(settings, **bound) if bound else settings
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 

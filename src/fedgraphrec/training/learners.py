@@ -9,12 +9,15 @@ and checkpoints its state. The centralized oracle and every protocol implement t
 from __future__ import annotations
 
 from fedgraphrec.data import Interactions
+from fedgraphrec.data.types import Ratings
 from fedgraphrec.protocols.dgrec.settings import DGRECSettings
+from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.training.central import CentralLearner
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.dgrec import load_data
 from fedgraphrec.training.dgrec_learner import DGRECLearner
 from fedgraphrec.training.learner_base import RoundLearner
+from fedgraphrec.training.p4gcn_learner import P4GCNLearner, RatingLearner, make_rating_learner
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.round_learners import MultVAELearner
 
@@ -22,9 +25,17 @@ __all__ = ["make_learner"]
 
 
 def make_learner(
-    cfg: TrainConfig, data: Interactions
-) -> CentralLearner | RoundLearner | ProtocolLearner | DGRECLearner:
+    cfg: TrainConfig, data: Interactions | Ratings
+) -> CentralLearner | RoundLearner | ProtocolLearner | DGRECLearner | P4GCNLearner | RatingLearner:
     """The learner for ``cfg.protocol`` (party programs where the protocol has them)."""
+    if cfg.protocol == "p4gcn":
+        settings = cfg.protocol_settings
+        assert isinstance(settings, P4GCNSettings) and isinstance(data, Ratings)
+        return make_rating_learner(
+            settings, data, seed=cfg.seed, crypto="real" if cfg.crypto == "real" else "accounted",
+            transcripts=cfg.transcripts,
+        )  # fmt: skip
+    assert isinstance(data, Interactions)
     if cfg.entry().programs is not None:
         return ProtocolLearner(cfg, data)
     if cfg.protocol == "dgrec":

@@ -1,4 +1,4 @@
-"""Rating training (P4GCN and its Table 1/2 baselines): one method, one seed, RMSE/MAE on the test split.
+"""Rating runs (P4GCN and its Table 1/2 baselines) through the one :class:`~.trainer.Trainer`.
 
 Methods (spec §7.5, all with the shared decoder ``σ`` over the dataset's rating range, A5) and every
 setting are fields of :class:`~fedgraphrec.protocols.p4gcn.settings.P4GCNSettings`; the learners are
@@ -6,132 +6,108 @@ in :mod:`fedgraphrec.training.p4gcn_learner`. ``backend = "ckks-packed"`` runs t
 real packed CKKS instead of the float64 simulation (``paillier``/``ckks`` also exist but are far too
 slow for whole epochs).
 
-Model selection: the epoch with the best validation RMSE, with early stopping after ``patience``
-epochs without improvement; P4GCN's ``K`` and noise are calibrated to the full planned schedule of
-``epochs``, so stopping early only spends less budget.
+Model selection is the Trainer's: the epoch with the best validation RMSE, with early stopping after
+``patience`` evaluations without improvement; P4GCN's ``K`` and noise are calibrated to the full
+planned schedule of ``epochs``, so stopping early only spends less budget.
 
 One run with a run folder: ``fedgraphrec train p4gcn --dataset filmtrust --set method=p4gcn``; the
-paper tables: ``fedgraphrec reproduce p4gcn-t1-filmtrust``.
+paper tables: ``fedgraphrec reproduce p4gcn-t1-filmtrust``. :func:`train_rating` and
+:func:`run_method` are the same run for code that holds a settings object (the table runner, the
+Flower engine's coordinator).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, cast
 
-from fedgraphrec.data.types import Ratings
+from fedgraphrec.data.types import Interactions, Ratings
 from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
-from fedgraphrec.runtime.ledger import Ledger
-from fedgraphrec.training.learner_base import BatchStats
-from fedgraphrec.training.p4gcn_learner import make_rating_learner
+from fedgraphrec.training.config import EvalSettings, TrainConfig
+from fedgraphrec.training.learner_base import AnyLearner
+from fedgraphrec.training.trainer import Trainer
 
-__all__ = ["RatingLearnerLike", "fit_rating", "run_learner", "run_method", "train_rating", "write_rating_run"]
+__all__ = ["NamedDataset", "rating_config", "run_method", "train_rating"]
 
-
-def fit_rating(learner: RatingLearnerLike, epochs: int, patience: int) -> dict[str, Any]:
-    """Train epoch by epoch; keep the test metrics of the best validation RMSE; stop after ``patience``."""
-    best: dict[str, Any] = {"val_rmse": float("inf")}
-    curve = []
-    bad = 0
-    for e in range(epochs):
-        loss = learner.train_round(e).loss
-        valid = learner.evaluate_splits(["valid"])["valid"]
-        curve.append({"epoch": e + 1, "loss": loss, "val_rmse": valid["rmse"], "val_mae": valid["mae"]})
-        if valid["rmse"] < best["val_rmse"]:
-            test = learner.evaluate_splits(["test"])["test"]
-            best = {
-                "val_rmse": valid["rmse"],
-                "test_rmse": test["rmse"],
-                "test_mae": test["mae"],
-                "epoch": e + 1,
-            }
-            bad = 0
-        else:
-            bad += 1
-            if bad >= patience:
-                break
-    return {**best, "curve": curve}
+LearnerFactory = Callable[[TrainConfig, Any], AnyLearner]
 
 
-class RatingLearnerLike(Protocol):
-    """What :func:`fit_rating` drives: one epoch per round, RMSE/MAE per split, a run summary."""
+@dataclass(frozen=True)
+class NamedDataset:
+    """What a coordinator knows of the dataset it trains on: its name (the organisations hold the data)."""
 
-    def train_round(self, epoch: int) -> BatchStats:
-        """One epoch."""
-        ...
+    name: str
 
-    def evaluate_splits(self, splits: list[str], ks: list[int] | None = None) -> dict[str, dict[str, float]]:
-        """RMSE and MAE per split."""
-        ...
-
-    def run_summary(self) -> dict[str, Any]:
-        """What the run adds to its record (privacy, backend, traffic)."""
-        ...
+    def stats(self) -> dict[str, int]:
+        """Nothing: the coordinator holds no data."""
+        return {}
 
 
-def run_learner(learner: RatingLearnerLike, s: P4GCNSettings) -> dict[str, Any]:
-    """:func:`fit_rating` with ``s``'s epochs and patience, plus the learner's summary and the time."""
-    t0 = time.perf_counter()
-    res = fit_rating(learner, s.epochs, s.patience)
-    extra = learner.run_summary()
-    if extra.get("privacy"):
-        res.update(extra)
-        res["epsilon_spent"] = extra["privacy"]["epsilon_spent"] or 0.0
-    res["seconds"] = time.perf_counter() - t0
-    return res
+def rating_config(
+    s: P4GCNSettings, dataset: str, seed: int, crypto: str = "accounted", checkpoint_every: int = 1
+) -> TrainConfig:
+    """The run configuration of settings ``s`` (its planned ``epochs`` and ``patience`` are the run's)."""
+    return TrainConfig(
+        protocol="p4gcn", dataset=dataset, seed=seed, epochs=s.epochs, crypto=crypto,
+        reproducible=s.reproducible, checkpoint_every=checkpoint_every,
+        eval=EvalSettings(metric="rmse", patience=s.patience), settings=s,
+    )  # fmt: skip
+
+
+def train_rating(
+    data: Ratings | NamedDataset,
+    seed: int,
+    s: P4GCNSettings,
+    run_dir: str | Path,
+    learner: LearnerFactory | None = None,
+    crypto: str = "accounted",
+    checkpoint_every: int = 1,
+) -> dict[str, Any]:
+    """One method and seed written as a standard run folder by the Trainer; ``summary.json``'s dict.
+
+    ``learner``: build the learner with this (the Flower coordinator) instead of ``make_learner``.
+    """
+    cfg = rating_config(s, data.name, seed, crypto, checkpoint_every)
+    trainer = Trainer(cfg, run_dir, progress=False, data=cast(Interactions, data), learner=learner)
+    return trainer.fit().summary
 
 
 def run_method(method: str, data: Ratings, seed: int, s: P4GCNSettings) -> dict[str, Any]:
-    """Train one method with one seed; returns best-validation test metrics and the curve."""
+    """Train one method with one seed in a scratch run folder; the table runner's record.
+
+    The record: the selected epoch's validation RMSE and test RMSE/MAE, the per-epoch curve, the
+    seconds, and (P4GCN) the privacy report and ciphertext traffic.
+    """
     s = dataclasses.replace(s, method=method)
     t0 = time.perf_counter()
-    res = run_learner(make_rating_learner(s, data, seed=seed), s)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = rating_config(s, data.name, seed, checkpoint_every=0)
+        trainer = Trainer(cfg, tmp, progress=False, data=cast(Interactions, data))
+        result = trainer.fit()
+    summary = result.summary
+    res: dict[str, Any] = {
+        "val_rmse": summary["valid"].get("rmse"),
+        "test_rmse": summary["test"].get("rmse"),
+        "test_mae": summary["test"].get("mae"),
+        "epoch": summary["selected_epoch"],
+        "curve": [
+            {
+                "epoch": r["epoch"],
+                "loss": r["loss"],
+                "val_rmse": r["valid"]["rmse"],
+                "val_mae": r["valid"]["mae"],
+            }
+            for r in result.history
+            if "valid" in r
+        ],
+    }
+    if summary.get("privacy"):
+        res.update({k: summary[k] for k in ("privacy", "backend", "cipher_GB", "releases_K") if k in summary})
+        res["epsilon_spent"] = summary["privacy"]["epsilon_spent"] or 0.0
     res["seconds"] = time.perf_counter() - t0
     return res
-
-
-def train_rating(data: Ratings, seed: int, s: P4GCNSettings, run_dir: str | Path) -> dict[str, Any]:
-    """One method and seed on ``data``, written as a standard run folder; returns ``summary.json``'s dict."""
-    t0 = time.perf_counter()
-    learner = make_rating_learner(s, data, seed=seed)
-    res = run_learner(learner, s)
-    res["seconds"] = time.perf_counter() - t0
-    return write_rating_run(data.name, seed, s, res, run_dir, learner.ledger)
-
-
-def write_rating_run(
-    dataset: str,
-    seed: int,
-    s: P4GCNSettings,
-    res: dict[str, Any],
-    run_dir: str | Path,
-    ledger: Ledger | None = None,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The standard run folder of a rating run (config, metrics, summary, curves, ledger); the summary."""
-    from fedgraphrec.training.rundir import write_run
-
-    records = [
-        {"epoch": r["epoch"], "loss": r["loss"], "valid": {"rmse": r["val_rmse"], "mae": r["val_mae"]}}
-        for r in res["curve"]
-    ]
-    summary: dict[str, Any] = {
-        "protocol": "p4gcn",
-        "method": s.method,
-        "dataset": dataset,
-        "seed": seed,
-        "selection": "best validation RMSE",
-        "selected_epoch": res.get("epoch"),
-        "test": {"rmse": res.get("test_rmse"), "mae": res.get("test_mae")},
-        "valid": {"rmse": res.get("val_rmse")},
-        "train_seconds": res["seconds"],
-        **{k: res[k] for k in ("privacy", "backend", "cipher_GB", "releases_K") if k in res},
-        **(extra or {}),
-    }
-    config = {"protocol": "p4gcn", "dataset": dataset, "seed": seed, **dataclasses.asdict(s)}
-    folder = write_run(run_dir, config, records, summary, f"{s.method} on {dataset}")
-    if ledger is not None:
-        ledger.save(folder)
-    return summary

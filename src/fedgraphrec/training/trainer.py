@@ -17,13 +17,13 @@ from typing import Any, cast
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.data import Interactions, Ratings, carve_validation, load_dataset
+from fedgraphrec.data import Interactions
 from fedgraphrec.evaluation import evaluate_embeddings, evaluate_scores
 from fedgraphrec.evaluation.rating import better, worst
 from fedgraphrec.protocols.settings import MinibatchSettings
 from fedgraphrec.training.checkpoint import SECRETS, load_checkpoint, save_checkpoint
 from fedgraphrec.training.config import ConfigError, TrainConfig
-from fedgraphrec.training.dgrec import load_data
+from fedgraphrec.training.data import prepare_data
 from fedgraphrec.training.learner_base import AnyLearner, BatchStats, Learner
 from fedgraphrec.training.learners import make_learner
 from fedgraphrec.training.loading import config_from_dict
@@ -32,23 +32,7 @@ from fedgraphrec.training.progress import EpochProgress
 from fedgraphrec.training.rundir import RunDir
 from fedgraphrec.training.sampler import BPRSampler, SamplerScheme
 
-__all__ = ["RunResult", "Trainer", "evaluate_embeddings_on", "prepare_interactions"]
-
-
-def prepare_interactions(cfg: TrainConfig) -> Interactions:
-    """Load the dataset named in ``cfg`` as implicit feedback, carving validation if asked.
-
-    DGREC trains on the interactions of its side-information loader (:func:`~.dgrec.load_data`).
-    """
-    if cfg.protocol == "dgrec":
-        return load_data(cfg.dataset, **cfg.dataset_options).interactions
-    data = load_dataset(cfg.dataset, data_dir=cfg.data_dir or None, **cfg.dataset_options)
-    if isinstance(data, Ratings):
-        threshold = cfg.dataset_options.get("implicit_threshold")
-        data = data.to_interactions(threshold=threshold)
-    if cfg.eval.valid_fraction > 0 and data.valid is None:
-        data = carve_validation(data, cfg.eval.valid_fraction, seed=cfg.seed)
-    return data
+__all__ = ["RunResult", "Trainer", "evaluate_embeddings_on"]
 
 
 def _target(data: Interactions, split: str) -> tuple[sp.csr_matrix, list[sp.csr_matrix]]:
@@ -150,7 +134,8 @@ class Trainer:
         self.on_epoch_end = on_epoch_end
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        self.data = prepare_interactions(cfg) if data is None else data
+        # a rating protocol's data are Ratings, which only its own learner reads (evaluate_splits)
+        self.data = cast(Interactions, prepare_data(cfg)) if data is None else data
         self.learner: AnyLearner = (make_learner if learner is None else learner)(cfg, self.data)
         self._sampler: BPRSampler | None = None
         self._rounds: Callable[[int], BatchStats] | None = getattr(self.learner, "train_round", None)
@@ -216,7 +201,7 @@ class Trainer:
         own: Callable[[list[str], list[int]], dict[str, dict[str, float]]] | None = getattr(
             self.learner, "evaluate_splits", None
         )
-        has_valid = getattr(self.data, "valid", None) is not None
+        has_valid = own is not None or getattr(self.data, "valid", None) is not None  # own: its splits
         splits = (["valid"] if has_valid else []) + ["test"]
         if own is not None:  # the learner evaluates itself (rating metrics, its own splits)
             got = own(splits, self.cfg.eval.ks)

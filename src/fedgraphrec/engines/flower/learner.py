@@ -21,7 +21,7 @@ clients. A Flower run does not resume from a checkpoint and does not ``--verify`
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ from fedgraphrec.runtime.transport import Transport
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 
-__all__ = ["FlowerLearner"]
+__all__ = ["FlowerLearner", "flower_summary"]
 
 
 class FlowerLearner(ProtocolLearner):
@@ -133,18 +133,23 @@ class FlowerLearner(ProtocolLearner):
 
     def run_summary(self) -> dict[str, Any]:
         """What the loop adds to ``summary.json``: Flower's measured traffic and per-round latency."""
-        seconds = [r.seconds for r in self.traffic.rounds]
-        flower = {
-            "nodes": len(self.node_ids),
-            "lost_nodes": sorted(int(n) for n in self.transport.lost),
-            "traffic": self.traffic.summary(),
-            "round_seconds": {
-                "mean": float(np.mean(seconds)) if seconds else 0.0,
-                "p50": float(np.percentile(seconds, 50)) if seconds else 0.0,
-                "max": float(max(seconds, default=0.0)),
-            },
-        }
-        return {"engine": "flower", "flower": flower}
+        return flower_summary(self.traffic, len(self.node_ids), self.transport.lost)
+
+
+def flower_summary(traffic: Traffic, nodes: int, lost: Iterable[int] = ()) -> dict[str, Any]:
+    """``summary.json``'s ``engine`` and ``flower`` entries: node counts, traffic, round latency."""
+    seconds = [r.seconds for r in traffic.rounds]
+    flower = {
+        "nodes": nodes,
+        "lost_nodes": sorted(int(n) for n in lost),
+        "traffic": traffic.summary(),
+        "round_seconds": {
+            "mean": float(np.mean(seconds)) if seconds else 0.0,
+            "p50": float(np.percentile(seconds, 50)) if seconds else 0.0,
+            "max": float(max(seconds, default=0.0)),
+        },
+    }
+    return {"engine": "flower", "flower": flower}
 
     def state_dict(self) -> dict[str, Any]:
         """The server's state and the ledger (the nodes' state stays on the SuperNodes)."""

@@ -79,7 +79,7 @@ def _node_data(cfg_json: str, init_key: str = "") -> NodeData:
     ``init_key`` (hex, from the hello; empty in seeded runs) keys the secure initial tables, so
     every process of every node derives the same tables whenever it rebuilds them.
     """
-    from fedgraphrec.training.trainer import prepare_interactions
+    from fedgraphrec.training.data import prepare_interactions
 
     cfg = config_from_dict(json.loads(cfg_json))
     if secure_init(cfg) and not init_key:  # fresh tables per process would differ between messages

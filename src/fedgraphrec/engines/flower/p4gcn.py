@@ -1,10 +1,9 @@
 """P4GCN on Flower: each organisation on its own SuperNode, the coordinator in the ServerApp.
 
 The ServerApp runs :class:`~fedgraphrec.protocols.p4gcn.server.P4GCNServer` over a
-:class:`~fedgraphrec.runtime.flower.transport.FlowerTransport` and the same epoch loop and run folder
-as in process (:func:`~fedgraphrec.training.rating.run_learner`,
-:func:`~fedgraphrec.training.rating.write_rating_run`); the coordinator holds no data (it does not
-load the dataset). Each SuperNode hosts one organisation's program
+:class:`~fedgraphrec.runtime.flower.transport.FlowerTransport` and the same Trainer loop and run
+folder as in process (:func:`~fedgraphrec.training.rating.train_rating`); the coordinator holds no
+data (it does not load the dataset). Each SuperNode hosts one organisation's program
 (:class:`~fedgraphrec.protocols.p4gcn.recommender_program.RecommenderProgram` or
 :class:`~fedgraphrec.protocols.p4gcn.social_program.SocialProgram`) behind the same
 :class:`~fedgraphrec.runtime.endpoint.NodeEndpoint` as in process (:func:`handle_p4gcn`).
@@ -44,6 +43,7 @@ from flwr.serverapp import Grid, ServerApp
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.types import Ratings
+from fedgraphrec.engines.flower.learner import flower_summary
 from fedgraphrec.engines.flower.party_app import TRACE, submit, wait_for_nodes
 from fedgraphrec.protocols.p4gcn.driver import privacy_record
 from fedgraphrec.protocols.p4gcn.recommender_program import RecommenderData, RecommenderProgram
@@ -59,9 +59,10 @@ from fedgraphrec.runtime.flower.records import Traffic
 from fedgraphrec.runtime.flower.transport import ROUND_TIMEOUT_S, FlowerTransport
 from fedgraphrec.runtime.ledger import Ledger
 from fedgraphrec.runtime.network import CryptoMode, Network
+from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import BatchStats
 from fedgraphrec.training.p4gcn_learner import SHUFFLE_SEED, rating_splits, shuffled_social
-from fedgraphrec.training.rating import run_learner, write_rating_run
+from fedgraphrec.training.rating import NamedDataset, train_rating
 
 __all__ = [
     "CACHE_DIR",
@@ -277,6 +278,18 @@ class FlowerP4GCN:
         """RMSE and MAE per split, from the recommender node's sums."""
         return self.server.evaluate_ratings(list(splits))
 
+    def pop_deviation(self) -> None:
+        """P4GCN with DP noise has no lossless oracle."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Nothing: the organisations' state lives on their SuperNodes."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """A Flower P4GCN run keeps its state on the SuperNodes: it does not resume from a checkpoint."""
+        raise ValueError("a P4GCN run on Flower keeps its state on the SuperNodes; it cannot resume")
+
     def run_summary(self) -> dict[str, Any]:
         """The social node's privacy accounting, the backend, the ciphertext traffic, Flower's own counts."""
         report = self.server.privacy_report()
@@ -288,7 +301,7 @@ class FlowerP4GCN:
         return {
             "privacy": privacy, "backend": self.settings.backend,
             "cipher_GB": self.ledger.total_bytes() / 1e9, "releases_K": int(report["releases"]),
-            "engine": "flower", "flower": self.traffic.summary(),
+            **flower_summary(self.traffic, 2),
         }  # fmt: skip
 
 
@@ -303,12 +316,18 @@ def run_p4gcn_on_grid(
     Flower run.
     """
     nodes = wait_for_nodes(grid, 2)
-    learner = FlowerP4GCN(settings, dataset, seed, grid, nodes[:2], crypto, timeout, options)
-    res = run_learner(learner, settings)
-    extra = {"engine": "flower", "flower": res.pop("flower", {})}
-    res.pop("engine", None)
-    summary = write_rating_run(dataset, seed, settings, res, out, learner.ledger, extra)
-    trace = {"nodes": nodes[:2], "rounds": [vars(r) for r in learner.traffic.rounds]}
+    built: list[FlowerP4GCN] = []
+
+    def learner(cfg: TrainConfig, data: Any) -> FlowerP4GCN:
+        bound = cfg.protocol_settings  # the settings with the run's fields (seed, epochs, patience)
+        assert isinstance(bound, P4GCNSettings)
+        built.append(FlowerP4GCN(bound, dataset, seed, grid, nodes[:2], crypto, timeout, options))
+        return built[-1]
+
+    summary = train_rating(
+        NamedDataset(dataset), seed, settings, out, learner=learner, crypto=crypto, checkpoint_every=0
+    )
+    trace = {"nodes": nodes[:2], "rounds": [vars(r) for r in built[0].traffic.rounds]}
     (Path(out) / TRACE).write_text(json.dumps(trace, indent=1) + "\n")
     return summary
 

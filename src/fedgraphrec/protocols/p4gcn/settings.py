@@ -9,10 +9,11 @@ plain documented default, and the paper's per-dataset budgets live in the reprod
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from fedgraphrec.crypto.he import BACKENDS
+from fedgraphrec.protocols.settings import RUN, ProtocolSettings
 from fedgraphrec.seeding import secure_draws
 
 __all__ = ["LOCAL_METHODS", "METHODS", "P4_METHODS", "SENSITIVITIES", "P4GCNSettings"]
@@ -27,7 +28,7 @@ _BACKBONE = {"p4gcn": "lightgcn", "p4gcn-pmf": "pmf", "p4gcn-gcn": "gcn"}
 
 
 @dataclass(frozen=True)
-class P4GCNSettings:
+class P4GCNSettings(ProtocolSettings):
     """Everything a P4GCN or rating-baseline run takes besides the run-level fields.
 
     Attributes:
@@ -38,9 +39,10 @@ class P4GCNSettings:
         layers: backbone propagation layers.
         lr: Adam learning rate of the recommender's local parameters (and of the baselines).
         batch: ratings per minibatch (P4GCN: per protocol iteration).
-        epochs: planned epochs; P4GCN calibrates its noise to the whole planned schedule, so
-            stopping early only spends less budget.
-        patience: epochs without a better validation RMSE before early stopping.
+        epochs: planned epochs, the run's ``epochs`` (not a ``[protocol]`` key); P4GCN calibrates
+            its noise to the whole planned schedule, so stopping early only spends less budget.
+        patience: the run's ``eval.patience`` (not a ``[protocol]`` key): evaluations without a
+            better validation RMSE before early stopping (0: never).
         beta: weight of the social embedding at fusion.
         social_lr: step ``η`` of the recommender's social embedding table (inside the middle matrix).
         social_reg: SeSoRec's ``λ`` on ``‖u_i − u_f‖²`` (the ``sesorec`` baseline only).
@@ -54,10 +56,10 @@ class P4GCNSettings:
         social: ``real``, or ``shuffled`` (a control: the social graph's user ids permuted).
         sensitivity: ``global`` (an edge-level ``(ε, δ)`` DP guarantee) or ``paper-local`` (the
             paper's data-dependent calibration; not a guarantee).
-        reproducible: draw P4GCN's hiding values (the social party's ``W1``, the DP noise) from the
-            run seed, so the run repeats bit for bit and anyone with the seed regenerates them.
-            Unset: true with the ``plain`` backend (simulated HE), false with a real HE backend,
-            whose runs draw them from the OS CSPRNG.
+        reproducible: the run's switch: draw P4GCN's hiding values (the social party's ``W1``, the
+            DP noise) from the run seed, so the run repeats bit for bit and anyone with the seed
+            regenerates them. Unset: true with the ``plain`` backend (simulated HE), false with a
+            real HE backend, whose runs draw them from the OS CSPRNG.
         secure_noise: override of ``reproducible`` for the DP noise alone (unset: follow it).
         weight_decay: Adam weight decay of the recommender's local parameters.
         eval_chunk: users per message of the evaluation release (spec §4.6).
@@ -68,8 +70,8 @@ class P4GCNSettings:
     layers: int = 2
     lr: float = 1e-3
     batch: int = 256
-    epochs: int = 30
-    patience: int = 5
+    epochs: int = field(default=30, metadata=RUN)
+    patience: int = field(default=5, metadata=RUN)
     beta: float = 1.0
     social_lr: float = 1.0
     social_reg: float = 1e-2
@@ -80,12 +82,12 @@ class P4GCNSettings:
     backend: str = "plain"
     social: str = "real"
     sensitivity: str = "global"
-    reproducible: bool | None = None
     secure_noise: bool | None = None
     weight_decay: float = 0.0
     eval_chunk: int = 512
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         checks = [
             (self.method in METHODS, f"method must be one of {', '.join(METHODS)}; got {self.method!r}"),
             (self.backend in BACKENDS, f"backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}"),
@@ -98,8 +100,9 @@ class P4GCNSettings:
                 f"sensitivity must be one of {SENSITIVITIES}; got {self.sensitivity!r}",
             ),
             (
-                min(self.dim, self.batch, self.epochs, self.patience, self.layers + 1, self.eval_chunk) >= 1,
-                "dim, batch, epochs, patience, eval_chunk must be >= 1 and layers >= 0",
+                min(self.dim, self.batch, self.epochs, self.layers + 1, self.eval_chunk) >= 1
+                and self.patience >= 0,
+                "dim, batch, epochs, eval_chunk must be >= 1, layers and patience >= 0",
             ),
             (self.lr > 0 and self.clip > 0, f"lr and clip must be > 0; got lr={self.lr}, clip={self.clip}"),
             (
