@@ -69,20 +69,13 @@ class _RatingLearner:
 
 
 @pytest.fixture
-def rating_config(monkeypatch: pytest.MonkeyPatch):
-    """A config selecting on ``rmse``.
-
-    Today's ``TrainConfig.validate`` accepts only ranking metrics; the config restructuring (issue 31
-    CFG) adds ``rmse``/``mae`` for rating protocols. Until then the test validates everything else
-    and then bypasses validation for the metric (the merger drops the monkeypatch).
-    """
+def rating_config():
+    """A rating protocol's config: it selects on ``rmse`` (the fake learner stands in for P4GCN's)."""
 
     def make(**changes: Any) -> TrainConfig:
-        cfg = TrainConfig(dataset="synthetic", epochs=len(VALID_RMSE), checkpoint_every=0)
-        cfg.validate()
-        cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, metric="rmse", ks=[10], **changes))
-        monkeypatch.setattr(TrainConfig, "validate", lambda self: None)
-        return cfg
+        cfg = TrainConfig(protocol="p4gcn", dataset="synthetic", epochs=len(VALID_RMSE), checkpoint_every=0)
+        assert cfg.eval.metric == "rmse"  # a rating protocol's default
+        return dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, ks=[10], **changes))
 
     return make
 
