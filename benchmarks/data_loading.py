@@ -13,7 +13,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from fedgraphrec.data import load_dataset
+from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.synthetic import synthetic_interactions, synthetic_ratings
 
 

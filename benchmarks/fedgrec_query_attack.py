@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from fedgraphrec.attacks import query_intersection
+from fedgraphrec.attacks.query_intersection import query_intersection
 from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner

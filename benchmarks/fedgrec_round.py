@@ -19,7 +19,7 @@ import time
 import torch
 
 from benchmarks.fedgrec_reference import reference_round
-from fedgraphrec.protocols.fedgrec import sample_round
+from fedgraphrec.protocols.fedgrec.sampling import sample_round
 from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner

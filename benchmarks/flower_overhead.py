@@ -36,8 +36,8 @@ SETTINGS = [
 def local_rounds(cfg: Any, out: Path, nodes: int) -> list[tuple[str, float]]:
     """Stage and wall time of every transport round of an in-process run with ``nodes`` nodes."""
     from fedgraphrec.runtime.local import LocalTransport
-    from fedgraphrec.training import Trainer
     from fedgraphrec.training.protocol_learner import ProtocolLearner
+    from fedgraphrec.training.trainer import Trainer
 
     times: list[tuple[str, float]] = []
     original = LocalTransport.round
@@ -67,7 +67,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from fedgraphrec.engines.flower.party_app import simulate
-    from fedgraphrec.training import load_config
+    from fedgraphrec.training.loading import load_config
 
     cfg = load_config(
         None,

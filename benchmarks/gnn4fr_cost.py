@@ -33,9 +33,9 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from fedgraphrec.protocols.settings import MinibatchSettings, ModelSettings
-from fedgraphrec.runtime import Ledger
-from fedgraphrec.training import load_config
+from fedgraphrec.runtime.ledger import Ledger
 from fedgraphrec.training.data import prepare_interactions
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 

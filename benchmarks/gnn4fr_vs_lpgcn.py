@@ -29,13 +29,14 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto import ciphertext_size
-from fedgraphrec.data import load_dataset
-from fedgraphrec.protocols.gnn4fr import GNN4FRSettings
+from fedgraphrec.crypto.aead import ciphertext_size
+from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.protocols.gnn4fr.local import local_gnn4fr
+from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
-from fedgraphrec.runtime import Ledger, encoded_size
-from fedgraphrec.training import TrainConfig
+from fedgraphrec.runtime.codec import encoded_size
+from fedgraphrec.runtime.ledger import Ledger
+from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 

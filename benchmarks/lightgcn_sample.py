@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.data import load_dataset
+from fedgraphrec.data.registry import load_dataset
 
 
 def _write(path: Path, m: sp.csr_matrix) -> None:

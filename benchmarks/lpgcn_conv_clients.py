@@ -48,7 +48,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.data import Interactions, binary_csr, load_dataset, split_interactions
+from fedgraphrec.data.registry import load_dataset
+from fedgraphrec.data.splits import split_interactions
+from fedgraphrec.data.types import Interactions, binary_csr
 from fedgraphrec.protocols.lpgcn.cover import greedy_set_cover
 from fedgraphrec.reproduce.lpgcn_fig13 import fig13_sweep
 from fedgraphrec.reproduce.papers import paper

@@ -33,11 +33,11 @@ from pathlib import Path
 import torch
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from fedgraphrec.data import load_dataset
+from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.protocols.central import CentralSettings
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
-from fedgraphrec.training import TrainConfig
 from fedgraphrec.training.central import CentralLearner
+from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 

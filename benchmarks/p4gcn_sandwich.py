@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from fedgraphrec.crypto.he import PaillierBackend
 from fedgraphrec.crypto.he.packed import PackedCKKSBackend
+from fedgraphrec.crypto.he.paillier import PaillierBackend
 from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.types import Ratings
 from fedgraphrec.privacy.matrix_gaussian import clip_frobenius, normalized_adjacency

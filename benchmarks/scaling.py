@@ -49,7 +49,9 @@ DEFAULT_METHODS = ["central", "lpgcn", "gnn4fr", "fedgrec"]
 def run_one(method: str, fraction: float, args: argparse.Namespace) -> dict[str, Any]:
     """One (method, fraction) in this process: returns the measurements (child side)."""
     from fedgraphrec.protocols.settings import MinibatchSettings
-    from fedgraphrec.training import load_config, make_learner, prepare_interactions
+    from fedgraphrec.training.data import prepare_interactions
+    from fedgraphrec.training.learners import make_learner
+    from fedgraphrec.training.loading import load_config
     from fedgraphrec.training.sampler import BPRSampler
 
     spec = dict(METHODS[method])

@@ -49,8 +49,8 @@ class ProgramsRun:
         adversary=None,
     ) -> None:
         from fedgraphrec.protocols.base import NodeData, shard_of
-        from fedgraphrec.runtime import Network
         from fedgraphrec.runtime.local import LocalTransport
+        from fedgraphrec.runtime.network import Network
 
         n_users, n_items = train.shape
         self.net = Network(n_users, crypto=crypto, transcripts=transcripts, protocol=spec.name)

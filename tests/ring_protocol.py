@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedgraphrec.crypto import SharedKey
+from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.protocols.base import (
     EVALUATE_ITEMS,
     ClientProgram,
@@ -26,9 +26,10 @@ from fedgraphrec.protocols.base import (
 )
 from fedgraphrec.protocols.registry import ProtocolEntry
 from fedgraphrec.protocols.settings import MinibatchSettings, ModelSettings, SecureSumSettings
+from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
-from fedgraphrec.runtime.message import Message, Part
-from fedgraphrec.runtime.transport import require_senders
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 NAME = "ring"
 REF = "tests.ring_protocol:ENTRY"

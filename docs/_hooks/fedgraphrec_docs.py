@@ -241,7 +241,7 @@ def cli_section(path: list[str]) -> str:
     import click
     import typer
 
-    from fedgraphrec.cli import app
+    from fedgraphrec.cli._app import app
 
     command: click.Command = typer.main.get_command(app)
     ctx = click.Context(command, info_name="fedgraphrec")

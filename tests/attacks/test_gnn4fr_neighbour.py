@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.attacks import gnn4fr_neighbour
-from fedgraphrec.protocols.gnn4fr import GNN4FRSettings
+from fedgraphrec.attacks.gnn4fr_neighbour import gnn4fr_neighbour
 from fedgraphrec.protocols.gnn4fr.local import LocalGNN4FR, local_gnn4fr
+from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train
 

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedgraphrec.attacks import lpgcn_collusion
-from fedgraphrec.protocols.lpgcn import key_material
+from fedgraphrec.attacks.lpgcn_collusion import lpgcn_collusion
+from fedgraphrec.protocols.lpgcn.client import key_material
 from tests.helpers import random_train
 from tests.protocols.lpgcn_world import World, world
 

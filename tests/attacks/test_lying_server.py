@@ -14,15 +14,16 @@ import pytest
 import torch
 
 from fedgraphrec.attacks.lying_server import LyingServer, forge_plain
-from fedgraphrec.crypto import SharedKey
+from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime import endpoint
 from fedgraphrec.runtime.local import LocalTransport
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.network import LyingAdversary, Network
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, party_names
-from fedgraphrec.training import load_config
 from fedgraphrec.training.data import prepare_interactions
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from tests import ring_protocol
 from tests.ring_protocol import NAME

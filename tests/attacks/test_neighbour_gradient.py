@@ -12,7 +12,8 @@ from fedgraphrec.attacks.neighbour_gradient import (
     private_item_ranking,
 )
 from fedgraphrec.privacy.one_bit import encode
-from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
+from fedgraphrec.protocols.dgrec.trainer import DGREC
 from fedgraphrec.runtime.network import Network
 
 

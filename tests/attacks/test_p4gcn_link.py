@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fedgraphrec.attacks import p4gcn_link
-from fedgraphrec.crypto.he import PlainBackend
+from fedgraphrec.attacks.p4gcn_link import p4gcn_link
+from fedgraphrec.crypto.he.plain import PlainBackend
 from fedgraphrec.protocols.p4gcn.driver import P4GCNRun
 from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.runtime.network import Network

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedgraphrec.attacks import query_intersection
-from fedgraphrec.protocols.fedgrec import SPEC, FedGRecSettings
+from fedgraphrec.attacks.query_intersection import query_intersection
+from fedgraphrec.protocols.fedgrec import SPEC
+from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from tests.helpers import ProgramsRun, random_train
 
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.attacks import upload_inference
-from fedgraphrec.protocols.fedgrec import SPEC, FedGRecSettings
+from fedgraphrec.attacks.upload_inference import upload_inference
+from fedgraphrec.protocols.fedgrec import SPEC
+from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from tests.helpers import ProgramsRun, random_train
 
 

@@ -22,14 +22,14 @@ from fedgraphrec.attacks.lying_server import LyingServer
 from fedgraphrec.audits import integrity
 from fedgraphrec.audits.integrity import CLASSES, attacks_for, audit_integrity
 from fedgraphrec.audits.integrity_runs import Catalogue, in_process
-from fedgraphrec.cli import app
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.cli._app import app
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.base import ProtocolSpec
 from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime import endpoint
 from fedgraphrec.runtime.expect import StageFlow, flow
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.training import load_config
+from fedgraphrec.training.loading import load_config
 from tests import ring_protocol
 from tests.ring_protocol import RingClient
 

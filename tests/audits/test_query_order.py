@@ -17,8 +17,8 @@ from fedgraphrec.attacks.query_order import order_attack, seeded_attack, separat
 from fedgraphrec.audits.queries import fedgrec_ranks, fedncf_ranks, fedpergnn_ranks
 from fedgraphrec.audits.report import audit
 from fedgraphrec.protocols.fedgrec.sampling import negatives_of
-from fedgraphrec.training import load_config
 from fedgraphrec.training.data import prepare_interactions
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 
 SMALL = ["dataset_options.n_users=40", "dataset_options.n_items=60"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fedgraphrec.cli import app
+from fedgraphrec.cli._app import app
 
 runner = CliRunner()
 TINY = [

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from fedgraphrec.cli import app
+from fedgraphrec.cli._app import app
 
 runner = CliRunner()
 

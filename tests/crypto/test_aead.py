@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from fedgraphrec.crypto import DecryptionError, PayloadCipher, SharedKey, ciphertext_size
-from fedgraphrec.crypto.aead import NONCE_BYTES, TAG_BYTES
+from fedgraphrec.crypto._primitives import NONCE_BYTES, TAG_BYTES
+from fedgraphrec.crypto.aead import PayloadCipher, ciphertext_size
+from fedgraphrec.crypto.errors import DecryptionError
+from fedgraphrec.crypto.keys import SharedKey
 
 
 @pytest.fixture(scope="module")

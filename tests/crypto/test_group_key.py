@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.group_key import WRAPPED_KEY_BYTES, client_keys, unwrap_all, wrap_for_all
 
 

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fedgraphrec.crypto.he import EncMatrix, PlainBackend, make_backend
+from fedgraphrec.crypto.he import make_backend
+from fedgraphrec.crypto.he.base import EncMatrix
+from fedgraphrec.crypto.he.plain import PlainBackend
 
 
 def _case(seed: int = 0) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, np.ndarray]:

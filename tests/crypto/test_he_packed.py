@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fedgraphrec.crypto.he import EncMatrix, make_backend
+from fedgraphrec.crypto.he import make_backend
+from fedgraphrec.crypto.he.base import EncMatrix
 from fedgraphrec.privacy.matrix_gaussian import clip_frobenius, normalized_adjacency
 
 seal = pytest.importorskip("tenseal.sealapi")
 
-from fedgraphrec.crypto.he.packed import PackedCKKSBackend, packed_sandwich  # noqa: E402
+from fedgraphrec.crypto.he.packed import PackedCKKSBackend  # noqa: E402
+from fedgraphrec.crypto.he.packed_public import packed_sandwich  # noqa: E402
 
 N, D = 100, 64  # 100 users; the 70-user batch spans two blocks of R = 4096 / 64 = 64 rows
 
@@ -130,7 +132,8 @@ def test_bad_inputs_and_registry(be: PackedCKKSBackend) -> None:
 def test_out_of_range_inputs_are_refused_not_decrypted_wrong() -> None:
     import scipy.sparse as sp
 
-    from fedgraphrec.crypto.he.packed import PackedCKKSBackend, packed_sandwich
+    from fedgraphrec.crypto.he.packed import PackedCKKSBackend
+    from fedgraphrec.crypto.he.packed_public import packed_sandwich
 
     be = PackedCKKSBackend(dim=4, middle_bound=1.0)
     with pytest.raises(ValueError, match="middle_bound"):

@@ -11,20 +11,11 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from fedgraphrec.crypto import (
-    ClientKeyPair,
-    CryptoError,
-    DecryptionError,
-    ItemTokenizer,
-    PublicKey,
-    SharedKey,
-    open_sealed,
-    seal,
-    sealed_size,
-    unwrap_key,
-    wrap_key,
-)
-from fedgraphrec.crypto.keys import PUBLIC_KEY_BYTES, SEAL_OVERHEAD_BYTES
+from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES, ClientKeyPair, PublicKey
+from fedgraphrec.crypto.ecies import SEAL_OVERHEAD_BYTES, open_sealed, seal, sealed_size, unwrap_key, wrap_key
+from fedgraphrec.crypto.errors import CryptoError, DecryptionError
+from fedgraphrec.crypto.keys import SharedKey
+from fedgraphrec.crypto.tokens import ItemTokenizer
 
 
 @pytest.fixture(scope="module")

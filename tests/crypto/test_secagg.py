@@ -11,7 +11,7 @@ import contextlib
 import numpy as np
 import pytest
 
-from fedgraphrec.crypto import DecryptionError
+from fedgraphrec.crypto.errors import DecryptionError
 from fedgraphrec.crypto.secagg.client import SecAggClient
 from fedgraphrec.crypto.secagg.server import SecAggServer
 from fedgraphrec.crypto.secagg.wire import (

@@ -11,8 +11,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from fedgraphrec.crypto import FixedPoint, mask_from_seed, pair_clients, reconstruct, split
-from fedgraphrec.crypto.sharing import DEFAULT_FRAC_BITS, MASK_SEED_BYTES
+from fedgraphrec.crypto.fixed_point import DEFAULT_FRAC_BITS, FixedPoint
+from fedgraphrec.crypto.sharing import MASK_SEED_BYTES, mask_from_seed, pair_clients, reconstruct, split
 
 SEED = bytes(range(1, 33))
 OTHER_SEED = bytes(range(101, 133))

@@ -7,8 +7,8 @@ import hmac
 import numpy as np
 import pytest
 
-from fedgraphrec.crypto import ItemTokenizer, SharedKey
-from fedgraphrec.crypto.tokens import TOKEN_BYTES
+from fedgraphrec.crypto.keys import SharedKey
+from fedgraphrec.crypto.tokens import TOKEN_BYTES, ItemTokenizer
 
 KEY = SharedKey.from_bytes(bytes(range(1, 33)))
 

@@ -82,8 +82,8 @@ def test_parts_must_exist_and_agree_in_shape() -> None:
 
 def test_core_subset_of_a_ratings_dataset_keeps_side_information_aligned() -> None:
     """A derived dataset: ratings, social links and tags follow the kept users and items (compact ids)."""
-    from fedgraphrec.data import load_dataset
     from fedgraphrec.data.derived import core_subset
+    from fedgraphrec.data.registry import load_dataset
     from fedgraphrec.data.types import Ratings
 
     base = load_dataset("synthetic-ratings")

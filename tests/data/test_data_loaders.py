@@ -8,18 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedgraphrec.data import (
-    DataError,
-    DataFormatError,
-    DatasetNotFoundError,
-    ItemGraph,
-    Ratings,
-    load_lightgcn,
-    load_ml100k,
-    load_ml100k_ratings,
-    load_rating_folder,
-    load_weeplaces,
-)
+from fedgraphrec.data.errors import DataError, DataFormatError, DatasetNotFoundError
+from fedgraphrec.data.loaders.lightgcn import load_lightgcn
+from fedgraphrec.data.loaders.movielens import load_ml100k, load_ml100k_ratings
+from fedgraphrec.data.loaders.tsv import load_rating_folder
+from fedgraphrec.data.loaders.weeplaces import load_weeplaces
+from fedgraphrec.data.types import ItemGraph, Ratings
 
 Write = Callable[..., Path]
 

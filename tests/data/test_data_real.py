@@ -11,18 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedgraphrec.data import (
-    DataError,
-    Interactions,
-    ItemGraph,
-    Ratings,
-    list_datasets,
-    load_dataset,
-    load_lightgcn,
-    load_ml100k,
-    load_ml100k_ratings,
-)
 from fedgraphrec.data.download import ML100K_SHA256, sha256_of
+from fedgraphrec.data.errors import DataError
+from fedgraphrec.data.listing import list_datasets
+from fedgraphrec.data.loaders.lightgcn import load_lightgcn
+from fedgraphrec.data.loaders.movielens import load_ml100k, load_ml100k_ratings
+from fedgraphrec.data.registry import load_dataset
+from fedgraphrec.data.types import Interactions, ItemGraph, Ratings
 
 pytestmark = pytest.mark.datasets
 

@@ -11,24 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from fedgraphrec.data import (
-    REGISTRY,
-    DataError,
-    DataFormatError,
-    DatasetNotFoundError,
-    Interactions,
-    Ratings,
+from fedgraphrec.data import download as dl
+from fedgraphrec.data.catalog import REGISTRY
+from fedgraphrec.data.errors import DataError, DataFormatError, DatasetNotFoundError
+from fedgraphrec.data.listing import describe, format_listing, list_datasets
+from fedgraphrec.data.registry import (
     cache_dir,
     data_roots,
-    describe,
     detect_format,
     find_dataset,
-    format_listing,
-    list_datasets,
     load_dataset,
     resolve_data_root,
 )
-from fedgraphrec.data import download as dl
+from fedgraphrec.data.types import Interactions, Ratings
 
 Write = Callable[..., Path]
 

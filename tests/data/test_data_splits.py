@@ -7,17 +7,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedgraphrec.data import (
-    Interactions,
+from fedgraphrec.data.splits import (
+    TEST,
+    TRAIN,
+    VALID,
     carve_validation,
     per_user_split,
     sample_users,
     split_interactions,
     split_ratings,
-    synthetic_interactions,
-    synthetic_ratings,
 )
-from fedgraphrec.data.splits import TEST, TRAIN, VALID
+from fedgraphrec.data.synthetic import synthetic_interactions, synthetic_ratings
+from fedgraphrec.data.types import Interactions
 
 
 def _pairs(m: object) -> set[tuple[int, int]]:

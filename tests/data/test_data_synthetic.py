@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedgraphrec.data import synthetic_interactions, synthetic_ratings
+from fedgraphrec.data.synthetic import synthetic_interactions, synthetic_ratings
 
 
 def test_interactions_deterministic_by_seed() -> None:

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedgraphrec.data import DataFormatError, DatasetNotFoundError
 from fedgraphrec.data._table import check_range, count_entries, read_ragged_ids, read_table
+from fedgraphrec.data.errors import DataFormatError, DatasetNotFoundError
 
 Write = Callable[..., Path]
 

@@ -155,7 +155,7 @@ def blocks(text: str) -> Iterator[tuple[int, int, Block]]:
 
 # ------------------------------------------------------------------------------------ checking
 def _cli() -> click.Command:
-    from fedgraphrec.cli import app
+    from fedgraphrec.cli._app import app
 
     return typer.main.get_command(app)
 

@@ -14,9 +14,9 @@ import pytest
 
 from fedgraphrec.engines.flower.local import local_federation
 from fedgraphrec.engines.flower.party_app import deploy
-from fedgraphrec.training import Trainer
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
+from fedgraphrec.training.trainer import Trainer
 
 
 def assert_deploy_equals_in_process(

@@ -14,9 +14,10 @@ import pytest
 pytest.importorskip("flwr", reason="the Flower engine needs the extra fedgraphrec[flower]")
 
 from fedgraphrec.engines.flower.party_app import simulate
-from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
+from fedgraphrec.training.trainer import Trainer
 
 SETTINGS = [
     "dataset_options.n_users=12", "dataset_options.n_items=15", "dataset_options.mean_degree=4.0",

@@ -10,7 +10,7 @@ import torch
 
 from fedgraphrec.engines.flower.local import APP_DIR
 from fedgraphrec.engines.flower.party_app import simulate
-from fedgraphrec.training import load_config
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables
 from fedgraphrec.training.trainer import Trainer
 from tests.engines.deploy_check import assert_deploy_equals_in_process

@@ -20,11 +20,12 @@ from fedgraphrec.engines.flower.learner import FlowerLearner
 from fedgraphrec.engines.flower.local import APP_DIR
 from fedgraphrec.engines.flower.party_app import simulate
 from fedgraphrec.runtime.flower.transport import FlowerTransport
-from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.data import prepare_interactions
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables
 from fedgraphrec.training.sampler import BPRSampler
+from fedgraphrec.training.trainer import Trainer
 from tests.engines.deploy_check import assert_deploy_equals_in_process
 from tests.engines.test_flower_party import NODES, _Grid, _Meta, _Msg
 

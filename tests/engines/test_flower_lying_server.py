@@ -18,7 +18,7 @@ pytest.importorskip("flwr", reason="the Flower engine needs the extra fedgraphre
 
 from fedgraphrec.attacks.lying_server import LyingServer
 from fedgraphrec.attacks.malformed_records import malform
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.engines.flower.loopback import LoopbackLearner
 from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime.flower.parts import encode_message
@@ -109,8 +109,7 @@ def test_a_share_that_fails_authentication_on_a_node_is_an_integrity_error(
     ring: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A node's ``DecryptionError`` (an ``IntegrityError``) reaches the server as one, as in process."""
-    from fedgraphrec.crypto import IntegrityError
-    from fedgraphrec.crypto.errors import DecryptionError
+    from fedgraphrec.crypto.errors import DecryptionError, IntegrityError
     from fedgraphrec.engines.flower import loopback
 
     learner, _ = _flower_ring(LyingServer("observe"))

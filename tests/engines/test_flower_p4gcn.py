@@ -20,7 +20,7 @@ pytest.importorskip("flwr", reason="the Flower engine needs the extra fedgraphre
 from flwr.app import RecordDict
 from typer.testing import CliRunner
 
-from fedgraphrec.cli import app
+from fedgraphrec.cli._app import app
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.engines.flower.p4gcn import FlowerP4GCN, handle_p4gcn

@@ -26,8 +26,8 @@ pytest.importorskip("flwr", reason="the Flower engine needs the extra fedgraphre
 from flwr.app import RecordDict
 from typer.testing import CliRunner
 
-from fedgraphrec.cli import app
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.cli._app import app
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.engines.flower.learner import FlowerLearner
 from fedgraphrec.engines.flower.local import APP_DIR, local_federation
 from fedgraphrec.engines.flower.node import handle_party
@@ -36,11 +36,13 @@ from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime.expect import flow
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.flower.transport import FlowerTransport, NodeError
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.transport import LostNodeError
-from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables
+from fedgraphrec.training.trainer import Trainer
 from tests import ring_protocol
 from tests.ring_protocol import NAME, REF
 

@@ -26,9 +26,10 @@ from fedgraphrec.engines.flower.local import APP_DIR, local_federation
 from fedgraphrec.engines.flower.party_app import deploy, simulate
 from fedgraphrec.runtime.flower.transport import FlowerTransport
 from fedgraphrec.runtime.local import LocalTransport
-from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables
+from fedgraphrec.training.trainer import Trainer
 from tests.engines.test_flower_party import _Grid, _Meta, _Msg
 
 BASE = [

@@ -26,11 +26,11 @@ from fedgraphrec.engines.flower.learner import FlowerLearner
 from fedgraphrec.engines.flower.node import handle_party
 from fedgraphrec.runtime.flower.parts import encode_message
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.training import Trainer
 from fedgraphrec.training import protocol_learner as pl
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import initial_tables
+from fedgraphrec.training.trainer import Trainer
 from tests.engines.test_flower_lpgcn import _assert_same_run, _cfg, _in_process, stand_in  # noqa: F401
 from tests.engines.test_flower_party import NODES, _Grid
 

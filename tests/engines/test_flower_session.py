@@ -13,7 +13,7 @@ import json
 import pytest
 from flwr.app import ConfigRecord, RecordDict
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.engines.flower.node import handle_party
 from fedgraphrec.protocols.registry import REGISTRY
 from fedgraphrec.runtime.flower.parts import encode_message

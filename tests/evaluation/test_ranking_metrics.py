@@ -12,8 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedgraphrec.data.types import binary_csr
-from fedgraphrec.evaluation import RankingResult, evaluate_embeddings, evaluate_scores
-from fedgraphrec.evaluation.ranking import default_chunk_size
+from fedgraphrec.evaluation.ranking import (
+    RankingResult,
+    default_chunk_size,
+    evaluate_embeddings,
+    evaluate_scores,
+)
 
 # --------------------------------------------------------------------------------------------------
 # Hand-computed fixture: 4 users × 6 items, distinct scores.

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.evaluation import mae, rmse
+from fedgraphrec.evaluation.rating import mae, rmse
 
 
 def test_hand_case() -> None:

@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.models import BPRMF, LightGCN, LightGCNPlus, NormalizedBipartite
+from fedgraphrec.models.lightgcn import LightGCN, LightGCNPlus
+from fedgraphrec.models.mf import BPRMF
+from fedgraphrec.models.propagation import NormalizedBipartite
 from tests.helpers import random_train
 
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from fedgraphrec.models.multvae import MultVAE
-from fedgraphrec.training import Trainer, load_config
+from fedgraphrec.training.loading import load_config
+from fedgraphrec.training.trainer import Trainer
 
 TINY = ["model=multvae", "epochs=4", "dataset_options.n_users=60", "dataset_options.n_items=70", "ks=[5]",
         "metric=recall@5", "lr=0.01", "vae_batch_users=16"]  # fmt: skip

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from fedgraphrec.models import NCF, NormalizedBipartite
-from fedgraphrec.training import Trainer, load_config
+from fedgraphrec.models.ncf import NCF
+from fedgraphrec.models.propagation import NormalizedBipartite
+from fedgraphrec.training.loading import load_config
+from fedgraphrec.training.trainer import Trainer
 from tests.helpers import random_train
 
 

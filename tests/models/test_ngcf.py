@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from fedgraphrec.models import NGCF, NormalizedBipartite
+from fedgraphrec.models.ngcf import NGCF
+from fedgraphrec.models.propagation import NormalizedBipartite
 from tests.helpers import random_train
 
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.models import NormalizedBipartite, propagate, propagate_layers
+from fedgraphrec.models.propagation import NormalizedBipartite, propagate, propagate_layers
 from tests.helpers import random_train
 
 

@@ -9,12 +9,15 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.models import LightGCN, LightGCNPlus, NormalizedBipartite
+from fedgraphrec.models.lightgcn import LightGCN, LightGCNPlus
+from fedgraphrec.models.propagation import NormalizedBipartite
 from fedgraphrec.protocols.base import NodeData, shard_of
-from fedgraphrec.protocols.lpgcn import SPEC, LPGCNClient, LPGCNServer, LPGCNSettings
-from fedgraphrec.runtime import Network
+from fedgraphrec.protocols.lpgcn import SPEC
+from fedgraphrec.protocols.lpgcn.client import LPGCNClient
+from fedgraphrec.protocols.lpgcn.server import LPGCNServer
+from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
 from fedgraphrec.runtime.local import LocalTransport
-from fedgraphrec.runtime.network import Adversary
+from fedgraphrec.runtime.network import Adversary, Network
 
 
 @dataclass

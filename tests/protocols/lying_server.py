@@ -15,8 +15,8 @@ from typing import Any, cast
 
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.training import load_config
 from fedgraphrec.training.data import prepare_interactions
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 
 Requests = dict[int, Message]

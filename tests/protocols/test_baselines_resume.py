@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
-from fedgraphrec.training import load_config
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.training.data import prepare_interactions
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 
 SMALL = [

@@ -9,9 +9,11 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.privacy.one_bit import decode_scale, encode
-from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings, ModelConfig
 from fedgraphrec.protocols.dgrec.gossip import flood, message_bytes
+from fedgraphrec.protocols.dgrec.model import ModelConfig
 from fedgraphrec.protocols.dgrec.sampling import sample_group, sampling_weights
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
+from fedgraphrec.protocols.dgrec.trainer import DGREC
 from fedgraphrec.runtime.network import Network
 from fedgraphrec.runtime.peer import PeerTransport
 
@@ -134,7 +136,7 @@ def test_group_update_is_decoded_mean_and_outsiders_untouched() -> None:
 
 
 def test_memory_is_linear_in_users_and_items() -> None:
-    from fedgraphrec.protocols.dgrec import UserModels
+    from fedgraphrec.protocols.dgrec.model import UserModels
 
     m = UserModels(10, 50, ModelConfig(d=8), torch.Generator().manual_seed(0))
     assert m.params["E"].shape == (10, 50, 8)

@@ -7,8 +7,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.protocols.dgrec import ModelConfig, UserModels
 from fedgraphrec.protocols.dgrec.hypergraph import build_hypergraphs, public_split
+from fedgraphrec.protocols.dgrec.model import ModelConfig, UserModels
 
 
 def _data() -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
@@ -86,7 +86,8 @@ def test_pearson_of_identical_interests_is_one() -> None:
 
 
 def test_bipartite_ablation_graph_and_step() -> None:
-    from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings
+    from fedgraphrec.protocols.dgrec.settings import DGRECSettings
+    from fedgraphrec.protocols.dgrec.trainer import DGREC
 
     train, social, tags = _data()
     g = build_hypergraphs(train, train, social, tags, 8, np.random.default_rng(0), bipartite=True)

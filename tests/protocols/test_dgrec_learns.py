@@ -17,7 +17,9 @@ import torch
 
 from fedgraphrec.evaluation.reference import expected_random_recall, reference_metrics
 from fedgraphrec.privacy.one_bit import decode_scale
-from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings, ModelConfig
+from fedgraphrec.protocols.dgrec.model import ModelConfig
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
+from fedgraphrec.protocols.dgrec.trainer import DGREC
 from fedgraphrec.seeding import numpy_rng
 
 

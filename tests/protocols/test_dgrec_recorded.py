@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
+from fedgraphrec.protocols.dgrec.trainer import DGREC
 from fedgraphrec.runtime.network import Network
 
 RECORDED_LOSS = 17.976664347526356

@@ -9,7 +9,8 @@ import torch
 
 from fedgraphrec.evaluation.ranking import evaluate_embeddings
 from fedgraphrec.privacy.noise_source import laplace_from_uniform
-from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
+from fedgraphrec.protocols.dgrec.trainer import DGREC
 from fedgraphrec.seeding import numpy_rng
 
 

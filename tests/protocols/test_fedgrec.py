@@ -11,8 +11,10 @@ import torch
 
 from benchmarks.fedgrec_reference import reference_round
 from fedgraphrec.crypto.secagg.wire import SecAggAbortError
-from fedgraphrec.models import NormalizedBipartite, propagate_layers
-from fedgraphrec.protocols.fedgrec import SPEC, FedGRecSettings, sample_round
+from fedgraphrec.models.propagation import NormalizedBipartite, propagate_layers
+from fedgraphrec.protocols.fedgrec import SPEC
+from fedgraphrec.protocols.fedgrec.sampling import sample_round
+from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from tests.helpers import ProgramsRun, random_train, rel_err
 
 D = 4

@@ -18,12 +18,14 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.base import NodeData, ServerProgram, shard_of
-from fedgraphrec.protocols.fedgrec import SPEC, FedGRecSettings
-from fedgraphrec.runtime import Network
+from fedgraphrec.protocols.fedgrec import SPEC
+from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from fedgraphrec.runtime.local import LocalTransport
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.network import Network
+from fedgraphrec.runtime.part import Part
 from tests.helpers import random_train
 
 Tamper = Callable[[str, int, int, Message], Message]

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto.sharing import FixedPoint
-from fedgraphrec.models import BPRMF, NormalizedBipartite
-from fedgraphrec.protocols.baselines.fedmf import SPEC, FedMFSettings
+from fedgraphrec.crypto.fixed_point import FixedPoint
+from fedgraphrec.models.mf import BPRMF
+from fedgraphrec.models.propagation import NormalizedBipartite
+from fedgraphrec.protocols.baselines.fedmf import SPEC
+from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
 from tests.helpers import ProgramsRun, random_train, rel_err
 
 D = 4

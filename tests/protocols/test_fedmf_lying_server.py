@@ -17,10 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
-from fedgraphrec.models import BPRMF, NormalizedBipartite
-from fedgraphrec.protocols.baselines.fedmf import SPEC, FedMFSettings
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.models.mf import BPRMF
+from fedgraphrec.models.propagation import NormalizedBipartite
+from fedgraphrec.protocols.baselines.fedmf import SPEC
+from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from tests.helpers import ProgramsRun, random_train
 from tests.protocols.test_fedgrec_lying_server import LyingTransport, Tamper, _field, _own_bytes, _part, _when
 

@@ -13,12 +13,16 @@ import torch
 import torch.nn.functional as F
 
 from fedgraphrec.evaluation.ranking import evaluate_scores
-from fedgraphrec.models import NCF, NormalizedBipartite
+from fedgraphrec.models.ncf import NCF
+from fedgraphrec.models.propagation import NormalizedBipartite
 from fedgraphrec.protocols.base import EvalSplits, NodeData, shard_of
-from fedgraphrec.protocols.baselines.fedncf import FedNCFClient, FedNCFServer, FedNCFSettings, ncf_pair_logits
+from fedgraphrec.protocols.baselines.fedncf.client import FedNCFClient
+from fedgraphrec.protocols.baselines.fedncf.local import ncf_pair_logits
+from fedgraphrec.protocols.baselines.fedncf.server import FedNCFServer
+from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
 from fedgraphrec.protocols.baselines.shard_sampling import sample_shard
-from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.local import LocalTransport
+from fedgraphrec.runtime.network import Network
 from tests.helpers import random_train, rel_err
 
 D = 4

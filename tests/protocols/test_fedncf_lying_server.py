@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.baselines.fedncf import roles as R
 from fedgraphrec.protocols.secagg.policy import threshold_for
 from fedgraphrec.protocols.secagg.roles import ADVERTISE, MASK, SHARE, UNMASK

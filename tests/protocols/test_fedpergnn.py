@@ -12,13 +12,15 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.attacks import upload_inference
+from fedgraphrec.attacks.upload_inference import upload_inference
 from fedgraphrec.evaluation.ranking import evaluate_embeddings
 from fedgraphrec.protocols.base import EvalSplits, NodeData, shard_of
-from fedgraphrec.protocols.baselines.fedpergnn import FedPerGNNClient, FedPerGNNServer, FedPerGNNSettings
+from fedgraphrec.protocols.baselines.fedpergnn.client import FedPerGNNClient
+from fedgraphrec.protocols.baselines.fedpergnn.server import FedPerGNNServer
+from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.baselines.shard_sampling import sample_shard
-from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.local import LocalTransport
+from fedgraphrec.runtime.network import Network
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
 from tests.helpers import random_train, rel_err
 

@@ -16,9 +16,9 @@ from typing import cast
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
-from fedgraphrec.protocols.baselines.fedpergnn import FedPerGNNServer
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.baselines.fedpergnn import roles as R
+from fedgraphrec.protocols.baselines.fedpergnn.server import FedPerGNNServer
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from tests.protocols.lying_server import Lie, Requests, local, lying, with_part

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.models import LightGCN, NormalizedBipartite, propagate_layers
-from fedgraphrec.protocols.gnn4fr import GNN4FRSettings
+from fedgraphrec.models.lightgcn import LightGCN
+from fedgraphrec.models.propagation import NormalizedBipartite, propagate_layers
 from fedgraphrec.protocols.gnn4fr.local import LocalGNN4FR, local_gnn4fr
+from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 from fedgraphrec.runtime.transcript import payload_bytes
 from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train, rel_err

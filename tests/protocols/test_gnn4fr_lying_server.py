@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
-from fedgraphrec.protocols.gnn4fr import GNN4FRSettings
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.gnn4fr.local import LocalGNN4FR, local_gnn4fr
 from fedgraphrec.protocols.gnn4fr.roles import Stage, key_client_of
+from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.training.sampler import BPRSampler

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fedgraphrec.training import Trainer, load_config
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
+from fedgraphrec.training.trainer import Trainer
 
 SMALL = [
     "dataset=synthetic", "dataset_options.n_users=24", "dataset_options.n_items=30", "dim=4",

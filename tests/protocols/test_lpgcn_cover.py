@@ -230,7 +230,7 @@ def test_gowalla_cover_covers_every_item() -> None:
     root = os.environ.get("FEDGRAPHREC_DATA")
     if not root or not (Path(root) / "gowalla").is_dir():
         pytest.skip("FEDGRAPHREC_DATA does not hold gowalla")
-    from fedgraphrec.data import load_dataset
+    from fedgraphrec.data.registry import load_dataset
 
     train = load_dataset("gowalla", data_dir=root).train
     cover = greedy_set_cover(train)  # speed is measured by benchmarks/lpgcn_conv_clients.py, not here

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.models import propagate_layers
+from fedgraphrec.models.propagation import propagate_layers
 from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train, rel_err
 from tests.protocols.lpgcn_world import oracle, world
@@ -137,7 +137,7 @@ def test_real_and_accounted_modes_give_identical_numbers_and_ledgers():
 
 
 def test_accounted_row_sizes_follow_the_codec():
-    from fedgraphrec.runtime import encoded_size
+    from fedgraphrec.runtime.codec import encoded_size
 
     train = random_train(n_users=6, n_items=7, density=0.4, seed=1)
     for dtype in (torch.float32, torch.float64):

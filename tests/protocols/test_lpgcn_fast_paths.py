@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train, rel_err
 from tests.protocols.lpgcn_world import oracle, world

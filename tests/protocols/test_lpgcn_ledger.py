@@ -3,9 +3,9 @@
 import numpy as np
 import torch
 
-from fedgraphrec.crypto import ciphertext_size
+from fedgraphrec.crypto.aead import ciphertext_size
 from fedgraphrec.reproduce.lpgcn_communication import neighbour_sets, per_client_cost
-from fedgraphrec.runtime import encoded_size
+from fedgraphrec.runtime.codec import encoded_size
 from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train
 from tests.protocols.lpgcn_world import World, world

@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.lpgcn.roles import (
     AGGREGATE,
     BACKWARD,

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.lpgcn.holdings import virtual_items
-from fedgraphrec.runtime import encode_tensor
+from fedgraphrec.runtime.codec import encode_tensor
 from fedgraphrec.runtime.transcript import payload_bytes
 from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train

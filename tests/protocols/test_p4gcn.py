@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fedgraphrec.crypto.he import HEBackend, make_backend
+from fedgraphrec.crypto.he import make_backend
+from fedgraphrec.crypto.he.base import HEBackend
 from fedgraphrec.protocols.p4gcn.driver import P4GCNRun
 from fedgraphrec.protocols.p4gcn.roles import CIPHER_PHASES, PH_GRAD, PH_IDS, PH_SETUP_X, PH_SYNC, SOCIAL
 from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto.he import PlainBackend
+from fedgraphrec.crypto.he.plain import PlainBackend
 from fedgraphrec.models.propagation import NormalizedBipartite
 from fedgraphrec.privacy.matrix_gaussian import clip_frobenius, normalized_adjacency
 from fedgraphrec.protocols.p4gcn.driver import P4GCNRun

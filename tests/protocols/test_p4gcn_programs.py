@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.crypto.he import PlainBackend
+from fedgraphrec.crypto.he.plain import PlainBackend
 from fedgraphrec.protocols.p4gcn.driver import P4GCNRun
 from fedgraphrec.protocols.p4gcn.roles import (
     NODE_OF,

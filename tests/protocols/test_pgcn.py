@@ -12,12 +12,14 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.models import LightGCNPlus, NormalizedBipartite
-from fedgraphrec.models.lightgcn import fism_operator
+from fedgraphrec.models.lightgcn import LightGCNPlus, fism_operator
+from fedgraphrec.models.propagation import NormalizedBipartite
 from fedgraphrec.protocols.base import NodeData, shard_of
-from fedgraphrec.protocols.baselines.pgcn import PGCNClient, PGCNServer, PGCNSettings
-from fedgraphrec.runtime import Network
+from fedgraphrec.protocols.baselines.pgcn.client import PGCNClient
+from fedgraphrec.protocols.baselines.pgcn.server import PGCNServer
+from fedgraphrec.protocols.baselines.pgcn.settings import PGCNSettings
 from fedgraphrec.runtime.local import LocalTransport
+from fedgraphrec.runtime.network import Network
 from tests.helpers import random_train, rel_err
 
 D, LAMBDA = 4, 1e-2
@@ -223,8 +225,8 @@ def test_a_resumed_run_continues_exactly() -> None:
     """The server's checkpoint holds copies of Adam's moments, not the live ones."""
     import itertools
 
-    from fedgraphrec.training import load_config
     from fedgraphrec.training.data import prepare_interactions
+    from fedgraphrec.training.loading import load_config
     from fedgraphrec.training.protocol_learner import ProtocolLearner
     from fedgraphrec.training.sampler import BPRSampler
 

@@ -18,12 +18,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.baselines.pgcn import roles as R
 from fedgraphrec.protocols.secagg.roles import ADVERTISE, MASK
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.training import load_config
 from fedgraphrec.training.data import prepare_interactions
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 from tests.protocols.lying_server import Lie, Tamper, learner, local, lying, with_fields, with_part

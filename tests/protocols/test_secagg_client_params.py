@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from fedgraphrec.attacks.secagg_params import SECAGG_LIES, SecAggLie
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.base import ClientProgram, NodeData, shard_of
 from fedgraphrec.protocols.fedgrec.roles import UPLOAD, session
 from fedgraphrec.protocols.fedgrec.sampling import sample_clients
@@ -29,12 +29,12 @@ from fedgraphrec.protocols.secagg.expect import (
 from fedgraphrec.protocols.secagg.server import secure_sum
 from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.protocols.settings import SecureSumSettings
-from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.expect import Expectation, StageFlow
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.training import load_config
+from fedgraphrec.runtime.network import Network
 from fedgraphrec.training.data import prepare_interactions
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from tests.protocols.test_secagg_rounds import TOY_FLOW
 

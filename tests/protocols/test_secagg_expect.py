@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.base import ClientProgram, NodeData, shard_of
 from fedgraphrec.protocols.secagg.client import SecAggState
 from fedgraphrec.protocols.secagg.expect import (
@@ -32,10 +32,10 @@ from fedgraphrec.protocols.secagg.expect import (
 )
 from fedgraphrec.protocols.secagg.server import plain_sum, secure_sum
 from fedgraphrec.protocols.secagg.upload import SparseUpload
-from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.network import Network
 
 N, L, FRAC = 9, 6, 40
 Tamper = Callable[[str, int, Message], Message]

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from fedgraphrec.attacks.active_server import ATTACKS, ActiveServer
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.crypto.fixed_point import FixedPoint
 from fedgraphrec.crypto.secagg.wire import (
     ADVERTISE_BYTES,
     ID_BYTES,
@@ -24,23 +25,17 @@ from fedgraphrec.crypto.secagg.wire import (
     UNMASK_ENTRY_BYTES,
     SecAggAbortError,
 )
-from fedgraphrec.crypto.sharing import FixedPoint
 from fedgraphrec.protocols.base import ClientProgram, NodeData, shard_of
 from fedgraphrec.protocols.secagg.client import SecAggState, SecureSumClient
-from fedgraphrec.protocols.secagg.expect import (
-    ADVERTISE,
-    PLAIN,
-    merge_edges,
-    sum_edges,
-    sum_expectation,
-    sum_repeats,
-)
+from fedgraphrec.protocols.secagg.expect import merge_edges, sum_edges, sum_expectation, sum_repeats
+from fedgraphrec.protocols.secagg.roles import ADVERTISE, PLAIN
 from fedgraphrec.protocols.secagg.server import plain_sum, secure_sum
 from fedgraphrec.protocols.secagg.upload import SparseUpload
-from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
 from fedgraphrec.runtime.local import LocalTransport
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.network import Network
+from fedgraphrec.runtime.part import Part
 
 N, L, FRAC = 9, 6, 40
 

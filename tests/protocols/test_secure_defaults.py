@@ -20,11 +20,12 @@ import tomli_w
 import torch
 
 from fedgraphrec.protocols.baselines.fedpergnn.local import LocalResult, protected_rows
-from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.config import ConfigError, TrainConfig
 from fedgraphrec.training.data import prepare_interactions
+from fedgraphrec.training.loading import load_config
 from fedgraphrec.training.protocol_learner import ProtocolLearner, initial_tables
 from fedgraphrec.training.sampler import BPRSampler
+from fedgraphrec.training.trainer import Trainer
 
 SMALL = {"n_users": 40, "n_items": 50, "mean_degree": 5.0}
 

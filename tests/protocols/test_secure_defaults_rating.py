@@ -11,7 +11,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.protocols.dgrec import DGREC, DGRECSettings
+from fedgraphrec.protocols.dgrec.settings import DGRECSettings
+from fedgraphrec.protocols.dgrec.trainer import DGREC
 from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.training.loading import load_settings
 from tests.protocols.test_p4gcn import _proto

@@ -6,14 +6,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from fedgraphrec.privacy.laplace import laplace_scale_for
 from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
-from fedgraphrec.reproduce.dgrec_central import (
-    SideGraphLearner,
-    build_central,
-    item_relations,
-    laplace_scale_for,
-    run,
-)
+from fedgraphrec.reproduce.dgrec_central import SideGraphLearner, build_central, item_relations, run
 from fedgraphrec.reproduce.frontier import _epsilon
 from fedgraphrec.training.config import ConfigError, EvalSettings, TrainConfig
 from fedgraphrec.training.loading import load_config

@@ -34,7 +34,7 @@ def test_load_side_with_a_filter_keeps_side_information_aligned_to_the_compact_i
 def test_load_side_rejects_bad_filter_values_and_ciao_10core_is_a_registry_dataset() -> None:
     import pytest
 
-    from fedgraphrec.data import REGISTRY
+    from fedgraphrec.data.catalog import REGISTRY
     from fedgraphrec.training.dgrec import load_side
 
     spec = REGISTRY["ciao-10core"]

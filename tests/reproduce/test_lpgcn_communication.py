@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fedgraphrec.data import synthetic_interactions
+from fedgraphrec.data.synthetic import synthetic_interactions
 from fedgraphrec.protocols.lpgcn.cover import Assignment, plan_convolution
 from fedgraphrec.reproduce.lpgcn_communication import (
     CommunicationReport,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.crypto.he import PlainBackend
+from fedgraphrec.crypto.he.plain import PlainBackend
 from fedgraphrec.protocols.p4gcn.driver import P4GCNRun
 from fedgraphrec.protocols.p4gcn.roles import CIPHER_PHASES
 from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings

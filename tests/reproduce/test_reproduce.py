@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from fedgraphrec.reproduce.tables import TABLES, reproduce, verdict
+from fedgraphrec.reproduce.report import verdict
+from fedgraphrec.reproduce.tables import TABLES, reproduce
 
 
 def test_verdict_rule() -> None:

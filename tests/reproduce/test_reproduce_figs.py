@@ -14,13 +14,9 @@ from fedgraphrec.protocols.p4gcn.settings import METHODS, P4GCNSettings
 from fedgraphrec.protocols.registry import REGISTRY as PROTOCOLS
 from fedgraphrec.reproduce import claims as figure_claims
 from fedgraphrec.reproduce import p4gcn_table, paper_figures
-from fedgraphrec.reproduce.figures import (
-    FIGURES,
-    Figure,
-    Series,
-    reproduce_figure,
-    train_overrides,
-)
+from fedgraphrec.reproduce.claims import Figure, Series
+from fedgraphrec.reproduce.figures import reproduce_figure, train_overrides
+from fedgraphrec.reproduce.paper_figures import FIGURES
 from fedgraphrec.reproduce.tables import Budget
 from fedgraphrec.training.loading import load_config
 
@@ -233,7 +229,7 @@ def test_unknown_figure_or_budget_is_refused(tmp_path: Path) -> None:
 def test_cli_lists_figures_and_refuses_set(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from fedgraphrec.cli import app
+    from fedgraphrec.cli._app import app
 
     runner = CliRunner()
     listed = runner.invoke(app, ["reproduce", "--list"])

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from fedgraphrec.runtime.flower.checks import RecordError
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DTYPES = [np.float32, np.float64, np.int64, np.int32, np.uint8, np.bool_]

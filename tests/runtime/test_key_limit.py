@@ -22,9 +22,10 @@ from fedgraphrec.runtime import sealing
 from fedgraphrec.runtime.endpoint import NodeEndpoint
 from fedgraphrec.runtime.expect import Expectation, StageFlow, flow
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, KeyUsage
-from fedgraphrec.training import load_config
+from fedgraphrec.training.loading import load_config
 from tests import ring_protocol
 from tests.ring_protocol import NAME
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.runtime.endpoint import NodeEndpoint
 from fedgraphrec.runtime.expect import FlowState, flow
 from fedgraphrec.runtime.message import Message

@@ -2,7 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.runtime import CodecError, Ledger, Network, decode_tensor, encode_tensor, encoded_size
+from fedgraphrec.runtime.codec import CodecError, decode_tensor, encode_tensor, encoded_size
+from fedgraphrec.runtime.ledger import Ledger
+from fedgraphrec.runtime.network import Network
 
 
 @pytest.mark.parametrize(

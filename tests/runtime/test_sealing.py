@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedgraphrec.crypto import IntegrityError, SharedKey
-from fedgraphrec.runtime import Network
+from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.crypto.keys import SharedKey
+from fedgraphrec.runtime.network import Network
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, multicast, party_names
 
 KEY = SharedKey.generate()

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.base import NodeData, shard_of
-from fedgraphrec.runtime import Network
 from fedgraphrec.runtime.local import LocalTransport
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.network import Network
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
 from fedgraphrec.runtime.transport import LostNodeError
 from tests.ring_protocol import RingClient, RingServer, RingState

@@ -10,7 +10,6 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.training import Trainer, load_config
 from fedgraphrec.training.checkpoint import (
     KEY_FILE_ENV,
     CheckpointError,
@@ -18,6 +17,8 @@ from fedgraphrec.training.checkpoint import (
     load_checkpoint,
     to_plain,
 )
+from fedgraphrec.training.loading import load_config
+from fedgraphrec.training.trainer import Trainer
 
 TINY = [
     "dataset=synthetic",

@@ -8,9 +8,8 @@ from fedgraphrec.protocols.fedgrec.settings import FCFSettings, FedeRankSettings
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
 from fedgraphrec.protocols.registry import REGISTRY, ProtocolEntry
 from fedgraphrec.protocols.settings import settings_fields
-from fedgraphrec.training import ConfigError, TrainConfig, load_config
-from fedgraphrec.training.config import EvalSettings
-from fedgraphrec.training.loading import config_from_dict
+from fedgraphrec.training.config import ConfigError, EvalSettings, TrainConfig
+from fedgraphrec.training.loading import config_from_dict, load_config
 from fedgraphrec.training.rundir import RunDir
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fedgraphrec.training import BPRSampler
+from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train
 
 

@@ -11,7 +11,11 @@ import pytest
 import torch
 
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
-from fedgraphrec.training import RunDir, TrainConfig, Trainer, load_config, prepare_interactions
+from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.data import prepare_interactions
+from fedgraphrec.training.loading import load_config
+from fedgraphrec.training.rundir import RunDir
+from fedgraphrec.training.trainer import Trainer
 
 TINY = [
     "dataset=synthetic",
@@ -204,7 +208,7 @@ def test_resume_accepts_checkpoints_from_before_newer_config_keys(tmp_path):
 
 def test_given_data_replaces_the_named_dataset(tmp_path):
     """``Trainer(data=…)`` trains and evaluates on that subset (DGREC's unregistered ciao-10core)."""
-    from fedgraphrec.data import load_dataset
+    from fedgraphrec.data.registry import load_dataset
     from fedgraphrec.data.types import Interactions
 
     full = load_dataset("synthetic", n_users=120, n_items=150, seed=3)

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from fedgraphrec.evaluation.rating import LOWER_IS_BETTER, better, worst
-from fedgraphrec.training import TrainConfig, Trainer
+from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import BatchStats
+from fedgraphrec.training.trainer import Trainer
 
 VALID_RMSE = [1.0, 0.9, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1]
 """Falls until epoch 3, then rises."""

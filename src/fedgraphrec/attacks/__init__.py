@@ -14,34 +14,3 @@
 * :func:`p4gcn_link` — P4GCN's recommender, who decrypts every sandwich, infers the social party's
   links: exact without DP noise, a random guess with it.
 """
-
-from fedgraphrec.attacks.gnn4fr_neighbour import NeighbourInference, gnn4fr_neighbour
-from fedgraphrec.attacks.lpgcn_collusion import CollusionResult, lpgcn_collusion
-from fedgraphrec.attacks.neighbour_gradient import (
-    GradientInference,
-    GradientRanking,
-    first_round_gradients,
-    private_item_hits,
-    private_item_ranking,
-)
-from fedgraphrec.attacks.p4gcn_link import LinkInference, p4gcn_link
-from fedgraphrec.attacks.query_intersection import IntersectionResult, query_intersection
-from fedgraphrec.attacks.upload_inference import UploadInference, upload_inference
-
-__all__ = [
-    "CollusionResult",
-    "GradientInference",
-    "GradientRanking",
-    "IntersectionResult",
-    "LinkInference",
-    "NeighbourInference",
-    "UploadInference",
-    "first_round_gradients",
-    "gnn4fr_neighbour",
-    "lpgcn_collusion",
-    "p4gcn_link",
-    "private_item_hits",
-    "private_item_ranking",
-    "query_intersection",
-    "upload_inference",
-]

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.attacks.upload_inference import MembershipRanking, _auc, per_target_means
-from fedgraphrec.crypto import SharedKey
+from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.runtime.codec import CodecError, decode_rows
 from fedgraphrec.runtime.sealing import Binding, GroupChannel, multicast, party_names
 from fedgraphrec.runtime.transcript import Transcript

@@ -33,10 +33,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedgraphrec.attacks.upload_inference import _auc, per_target_means
-from fedgraphrec.crypto import ClientKeyPair, SharedKey, open_sealed
+from fedgraphrec.crypto.agreement import ClientKeyPair
+from fedgraphrec.crypto.ecies import open_sealed
+from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.crypto.tokens import TOKEN_BYTES, ItemTokenizer
 from fedgraphrec.protocols.lpgcn.holdings import verification_aad
-from fedgraphrec.runtime import Transcript
+from fedgraphrec.runtime.transcript import Transcript
 
 __all__ = ["CollusionResult", "lpgcn_collusion"]
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.attacks.upload_inference import MembershipRanking, _rank_membership
-from fedgraphrec.runtime import Transcript
+from fedgraphrec.runtime.transcript import Transcript
 
 __all__ = [
     "GradientInference",

@@ -50,7 +50,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedgraphrec.attacks.upload_inference import _rank_membership
-from fedgraphrec.crypto.he import EncMatrix
+from fedgraphrec.crypto.he.base import EncMatrix
 from fedgraphrec.protocols.p4gcn.roles import (
     PH_BWD,
     PH_EVAL,
@@ -62,7 +62,7 @@ from fedgraphrec.protocols.p4gcn.roles import (
     RECOMMENDER,
     SOCIAL,
 )
-from fedgraphrec.runtime import Transcript
+from fedgraphrec.runtime.transcript import Transcript
 
 __all__ = ["SOURCES", "LinkInference", "p4gcn_link"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.runtime import Transcript
+from fedgraphrec.runtime.transcript import Transcript
 
 __all__ = ["IntersectionResult", "query_intersection"]
 

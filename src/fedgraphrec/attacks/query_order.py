@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.runtime import Transcript
+from fedgraphrec.runtime.transcript import Transcript
 
 __all__ = ["QueryLeak", "order_attack", "round_queries", "seeded_attack", "separate_by_ranks"]
 

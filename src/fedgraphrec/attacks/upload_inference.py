@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.stats import rankdata
 
-from fedgraphrec.runtime import Transcript
+from fedgraphrec.runtime.transcript import Transcript
 
 __all__ = ["MembershipRanking", "UploadInference", "per_target_means", "upload_inference"]
 

@@ -29,9 +29,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from fedgraphrec.attacks import first_round_gradients, private_item_hits, private_item_ranking
-from fedgraphrec.protocols.dgrec import DGREC
+from fedgraphrec.attacks.neighbour_gradient import (
+    first_round_gradients,
+    private_item_hits,
+    private_item_ranking,
+)
 from fedgraphrec.protocols.dgrec.settings import DGRECSettings
+from fedgraphrec.protocols.dgrec.trainer import DGREC
 from fedgraphrec.runtime.network import Network
 from fedgraphrec.seeding import numpy_rng, torch_generator
 from fedgraphrec.training.dgrec import load_side

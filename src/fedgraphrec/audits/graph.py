@@ -26,8 +26,9 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from fedgraphrec.attacks import gnn4fr_neighbour, lpgcn_collusion
-from fedgraphrec.protocols.lpgcn import key_material
+from fedgraphrec.attacks.gnn4fr_neighbour import gnn4fr_neighbour
+from fedgraphrec.attacks.lpgcn_collusion import lpgcn_collusion
+from fedgraphrec.protocols.lpgcn.client import key_material
 from fedgraphrec.protocols.settings import MinibatchSettings, ModelSettings
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig

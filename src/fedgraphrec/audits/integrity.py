@@ -45,7 +45,7 @@ from fedgraphrec.audits.integrity_runs import (
     in_process,
     run_once,
 )
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
 

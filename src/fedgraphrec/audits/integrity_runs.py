@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedgraphrec.attacks.lying_server import LyingServer
-from fedgraphrec.data import Interactions
+from fedgraphrec.data.types import Interactions
 from fedgraphrec.protocols.settings import MinibatchSettings
 from fedgraphrec.runtime.network import Adversary
 from fedgraphrec.training.config import TrainConfig

@@ -24,8 +24,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fedgraphrec.attacks import p4gcn_link
-from fedgraphrec.crypto.he import PlainBackend
+from fedgraphrec.attacks.p4gcn_link import p4gcn_link
+from fedgraphrec.crypto.he.plain import PlainBackend
 from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.types import Ratings
 from fedgraphrec.protocols.p4gcn.driver import P4GCNRun

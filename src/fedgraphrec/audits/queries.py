@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from fedgraphrec.attacks.query_order import Ranks, order_attack, seeded_attack
 from fedgraphrec.protocols.settings import RoundSampling
-from fedgraphrec.runtime import Transcript
+from fedgraphrec.runtime.transcript import Transcript
 from fedgraphrec.seeding import numpy_rng
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.data import prepare_interactions

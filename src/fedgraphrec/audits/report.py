@@ -20,7 +20,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from fedgraphrec.attacks import query_intersection, upload_inference
+from fedgraphrec.attacks.query_intersection import query_intersection
+from fedgraphrec.attacks.upload_inference import upload_inference
 from fedgraphrec.audits.graph import audit_gnn4fr, audit_lpgcn, save_fraction_plot
 from fedgraphrec.audits.queries import audit_queries, query_leaks, query_markdown
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings

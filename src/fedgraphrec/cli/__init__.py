@@ -13,7 +13,7 @@ from __future__ import annotations
 from fedgraphrec.cli import audit, compare, datasets, demo, flower, reproduce, train
 from fedgraphrec.cli._app import app
 
-__all__ = ["app", "main"]
+__all__ = ["main"]
 
 _COMMANDS = (audit, compare, datasets, demo, flower, reproduce, train)  # registered on import
 

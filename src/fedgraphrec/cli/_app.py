@@ -64,9 +64,9 @@ def user_errors(*, crypto_note: str = "", lookups: bool = False) -> Iterator[Non
     message). ``lookups`` also treats ``KeyError`` (an unknown table name) as one. Anything else is a bug
     and keeps its traceback.
     """
-    from fedgraphrec.crypto import CryptoError
-    from fedgraphrec.data import DataError
-    from fedgraphrec.training import ConfigError
+    from fedgraphrec.crypto.errors import CryptoError
+    from fedgraphrec.data.errors import DataError
+    from fedgraphrec.training.config import ConfigError
 
     try:
         yield

@@ -55,7 +55,7 @@ def audit(
     from fedgraphrec.audits.report import audit as run_audit
 
     use_data_dir(data_dir)
-    from fedgraphrec.training import load_config
+    from fedgraphrec.training.loading import load_config
 
     with user_errors():
         if protocol == "integrity":

@@ -17,7 +17,7 @@ def datasets(
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """List every known dataset: where it was found and its statistics."""
-    from fedgraphrec.data import list_datasets
+    from fedgraphrec.data.listing import list_datasets
 
     listings = list_datasets(data_dir=data_dir)
     rows = [listing.as_dict() for listing in listings]

@@ -26,7 +26,9 @@ def demo(
     5 virtual items per client, verified in lockstep against centralized LightGCN; the configuration
     is the package's ``configs/demo.toml``.
     """
-    from fedgraphrec.training import Trainer, default_run_dir, load_config
+    from fedgraphrec.training.loading import load_config
+    from fedgraphrec.training.rundir import default_run_dir
+    from fedgraphrec.training.trainer import Trainer
 
     with resources.as_file(resources.files("fedgraphrec") / "configs" / "demo.toml") as path:
         cfg = load_config(path, epochs=epochs)

@@ -67,7 +67,7 @@ def _run(
         ValueError: ``protocol`` does not run as party programs (those are the ones Flower runs).
     """
     from fedgraphrec.protocols.registry import REGISTRY
-    from fedgraphrec.training import default_run_dir
+    from fedgraphrec.training.rundir import default_run_dir
 
     if protocol != "p4gcn" and (protocol not in REGISTRY or REGISTRY[protocol].programs is None):
         served = ", ".join([*(n for n, e in REGISTRY.items() if e.programs), "p4gcn"])

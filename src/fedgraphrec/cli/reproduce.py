@@ -36,8 +36,9 @@ def reproduce(
 ) -> None:
     """Reproduce a paper table: our numbers beside the paper's, with a verdict per cell."""
     use_data_dir(data_dir)
-    from fedgraphrec.reproduce.figures import FIGURES, reproduce_figure
+    from fedgraphrec.reproduce.figures import reproduce_figure
     from fedgraphrec.reproduce.formula_tables import COMM_TABLES, FIG13, reproduce_comm, reproduce_fig13
+    from fedgraphrec.reproduce.paper_figures import FIGURES
     from fedgraphrec.reproduce.runs import RUN_TABLES, RunTable, reproduce_runs
     from fedgraphrec.reproduce.tables import TABLES, PaperTable
     from fedgraphrec.reproduce.tables import reproduce as run_reproduce

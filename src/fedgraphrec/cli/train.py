@@ -14,7 +14,7 @@ from typer.core import TyperCommand
 from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, use_data_dir, user_errors
 
 if TYPE_CHECKING:
-    from fedgraphrec.training import TrainConfig
+    from fedgraphrec.training.config import TrainConfig
 
 
 DatasetOpt = Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset name or folder.")]
@@ -48,7 +48,7 @@ def train_config(
     **options: Any,
 ) -> TrainConfig:
     """The run's configuration: defaults < ``--config`` TOML < named options < ``--set``."""
-    from fedgraphrec.training import load_config
+    from fedgraphrec.training.loading import load_config
 
     return load_config(
         config,
@@ -140,7 +140,8 @@ def train(
     variant: Annotated[str | None, typer.Option(help="dgrec: the variant (dgrec, dmf, dlgnn, …).")] = None,
 ) -> None:
     """Train a recommender and write a run folder (config, metrics.jsonl, summary.json, curves.png)."""
-    from fedgraphrec.training import RunDir, Trainer, default_run_dir
+    from fedgraphrec.training.rundir import RunDir, default_run_dir
+    from fedgraphrec.training.trainer import Trainer
 
     use_data_dir(data_dir)
     from fedgraphrec.protocols.registry import protocol_names

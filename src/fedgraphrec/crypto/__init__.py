@@ -17,34 +17,3 @@
 * :class:`IntegrityError` — a received message was tampered, replayed, re-routed or is missing;
   :class:`DecryptionError` (an :class:`IntegrityError`) — failed authentication.
 """
-
-from fedgraphrec.crypto.aead import PayloadCipher, ciphertext_size
-from fedgraphrec.crypto.agreement import ClientKeyPair, PublicKey
-from fedgraphrec.crypto.ecies import open_sealed, seal, sealed_size, unwrap_key, wrap_key
-from fedgraphrec.crypto.errors import CryptoError, DecryptionError, IntegrityError
-from fedgraphrec.crypto.fixed_point import FixedPoint
-from fedgraphrec.crypto.keys import SharedKey
-from fedgraphrec.crypto.sharing import mask_from_seed, pair_clients, reconstruct, split
-from fedgraphrec.crypto.tokens import ItemTokenizer
-
-__all__ = [
-    "ClientKeyPair",
-    "CryptoError",
-    "DecryptionError",
-    "FixedPoint",
-    "IntegrityError",
-    "ItemTokenizer",
-    "PayloadCipher",
-    "PublicKey",
-    "SharedKey",
-    "ciphertext_size",
-    "mask_from_seed",
-    "open_sealed",
-    "pair_clients",
-    "reconstruct",
-    "seal",
-    "sealed_size",
-    "split",
-    "unwrap_key",
-    "wrap_key",
-]

@@ -22,7 +22,7 @@ from fedgraphrec.crypto._primitives import NONCE_BYTES, TAG_BYTES, as_bytes, gcm
 from fedgraphrec.crypto.errors import DecryptionError
 from fedgraphrec.crypto.keys import SharedKey
 
-__all__ = ["NONCE_BYTES", "TAG_BYTES", "PayloadCipher", "ciphertext_size"]
+__all__ = ["PayloadCipher", "ciphertext_size"]
 
 _WHAT = "payload"
 

@@ -26,29 +26,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from fedgraphrec.crypto._primitives import KEY_BYTES, as_bytes
-from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES, ClientKeyPair, PublicKey
-from fedgraphrec.crypto.ecies import (
-    SEAL_OVERHEAD_BYTES,
-    open_sealed,
-    seal,
-    sealed_size,
-    unwrap_key,
-    wrap_key,
-)
 
-__all__ = [
-    "PUBLIC_KEY_BYTES",
-    "SEAL_OVERHEAD_BYTES",
-    "SHARED_KEY_BYTES",
-    "ClientKeyPair",
-    "PublicKey",
-    "SharedKey",
-    "open_sealed",
-    "seal",
-    "sealed_size",
-    "unwrap_key",
-    "wrap_key",
-]
+__all__ = ["SHARED_KEY_BYTES", "SharedKey"]
 
 SHARED_KEY_BYTES = KEY_BYTES
 """Length of the shared symmetric key S (256 bits)."""

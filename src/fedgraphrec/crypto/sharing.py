@@ -33,19 +33,9 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from numpy.typing import NDArray
 
 from fedgraphrec.crypto._primitives import KEY_BYTES, as_bytes
-from fedgraphrec.crypto.fixed_point import DEFAULT_FRAC_BITS, FixedPoint
-from fedgraphrec.crypto.ring import RING_BITS, UInt64Array, _check_count, _check_ring_array
+from fedgraphrec.crypto.ring import UInt64Array, _check_count, _check_ring_array
 
-__all__ = [
-    "DEFAULT_FRAC_BITS",
-    "MASK_SEED_BYTES",
-    "RING_BITS",
-    "FixedPoint",
-    "mask_from_seed",
-    "pair_clients",
-    "reconstruct",
-    "split",
-]
+__all__ = ["MASK_SEED_BYTES", "mask_from_seed", "pair_clients", "reconstruct", "split"]
 
 MASK_SEED_BYTES = KEY_BYTES
 """Length of a :func:`mask_from_seed` seed (256 bits)."""

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from fedgraphrec.data._arrays import sorted_unique
+from fedgraphrec.data.catalog import REGISTRY, DatasetSpec
 from fedgraphrec.data.errors import DataError
-from fedgraphrec.data.registry import REGISTRY, DatasetSpec, cache_dir, find_dataset, load_dataset
+from fedgraphrec.data.registry import cache_dir, find_dataset, load_dataset
 from fedgraphrec.data.types import Interactions, ItemGraph, Ratings
 
 STATS_CACHE_FILE = "dataset_stats.json"

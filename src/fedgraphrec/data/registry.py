@@ -47,13 +47,10 @@ from fedgraphrec.data._io import find_file
 from fedgraphrec.data.catalog import REGISTRY, DatasetSpec
 from fedgraphrec.data.derived import load_derived
 from fedgraphrec.data.errors import DataError, DatasetNotFoundError
-from fedgraphrec.data.loaders import (
-    load_lightgcn,
-    load_ml100k,
-    load_ml100k_ratings,
-    load_rating_folder,
-    load_weeplaces,
-)
+from fedgraphrec.data.loaders.lightgcn import load_lightgcn
+from fedgraphrec.data.loaders.movielens import load_ml100k, load_ml100k_ratings
+from fedgraphrec.data.loaders.tsv import load_rating_folder
+from fedgraphrec.data.loaders.weeplaces import load_weeplaces
 from fedgraphrec.data.synthetic import synthetic_interactions, synthetic_ratings
 from fedgraphrec.data.types import Interactions, Ratings
 

@@ -5,8 +5,3 @@
   :class:`RankingResult`.
 * :func:`rmse` / :func:`mae` — explicit-rating error metrics.
 """
-
-from fedgraphrec.evaluation.ranking import RankingResult, evaluate_embeddings, evaluate_scores
-from fedgraphrec.evaluation.rating import mae, rmse
-
-__all__ = ["RankingResult", "evaluate_embeddings", "evaluate_scores", "mae", "rmse"]

@@ -37,7 +37,8 @@ import torch
 from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.evaluation.federated import split_sums
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.transport import Transport
 
 __all__ = [

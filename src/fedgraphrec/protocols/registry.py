@@ -21,9 +21,15 @@ from typing import Literal
 from fedgraphrec.protocols import fedgrec, gnn4fr, lpgcn
 from fedgraphrec.protocols.base import ProtocolSpec
 from fedgraphrec.protocols.baselines import fedmf, fedncf, fedpergnn, pgcn
+from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
+from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
+from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
+from fedgraphrec.protocols.baselines.pgcn.settings import PGCNSettings
 from fedgraphrec.protocols.central import CentralSettings
 from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 from fedgraphrec.protocols.fedgrec.settings import FCFSettings, FedeRankSettings, FedGRecSettings
+from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
+from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
 from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.protocols.settings import ProtocolSettings
 
@@ -53,15 +59,15 @@ class ProtocolEntry:
 
 _ENTRIES = (
     ProtocolEntry("central", CentralSettings, "ranking", "the oracle: LightGCN(+), MF, NGCF, NCF, Mult-VAE"),
-    ProtocolEntry("lpgcn", lpgcn.LPGCNSettings, "ranking", "LP-GCN: lossless LightGCN(+)", lpgcn.SPEC),
-    ProtocolEntry("gnn4fr", gnn4fr.GNN4FRSettings, "ranking", "GNN4FR: lossless LightGCN", gnn4fr.SPEC),
+    ProtocolEntry("lpgcn", LPGCNSettings, "ranking", "LP-GCN: lossless LightGCN(+)", lpgcn.SPEC),
+    ProtocolEntry("gnn4fr", GNN4FRSettings, "ranking", "GNN4FR: lossless LightGCN", gnn4fr.SPEC),
     ProtocolEntry("fedgrec", FedGRecSettings, "ranking", "FedGRec-K: latent embeddings", fedgrec.SPEC),
     ProtocolEntry("federank", FedeRankSettings, "ranking", "FedeRank: FedGRec, K = 0", fedgrec.FEDERANK),
     ProtocolEntry("fcf", FCFSettings, "ranking", "FCF: K = 0, squared error", fedgrec.FCF),
-    ProtocolEntry("fedmf", fedmf.FedMFSettings, "ranking", "FedMF: lossless BPR-MF", fedmf.SPEC),
-    ProtocolEntry("fedncf", fedncf.FedNCFSettings, "ranking", "FedNCF: federated NeuMF", fedncf.SPEC),
-    ProtocolEntry("pgcn", pgcn.PGCNSettings, "ranking", "P-GCN: LightGCN+, secure sums", pgcn.SPEC),
-    ProtocolEntry("fedpergnn", fedpergnn.FedPerGNNSettings, "ranking", "FedPerGNN: LDP", fedpergnn.SPEC),
+    ProtocolEntry("fedmf", FedMFSettings, "ranking", "FedMF: lossless BPR-MF", fedmf.SPEC),
+    ProtocolEntry("fedncf", FedNCFSettings, "ranking", "FedNCF: federated NeuMF", fedncf.SPEC),
+    ProtocolEntry("pgcn", PGCNSettings, "ranking", "P-GCN: LightGCN+, secure sums", pgcn.SPEC),
+    ProtocolEntry("fedpergnn", FedPerGNNSettings, "ranking", "FedPerGNN: LDP", fedpergnn.SPEC),
     ProtocolEntry("p4gcn", P4GCNSettings, "rating", "P4GCN: two organisations, HE + DP; rating baselines"),
     ProtocolEntry("dgrec", DGRECSettings, "ranking", "DGREC: serverless gossip, one-bit LDP (peers)"),
 )  # fmt: skip

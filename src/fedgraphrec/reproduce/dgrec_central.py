@@ -65,7 +65,6 @@ __all__ = [
     "SideGraphLearner",
     "build_central",
     "item_relations",
-    "laplace_scale_for",
     "paper_values",
     "run",
     "summarize",

@@ -31,13 +31,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fedgraphrec.reproduce.claims import Claim, Figure, Results, Series, series_points
+from fedgraphrec.reproduce.claims import Figure, Results, Series, series_points
 from fedgraphrec.reproduce.pairwise import pairwise
 from fedgraphrec.reproduce.paper_figures import FIGURES
 from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
 from fedgraphrec.reproduce.tables import Budget
 
-__all__ = ["FIGURES", "Claim", "Figure", "Series", "reproduce_figure", "train_overrides"]
+__all__ = ["reproduce_figure", "train_overrides"]
 
 # ---------------------------------------------------------------------------------------------
 # Running and reporting.

@@ -95,8 +95,8 @@ def reproduce_fig13(name: str, out_dir: str | Path, *, reuse: Sequence[str | Pat
             f"{dataset} --graph {graph} --out DIR`, then pass --reuse DIR"
         )
     else:
-        from fedgraphrec.data import Interactions
         from fedgraphrec.data.registry import load_dataset
+        from fedgraphrec.data.types import Interactions
         from fedgraphrec.reproduce.lpgcn_fig13 import fig13_sweep
 
         data = load_dataset(dataset)

@@ -30,7 +30,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from fedgraphrec.attacks import upload_inference
+from fedgraphrec.attacks.upload_inference import upload_inference
 from fedgraphrec.privacy.laplace import laplace_ldp_epsilon as ldp_epsilon
 from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.settings import ModelSettings, SecureSumSettings

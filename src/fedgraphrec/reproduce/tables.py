@@ -26,21 +26,9 @@ from typing import Any
 
 from fedgraphrec.reproduce.compare import MethodSpec, compare, parse_method
 from fedgraphrec.reproduce.papers import PaperDataError, Section, paper
-from fedgraphrec.reproduce.report import PaperRow, paper_cells, verdict, write_report
+from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
 
-__all__ = [
-    "TABLES",
-    "Budget",
-    "PaperRow",
-    "PaperTable",
-    "budget_of",
-    "budgets_of",
-    "paper_cells",
-    "paper_rows",
-    "reproduce",
-    "verdict",
-    "write_report",
-]
+__all__ = ["TABLES", "Budget", "PaperTable", "budget_of", "budgets_of", "paper_rows", "reproduce"]
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fedgraphrec.runtime.blocks import block_bounds, gather_blocks
-from fedgraphrec.runtime.part import Part, Shape
+from fedgraphrec.runtime.part import Part
 
-__all__ = ["Message", "Part", "Shape", "block_bounds", "gather_blocks"]
+__all__ = ["Message"]
 
 
 @dataclass

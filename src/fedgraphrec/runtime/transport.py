@@ -38,14 +38,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import replace
 
-from fedgraphrec.runtime.endpoint import Node, NodeEndpoint, require_senders
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.network import LyingAdversary, Network
 from fedgraphrec.runtime.part import BOOKED_ONCE, Part
 from fedgraphrec.runtime.sealing import SERVER
 from fedgraphrec.runtime.transcript import Received
 
-__all__ = ["LostNodeError", "Node", "NodeEndpoint", "Transport", "require_senders"]
+__all__ = ["LostNodeError", "Transport"]
 
 
 class LostNodeError(RuntimeError):

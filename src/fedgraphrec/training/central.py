@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 
-from fedgraphrec.data import Interactions
-from fedgraphrec.models import NCF
+from fedgraphrec.data.types import Interactions
+from fedgraphrec.models.ncf import NCF
 from fedgraphrec.protocols.settings import MinibatchSettings
-from fedgraphrec.runtime import Ledger
+from fedgraphrec.runtime.ledger import Ledger
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import BatchStats, build_model
 

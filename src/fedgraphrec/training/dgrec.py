@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from fedgraphrec.data.catalog import REGISTRY
 from fedgraphrec.data.derived import core_subset
-from fedgraphrec.data.registry import REGISTRY, load_dataset
+from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.data.types import Interactions, ItemGraph, Ratings
 from fedgraphrec.training.dgrec_learner import DGRECData
 

@@ -15,11 +15,16 @@ from typing import Any, Protocol
 
 import torch
 
-from fedgraphrec.data import Interactions
-from fedgraphrec.models import BPRMF, NCF, NGCF, GraphRecommender, LightGCN, LightGCNPlus, NormalizedBipartite
+from fedgraphrec.data.types import Interactions
+from fedgraphrec.models.base import GraphRecommender
+from fedgraphrec.models.lightgcn import LightGCN, LightGCNPlus
+from fedgraphrec.models.mf import BPRMF
+from fedgraphrec.models.ncf import NCF
+from fedgraphrec.models.ngcf import NGCF
+from fedgraphrec.models.propagation import NormalizedBipartite
 from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.protocols.settings import Architecture, ModelSettings
-from fedgraphrec.runtime import Ledger
+from fedgraphrec.runtime.ledger import Ledger
 from fedgraphrec.seeding import secure_draws, seeded_generator, torch_generator
 from fedgraphrec.training.config import TrainConfig
 

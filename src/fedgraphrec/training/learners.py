@@ -8,8 +8,7 @@ and checkpoints its state. The centralized oracle and every protocol implement t
 
 from __future__ import annotations
 
-from fedgraphrec.data import Interactions
-from fedgraphrec.data.types import Ratings
+from fedgraphrec.data.types import Interactions, Ratings
 from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.training.central import CentralLearner

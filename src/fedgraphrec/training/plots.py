@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
-    from fedgraphrec.runtime import Ledger
+    from fedgraphrec.runtime.ledger import Ledger
 
 __all__ = ["plot_curves", "plot_ledger"]
 

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.data import Interactions
+from fedgraphrec.data.types import Interactions
 from fedgraphrec.protocols.base import (
     ClientProgram,
     EvalSplits,
@@ -33,11 +33,11 @@ from fedgraphrec.protocols.base import (
     shard_of,
 )
 from fedgraphrec.protocols.registry import ProtocolEntry, lookup
-from fedgraphrec.runtime import Ledger, Network
 from fedgraphrec.runtime.expect import FlowState
+from fedgraphrec.runtime.ledger import Ledger
 from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.message import Message
-from fedgraphrec.runtime.network import Adversary
+from fedgraphrec.runtime.network import Adversary, Network
 from fedgraphrec.runtime.state import secret_fields, state_from_arrays, state_to_arrays
 from fedgraphrec.runtime.transport import Transport
 from fedgraphrec.training.central import CentralLearner

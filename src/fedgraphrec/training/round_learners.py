@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedgraphrec.data import Interactions
+from fedgraphrec.data.types import Interactions
 from fedgraphrec.models.multvae import MultVAE
 from fedgraphrec.protocols.central import CentralSettings
-from fedgraphrec.runtime import Ledger
+from fedgraphrec.runtime.ledger import Ledger
 from fedgraphrec.seeding import numpy_rng, torch_generator
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.learner_base import (

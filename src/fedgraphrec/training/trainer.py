@@ -17,8 +17,8 @@ from typing import Any, cast
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.data import Interactions
-from fedgraphrec.evaluation import evaluate_embeddings, evaluate_scores
+from fedgraphrec.data.types import Interactions
+from fedgraphrec.evaluation.ranking import evaluate_embeddings, evaluate_scores
 from fedgraphrec.evaluation.rating import better, worst
 from fedgraphrec.protocols.settings import MinibatchSettings
 from fedgraphrec.training.checkpoint import SECRETS, load_checkpoint, save_checkpoint

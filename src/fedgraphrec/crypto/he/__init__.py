@@ -31,20 +31,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from fedgraphrec.crypto.he.base import EncMatrix, HEBackend
-from fedgraphrec.crypto.he.ckks import CKKSBackend
-from fedgraphrec.crypto.he.paillier import PaillierBackend
-from fedgraphrec.crypto.he.plain import PlainBackend
+from fedgraphrec.crypto.he.base import HEBackend
 
-__all__ = [
-    "BACKENDS",
-    "CKKSBackend",
-    "EncMatrix",
-    "HEBackend",
-    "PaillierBackend",
-    "PlainBackend",
-    "make_backend",
-]
+__all__ = ["BACKENDS", "make_backend"]
 
 _REGISTRY = {
     "plain": ("fedgraphrec.crypto.he.plain", "PlainBackend"),

@@ -65,7 +65,7 @@ import scipy.sparse as sp
 from fedgraphrec.crypto.he.base import EncMatrix, HEBackend
 from fedgraphrec.crypto.he.packed_public import PackedCKKSPublic, _pow2_at_least, _seal, packed_sandwich
 
-__all__ = ["PackedCKKSBackend", "PackedCKKSPublic", "packed_sandwich"]
+__all__ = ["PackedCKKSBackend"]
 
 
 class PackedCKKSBackend(HEBackend):

@@ -15,9 +15,7 @@ from __future__ import annotations
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from fedgraphrec.engines.flower.client import client_app
-
-__all__ = ["client_app", "server_app"]
+__all__ = ["server_app"]
 
 server_app = ServerApp()
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from flwr.serverapp import Grid
 
-from fedgraphrec.data import Interactions
+from fedgraphrec.data.types import Interactions
 from fedgraphrec.engines.flower.node import EXPORT_STAGE
 from fedgraphrec.protocols.base import shard_of
 from fedgraphrec.runtime.flower.records import Traffic

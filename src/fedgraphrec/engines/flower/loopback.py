@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from flwr.app import RecordDict
 
-from fedgraphrec.data import Interactions
+from fedgraphrec.data.types import Interactions
 from fedgraphrec.engines.flower.learner import FlowerLearner
 from fedgraphrec.engines.flower.node import handle_party
 from fedgraphrec.runtime.flower.transport import FlowerTransport

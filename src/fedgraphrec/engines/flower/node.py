@@ -55,7 +55,8 @@ from fedgraphrec.protocols.registry import REGISTRY, ProtocolEntry, resolve_refs
 from fedgraphrec.runtime.endpoint import NodeEndpoint
 from fedgraphrec.runtime.expect import FlowState
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.sealing import KeyUsage
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
 from fedgraphrec.training.config import TrainConfig

@@ -5,9 +5,3 @@ Algorithm 2's flooding), :mod:`.hypergraph` (per-user inner-item hypergraphs), :
 per-user local models), :mod:`.settings` (:class:`DGRECSettings`, the variants), :mod:`.trainer` (one
 epoch of group steps, sharing modes and ablation switches).
 """
-
-from fedgraphrec.protocols.dgrec.model import ModelConfig, UserModels
-from fedgraphrec.protocols.dgrec.settings import DGRECSettings
-from fedgraphrec.protocols.dgrec.trainer import DGREC
-
-__all__ = ["DGREC", "DGRECSettings", "ModelConfig", "UserModels"]

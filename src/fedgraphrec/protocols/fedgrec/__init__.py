@@ -11,22 +11,9 @@ squared error) run the same programs.
 
 from fedgraphrec.protocols.base import ProtocolSpec
 from fedgraphrec.protocols.fedgrec.client import FedGRecClient
-from fedgraphrec.protocols.fedgrec.sampling import RoundSample, sample_round
 from fedgraphrec.protocols.fedgrec.server import FedGRecServer
-from fedgraphrec.protocols.fedgrec.settings import FCFSettings, FedeRankSettings, FedGRecSettings
 
-__all__ = [
-    "FCF",
-    "FEDERANK",
-    "SPEC",
-    "FCFSettings",
-    "FedGRecClient",
-    "FedGRecServer",
-    "FedGRecSettings",
-    "FedeRankSettings",
-    "RoundSample",
-    "sample_round",
-]
+__all__ = ["FCF", "FEDERANK", "SPEC"]
 
 SPEC = ProtocolSpec("fedgrec", FedGRecServer, FedGRecClient, ("item_emb",))
 """FedGRec-K (:class:`FedGRecSettings`)."""

@@ -39,7 +39,8 @@ from fedgraphrec.protocols.fedgrec.state import FedGRecState
 from fedgraphrec.protocols.secagg.expect import CheckedSecureSumClient, SumSite
 from fedgraphrec.protocols.secagg.upload import SparseUpload
 from fedgraphrec.runtime.expect import Expectation, StageFlow
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["FedGRecClient"]
 

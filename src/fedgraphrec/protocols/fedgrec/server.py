@@ -49,7 +49,8 @@ from fedgraphrec.protocols.fedgrec.sampling import sample_clients
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from fedgraphrec.protocols.secagg.policy import threshold_for
 from fedgraphrec.protocols.secagg.server import SumResult, plain_sum, secure_sum
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["FedGRecServer"]
 

@@ -13,9 +13,8 @@ as printed, ``paper_literal = true``); Algorithm 6 (predict): ``GNN4FRServer.pre
 from fedgraphrec.protocols.base import ProtocolSpec
 from fedgraphrec.protocols.gnn4fr.client import GNN4FRClient
 from fedgraphrec.protocols.gnn4fr.server import GNN4FRServer
-from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 
-__all__ = ["SPEC", "GNN4FRClient", "GNN4FRServer", "GNN4FRSettings"]
+__all__ = ["SPEC"]
 
 SPEC = ProtocolSpec(
     name="gnn4fr",

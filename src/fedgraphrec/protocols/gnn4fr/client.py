@@ -47,14 +47,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.common import layer_mean, local_bpr
 from fedgraphrec.protocols.gnn4fr import paper
 from fedgraphrec.protocols.gnn4fr.client_setup import SetupClient
 from fedgraphrec.protocols.gnn4fr.expect import check_field, check_rows
 from fedgraphrec.protocols.gnn4fr.roles import CLIENT, HOLDER_OF_ITEM, SERVER, Phase, Stage
 from fedgraphrec.protocols.gnn4fr.state import StepState
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.sealing import party_names
 
 __all__ = ["GNN4FRClient", "gradient_names"]

@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedgraphrec.crypto import ClientKeyPair, IntegrityError, SharedKey
-from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES
+from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES, ClientKeyPair
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.group_key import client_keys, unwrap_all, wrap_for_all
+from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.gnn4fr.expect import check_field, expectation, gnn4fr_flow
@@ -32,7 +33,8 @@ from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 from fedgraphrec.protocols.gnn4fr.state import Adam, GNN4FRState
 from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.expect import Expectation, StageFlow
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["SetupClient"]
 

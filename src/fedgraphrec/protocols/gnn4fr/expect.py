@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.gnn4fr.roles import CLIENT, KEY_HOLDER, Phase, Stage
 from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
 from fedgraphrec.protocols.gnn4fr.state import GNN4FRState

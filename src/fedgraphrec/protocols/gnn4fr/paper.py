@@ -25,14 +25,18 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto import FixedPoint, IntegrityError, ciphertext_size, pair_clients, split
+from fedgraphrec.crypto.aead import ciphertext_size
+from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.crypto.fixed_point import FixedPoint
+from fedgraphrec.crypto.sharing import pair_clients, split
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.models.propagation import torch_csr
 from fedgraphrec.protocols.gnn4fr.client_setup import SetupClient
 from fedgraphrec.protocols.gnn4fr.roles import CLIENT, SERVER, Phase, Stage, token_ints
 from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
 from fedgraphrec.runtime.endpoint import require_senders
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["backward", "gradients", "loss_reply", "ring", "update", "upload"]

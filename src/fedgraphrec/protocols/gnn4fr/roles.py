@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedgraphrec.crypto import ItemTokenizer, SharedKey
-from fedgraphrec.crypto.tokens import TOKEN_BYTES
+from fedgraphrec.crypto.keys import SharedKey
+from fedgraphrec.crypto.tokens import TOKEN_BYTES, ItemTokenizer
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = [

@@ -24,7 +24,8 @@ from fedgraphrec.protocols.gnn4fr.roles import (
     token_ints,
 )
 from fedgraphrec.protocols.gnn4fr.server_setup import SetupServer
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.seeding import numpy_rng
 
 __all__ = ["GNN4FRServer"]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import ServerProgram
 from fedgraphrec.protocols.gnn4fr.graph import encode_routing
@@ -28,7 +28,8 @@ from fedgraphrec.protocols.gnn4fr.roles import (
     token_ints,
 )
 from fedgraphrec.protocols.gnn4fr.settings import GNN4FRSettings
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["SetupServer"]
 

@@ -19,11 +19,10 @@ on Flower through the generic engine; :data:`SPEC` names the programs.
 """
 
 from fedgraphrec.protocols.base import ProtocolSpec
-from fedgraphrec.protocols.lpgcn.client import LPGCNClient, key_material
+from fedgraphrec.protocols.lpgcn.client import LPGCNClient
 from fedgraphrec.protocols.lpgcn.server import LPGCNServer
-from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
 
-__all__ = ["SPEC", "LPGCNClient", "LPGCNServer", "LPGCNSettings", "key_material"]
+__all__ = ["SPEC"]
 
 SPEC = ProtocolSpec(
     name="lpgcn",

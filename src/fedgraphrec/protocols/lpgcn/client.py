@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fedgraphrec.crypto import ClientKeyPair, SharedKey
+from fedgraphrec.crypto.agreement import ClientKeyPair
+from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.protocols.lpgcn.client_loss import LossStages
 from fedgraphrec.protocols.lpgcn.client_setup import SetupStages
 from fedgraphrec.protocols.lpgcn.client_train import TrainingStages

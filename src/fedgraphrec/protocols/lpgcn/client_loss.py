@@ -16,12 +16,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
-from fedgraphrec.protocols.common import local_bpr
+from fedgraphrec.protocols.common import CLIENT, SERVER, local_bpr
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
-from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, LOSS, SERVER, item_phase, user_phase
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT, LOSS, item_phase, user_phase
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["LossStages"]
 

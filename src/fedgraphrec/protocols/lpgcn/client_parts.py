@@ -12,12 +12,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.protocols.common import CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.client_setup import grouped
 from fedgraphrec.protocols.lpgcn.expect import ExpectedParts
-from fedgraphrec.protocols.lpgcn.roles import CLIENT, CONV_CLIENT, SERVER
+from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT
 from fedgraphrec.runtime.endpoint import require_senders
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["StageParts", "entry_keys"]
 

@@ -28,21 +28,12 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto import (
-    ClientKeyPair,
-    IntegrityError,
-    PublicKey,
-    SharedKey,
-    open_sealed,
-    seal,
-    sealed_size,
-    unwrap_key,
-    wrap_key,
-)
-from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES
-from fedgraphrec.crypto.errors import DecryptionError
-from fedgraphrec.crypto.keys import SHARED_KEY_BYTES
+from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES, ClientKeyPair, PublicKey
+from fedgraphrec.crypto.ecies import open_sealed, seal, sealed_size, unwrap_key, wrap_key
+from fedgraphrec.crypto.errors import DecryptionError, IntegrityError
+from fedgraphrec.crypto.keys import SHARED_KEY_BYTES, SharedKey
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
+from fedgraphrec.protocols.common import CLIENT, KEY_HOLDER, SERVER
 from fedgraphrec.protocols.lpgcn.expect import ExpectedParts
 from fedgraphrec.protocols.lpgcn.holdings import (
     TokenIndex,
@@ -51,16 +42,9 @@ from fedgraphrec.protocols.lpgcn.holdings import (
     verification_aad,
     virtual_items,
 )
-from fedgraphrec.protocols.lpgcn.roles import (
-    CLIENT,
-    CONV_CLIENT,
-    KEY_HOLDER,
-    SERVER,
-    SETUP_INIT,
-    SETUP_UNHELD,
-    SETUP_WRAP,
-)
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT, SETUP_INIT, SETUP_UNHELD, SETUP_WRAP
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["SetupStages", "grouped"]
 

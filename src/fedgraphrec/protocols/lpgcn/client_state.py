@@ -25,7 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto import ClientKeyPair, SharedKey
+from fedgraphrec.crypto.agreement import ClientKeyPair
+from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.models.propagation import torch_csr
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.lpgcn.holdings import TokenIndex, item_tokens

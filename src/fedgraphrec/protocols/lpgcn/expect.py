@@ -30,21 +30,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
+from fedgraphrec.protocols.common import CLIENT, KEY_HOLDER, SERVER
 from fedgraphrec.protocols.lpgcn.client_state import ClientBase
 from fedgraphrec.protocols.lpgcn.holdings import key_client_of
 from fedgraphrec.protocols.lpgcn.roles import (
     AGGREGATE,
     BACKWARD,
-    CLIENT,
     CONV_CLIENT,
     FINAL,
     FORWARD,
-    KEY_HOLDER,
     LAYER0,
     LOSS,
-    SERVER,
     SETUP_DEGREES,
     SETUP_INIT,
     SETUP_KEYS,

@@ -21,8 +21,8 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.crypto import ItemTokenizer, SharedKey
-from fedgraphrec.crypto.tokens import TOKEN_BYTES
+from fedgraphrec.crypto.keys import SharedKey
+from fedgraphrec.crypto.tokens import TOKEN_BYTES, ItemTokenizer
 from fedgraphrec.protocols.common import CLIENT
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT
 from fedgraphrec.runtime.sealing import Binding, party

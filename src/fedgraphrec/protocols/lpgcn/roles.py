@@ -9,19 +9,14 @@ what it expects in each, is declared in :mod:`~fedgraphrec.protocols.lpgcn.expec
 
 from __future__ import annotations
 
-from fedgraphrec.protocols.common import CLIENT, KEY_HOLDER, SERVER
-
 __all__ = [
     "AGGREGATE",
     "BACKWARD",
-    "CLIENT",
     "CONV_CLIENT",
     "FINAL",
     "FORWARD",
-    "KEY_HOLDER",
     "LAYER0",
     "LOSS",
-    "SERVER",
     "SETUP_DEGREES",
     "SETUP_INIT",
     "SETUP_KEYS",

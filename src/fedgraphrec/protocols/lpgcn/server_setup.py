@@ -18,17 +18,15 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto import IntegrityError
 from fedgraphrec.crypto.agreement import PUBLIC_KEY_BYTES
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import ServerProgram
+from fedgraphrec.protocols.common import CLIENT, KEY_HOLDER, SERVER
 from fedgraphrec.protocols.lpgcn.cover import plan_convolution
 from fedgraphrec.protocols.lpgcn.holdings import TokenIndex, key_client_of
 from fedgraphrec.protocols.lpgcn.roles import (
-    CLIENT,
     CONV_CLIENT,
-    KEY_HOLDER,
-    SERVER,
     SETUP_DEGREES,
     SETUP_INIT,
     SETUP_KEYS,
@@ -38,7 +36,8 @@ from fedgraphrec.protocols.lpgcn.roles import (
     SETUP_WRAP,
 )
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.state import empty_ids
 
 __all__ = ["NodePlan", "SetupRounds"]

@@ -18,26 +18,26 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import StepStats
+from fedgraphrec.protocols.common import CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.holdings import token_order
 from fedgraphrec.protocols.lpgcn.roles import (
     AGGREGATE,
     BACKWARD,
-    CLIENT,
     CONV_CLIENT,
     FINAL,
     FORWARD,
     LAYER0,
     LOSS,
-    SERVER,
     UPDATE,
     item_phase,
 )
 from fedgraphrec.protocols.lpgcn.server_setup import SetupRounds
 from fedgraphrec.protocols.optim import adam_step
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["TrainingRounds"]
 

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fedgraphrec.crypto.he import HEBackend
+from fedgraphrec.crypto.he.base import HEBackend
 from fedgraphrec.protocols.p4gcn.recommender import Recommender
 from fedgraphrec.protocols.p4gcn.recommender_program import RecommenderData, RecommenderProgram
 from fedgraphrec.protocols.p4gcn.roles import NODE_OF, RECOMMENDER, SOCIAL

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedgraphrec.crypto.he import EncMatrix, HEBackend
+from fedgraphrec.crypto.he.base import EncMatrix, HEBackend
 from fedgraphrec.models.propagation import NormalizedBipartite
 from fedgraphrec.models.rating import Backbone, Fusion, decode
 from fedgraphrec.privacy.matrix_gaussian import global_clip_scale

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.crypto.he import EncMatrix, HEBackend
+from fedgraphrec.crypto.he.base import EncMatrix, HEBackend
 from fedgraphrec.models.propagation import NormalizedBipartite
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.p4gcn.recommender import Recommender

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.crypto.he import EncMatrix, HEBackend
+from fedgraphrec.crypto.he.base import EncMatrix, HEBackend
 from fedgraphrec.privacy.gaussian_accountant import GaussianAccountant, noise_scales
 from fedgraphrec.privacy.matrix_gaussian import (
     EDGE_FLIP_BOUND,

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.crypto.he import EncMatrix, HEBackend
+from fedgraphrec.crypto.he.base import EncMatrix, HEBackend
 from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.p4gcn.roles import (

@@ -20,7 +20,10 @@ from dataclasses import replace
 import numpy as np
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.crypto.he import CKKSBackend, EncMatrix, HEBackend, PlainBackend, make_backend
+from fedgraphrec.crypto.he import make_backend
+from fedgraphrec.crypto.he.base import EncMatrix, HEBackend
+from fedgraphrec.crypto.he.ckks import CKKSBackend
+from fedgraphrec.crypto.he.plain import PlainBackend
 from fedgraphrec.runtime.part import BOOKED_ONCE, Part
 from fedgraphrec.runtime.sealing import SERVER
 

@@ -50,7 +50,8 @@ from fedgraphrec.protocols.secagg.upload import (
     flat_entries,
     plain_sizes,
 )
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.state import SECRET
 
 __all__ = ["SecAggState", "SecureSumClient"]

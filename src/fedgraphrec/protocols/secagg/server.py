@@ -46,7 +46,8 @@ from fedgraphrec.crypto.secagg.wire import (
     require,
 )
 from fedgraphrec.protocols.secagg.roles import ADVERTISE, KINDS, MASK, PLAIN, SHARE, SUFFIX, UNMASK
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.transport import Transport
 
 __all__ = ["SumResult", "plain_sum", "secure_sum"]

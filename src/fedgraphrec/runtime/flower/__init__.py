@@ -19,7 +19,3 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise ImportError(
         "the Flower engine needs the optional extra: pip install 'fedgraphrec[flower]'"
     ) from err
-
-from fedgraphrec.runtime.flower.records import StageTiming, Traffic, message_bytes
-
-__all__ = ["StageTiming", "Traffic", "message_bytes"]

@@ -36,10 +36,11 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
-from fedgraphrec.runtime.flower.checks import RecordError, check_arrays, check_meta, fail
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.flower.checks import check_arrays, check_meta, fail
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
-__all__ = ["RecordError", "decode_message", "encode_message"]
+__all__ = ["decode_message", "encode_message"]
 
 _IDS = ("senders", "receivers", "counts", "seal_to", "index")
 _NATIVE = (bool, int, float, str, bytes)

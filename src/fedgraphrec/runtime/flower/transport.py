@@ -34,7 +34,7 @@ from flwr.app import Message as FlowerMessage
 from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 
-from fedgraphrec.crypto import IntegrityError
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.flower.records import Traffic, message_bytes
 from fedgraphrec.runtime.message import Message

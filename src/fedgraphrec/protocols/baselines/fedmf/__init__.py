@@ -12,9 +12,8 @@ Lossless: training is centralized BPR-MF up to the fixed-point resolution of the
 from fedgraphrec.protocols.base import ProtocolSpec
 from fedgraphrec.protocols.baselines.fedmf.client import FedMFClient
 from fedgraphrec.protocols.baselines.fedmf.server import FedMFServer
-from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
 
-__all__ = ["SPEC", "FedMFClient", "FedMFServer", "FedMFSettings"]
+__all__ = ["SPEC"]
 
 
 SPEC = ProtocolSpec("fedmf", FedMFServer, FedMFClient, server_tables=("item_emb",), lossless=True)

@@ -25,7 +25,8 @@ from fedgraphrec.protocols.baselines.fedmf.settings import FedMFSettings
 from fedgraphrec.protocols.optim import LocalOptimizer
 from fedgraphrec.protocols.secagg.policy import threshold_for
 from fedgraphrec.protocols.secagg.server import secure_sum
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["FedMFServer"]
 

@@ -25,20 +25,10 @@ ones; the tests compare it with a user-by-user reference.
 from __future__ import annotations
 
 from fedgraphrec.protocols.base import ProtocolSpec
-from fedgraphrec.protocols.baselines.fedncf.client import FedNCFClient, FedNCFState
-from fedgraphrec.protocols.baselines.fedncf.local import ncf_pair_logits, neumf_scores
+from fedgraphrec.protocols.baselines.fedncf.client import FedNCFClient
 from fedgraphrec.protocols.baselines.fedncf.server import FedNCFServer
-from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
 
-__all__ = [
-    "SPEC",
-    "FedNCFClient",
-    "FedNCFServer",
-    "FedNCFSettings",
-    "FedNCFState",
-    "ncf_pair_logits",
-    "neumf_scores",
-]
+__all__ = ["SPEC"]
 
 SPEC = ProtocolSpec(
     name="fedncf",

@@ -15,7 +15,8 @@ from fedgraphrec.protocols.baselines.fedncf.settings import FedNCFSettings
 from fedgraphrec.protocols.baselines.shard_sampling import RoundSampledServer
 from fedgraphrec.protocols.secagg.policy import threshold_for
 from fedgraphrec.protocols.secagg.server import secure_sum
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["FedNCFServer"]
 

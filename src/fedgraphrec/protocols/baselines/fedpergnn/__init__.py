@@ -52,19 +52,10 @@ with the same rounds, pseudo items and local-DP uploads (DGREC's FedRec baseline
 from __future__ import annotations
 
 from fedgraphrec.protocols.base import ProtocolSpec
-from fedgraphrec.protocols.baselines.fedpergnn.client import FedPerGNNClient, FedPerGNNState
+from fedgraphrec.protocols.baselines.fedpergnn.client import FedPerGNNClient
 from fedgraphrec.protocols.baselines.fedpergnn.server import FedPerGNNServer
-from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
-from fedgraphrec.protocols.baselines.fedpergnn.third_party import neighbour_means
 
-__all__ = [
-    "SPEC",
-    "FedPerGNNClient",
-    "FedPerGNNServer",
-    "FedPerGNNSettings",
-    "FedPerGNNState",
-    "neighbour_means",
-]
+__all__ = ["SPEC"]
 
 SPEC = ProtocolSpec(
     name="fedpergnn",

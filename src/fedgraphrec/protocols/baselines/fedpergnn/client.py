@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from fedgraphrec.crypto import IntegrityError, ItemTokenizer, SharedKey
+from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.group_key import client_keys, unwrap_all, wrap_for_all
-from fedgraphrec.crypto.tokens import TOKEN_BYTES
+from fedgraphrec.crypto.keys import SharedKey
+from fedgraphrec.crypto.tokens import TOKEN_BYTES, ItemTokenizer
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.baselines.fedpergnn import expect as E
 from fedgraphrec.protocols.baselines.fedpergnn import roles as R
@@ -25,7 +26,8 @@ from fedgraphrec.protocols.baselines.shard_sampling import ShardRound, sample_sh
 from fedgraphrec.protocols.secagg.upload import SparseUpload, flat_entries, plain_sizes
 from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.expect import Expectation, StageFlow
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.state import SECRET
 
 __all__ = ["FedPerGNNClient", "FedPerGNNState"]

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from fedgraphrec.protocols.baselines.fedpergnn import roles as R
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.transport import Transport
 
 __all__ = ["KEY_HOLDER_ID", "agree_token_key"]

@@ -19,7 +19,8 @@ from fedgraphrec.protocols.baselines.fedpergnn.keys import agree_token_key
 from fedgraphrec.protocols.baselines.fedpergnn.settings import FedPerGNNSettings
 from fedgraphrec.protocols.baselines.fedpergnn.third_party import ThirdParty
 from fedgraphrec.protocols.baselines.shard_sampling import RoundSampledServer
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["FedPerGNNServer"]
 

@@ -59,21 +59,10 @@ expects, the secure sum that comes next; layers are the node's own count), :mod:
 from __future__ import annotations
 
 from fedgraphrec.protocols.base import ProtocolSpec
-from fedgraphrec.protocols.baselines.pgcn.client import PGCNClient, PGCNState
-from fedgraphrec.protocols.baselines.pgcn.local import participant_edges, star_backward, star_gradients
+from fedgraphrec.protocols.baselines.pgcn.client import PGCNClient
 from fedgraphrec.protocols.baselines.pgcn.server import PGCNServer
-from fedgraphrec.protocols.baselines.pgcn.settings import PGCNSettings
 
-__all__ = [
-    "SPEC",
-    "PGCNClient",
-    "PGCNServer",
-    "PGCNSettings",
-    "PGCNState",
-    "participant_edges",
-    "star_backward",
-    "star_gradients",
-]
+__all__ = ["SPEC"]
 
 SPEC = ProtocolSpec(
     name="pgcn",

@@ -26,7 +26,8 @@ from fedgraphrec.protocols.baselines.pgcn import roles as R
 from fedgraphrec.protocols.baselines.pgcn.settings import PGCNSettings
 from fedgraphrec.protocols.secagg.policy import threshold_for
 from fedgraphrec.protocols.secagg.server import SumResult, secure_sum
-from fedgraphrec.runtime.message import Message, Part
+from fedgraphrec.runtime.message import Message
+from fedgraphrec.runtime.part import Part
 
 __all__ = ["PGCNServer"]
 
