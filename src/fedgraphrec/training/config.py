@@ -39,7 +39,8 @@ class EvalSettings:
     Attributes:
         ks: cut-offs for the ranking metrics.
         metric: metric used for model selection and early stopping, e.g. ``recall@20``
-            (rating protocols: ``rmse`` or ``mae``, lower is better).
+            (rating protocols: ``rmse`` or ``mae``, lower is better). Empty (the default): the
+            protocol's kind decides, ``recall@20`` for ranking protocols and ``rmse`` for rating ones.
         select: which epoch the summary reports: ``valid`` (best validation ``metric``; falls back
             to ``last`` without a validation split), ``last``, or ``test`` (best *test* ``metric``:
             the optimistic protocol of some published scripts, kept only to reproduce them).
@@ -53,7 +54,7 @@ class EvalSettings:
     """
 
     ks: list[int] = field(default_factory=lambda: [20])
-    metric: str = "recall@20"
+    metric: str = ""
     select: str = "valid"
     patience: int = 0
     eval_every: int = 1
@@ -151,8 +152,9 @@ class TrainConfig:
                 f"settings: protocol {self.protocol} takes {entry.settings.__name__}, "
                 f"got {type(self.settings).__name__}"
             )
-        if entry.kind == "rating" and self.eval.metric == EvalSettings.metric:
-            self.eval = dataclasses.replace(self.eval, metric="rmse")  # a rating run selects on RMSE
+        if not self.eval.metric:  # the kind's own: top-K for ranking protocols, RMSE for rating ones
+            metric = "rmse" if entry.kind == "rating" else "recall@20"
+            self.eval = dataclasses.replace(self.eval, metric=metric)
         self._bind()
 
     def entry(self) -> ProtocolEntry:

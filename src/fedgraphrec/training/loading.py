@@ -175,6 +175,8 @@ class _Builder:
         self.run: dict[str, Any] = {k: getattr(start, k) for k in _RUN}
         self.run["dataset_options"] = dict(start.dataset_options)
         self.eval: dict[str, Any] = dataclasses.asdict(start.eval)
+        if base is None or base.protocol != protocol:
+            self.eval["metric"] = ""  # the protocol's kind decides unless the configuration names one
         self.settings: dict[str, Any] = {}
         if base is not None and base.protocol == protocol:
             self.settings = {k: getattr(base.settings, k) for k in self.keys}
