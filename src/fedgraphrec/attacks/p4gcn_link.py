@@ -51,17 +51,7 @@ import scipy.sparse as sp
 
 from fedgraphrec.attacks.upload_inference import _rank_membership
 from fedgraphrec.crypto.he.base import EncMatrix
-from fedgraphrec.protocols.p4gcn.roles import (
-    PH_BWD,
-    PH_EVAL,
-    PH_FWD,
-    PH_GRAD,
-    PH_IDS,
-    PH_SETUP_X,
-    PH_SYNC,
-    RECOMMENDER,
-    SOCIAL,
-)
+from fedgraphrec.protocols.p4gcn import roles
 from fedgraphrec.runtime.transcript import Transcript
 
 __all__ = ["SOURCES", "LinkInference", "p4gcn_link"]
@@ -125,14 +115,14 @@ def _entries(transcript: Transcript, role: str, phase: str) -> list[Any]:
 
 def _releases(transcript: Transcript, decrypt: Decrypt, source: str, n: int) -> Iterator[Release]:
     """Replay the protocol from ``P1``'s inbox (sandwiches) and outbox (ids, ``[X]``, ``[G]``)."""
-    setup = _entries(transcript, SOCIAL, PH_SETUP_X)
+    setup = _entries(transcript, roles.SOCIAL, roles.PH_SETUP_X)
     if not setup:
         raise ValueError("transcript: no set-up [X]; run P4GCN with transcripts on")
-    ids = [np.asarray(e.payloads[0]) for e in _entries(transcript, SOCIAL, PH_IDS)]
+    ids = [np.asarray(e.payloads[0]) for e in _entries(transcript, roles.SOCIAL, roles.PH_IDS)]
     if source == "forward":
         x = _matrix(setup[0], decrypt)
-        syncs = _entries(transcript, SOCIAL, PH_SYNC)
-        fwd = _entries(transcript, RECOMMENDER, PH_FWD)
+        syncs = _entries(transcript, roles.SOCIAL, roles.PH_SYNC)
+        fwd = _entries(transcript, roles.RECOMMENDER, roles.PH_FWD)
         if not (len(ids) == len(fwd) == len(syncs)):
             raise ValueError(f"transcript: {len(ids)} batches, {len(fwd)} forwards, {len(syncs)} re-syncs")
         everyone = np.arange(n)
@@ -140,12 +130,12 @@ def _releases(transcript: Transcript, decrypt: Decrypt, source: str, n: int) -> 
             yield users, _matrix(y_entry, decrypt), everyone, x
             x = x.copy()
             x[users] = _matrix(sync, decrypt)  # what P2 holds from the next iteration on
-        ev = _entries(transcript, RECOMMENDER, PH_EVAL)
+        ev = _entries(transcript, roles.RECOMMENDER, roles.PH_EVAL)
         if ev:  # the final release: every user, in id order, chunk after chunk
             yield everyone, np.vstack([_matrix(e, decrypt) for e in ev]), everyone, x
     elif source == "backward":
-        grads = _entries(transcript, SOCIAL, PH_GRAD)
-        bwd = _entries(transcript, RECOMMENDER, PH_BWD)
+        grads = _entries(transcript, roles.SOCIAL, roles.PH_GRAD)
+        bwd = _entries(transcript, roles.RECOMMENDER, roles.PH_BWD)
         if not (len(ids) == len(grads) == len(bwd)):
             raise ValueError(f"transcript: {len(ids)} batches, {len(grads)} gradients, {len(bwd)} backwards")
         for users, g_entry, d_entry in zip(ids, grads, bwd, strict=True):

@@ -24,7 +24,7 @@ from fedgraphrec.reproduce.p4gcn_summary import PAPER as P4GCN_PAPER
 from fedgraphrec.reproduce.pairwise import pairwise
 from fedgraphrec.reproduce.papers import paper
 from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
-from fedgraphrec.reproduce.tables import Budget, budget_of, budgets_of
+from fedgraphrec.reproduce.tables import Budget, budget_of, budgets_of, report_head
 
 __all__ = [
     "DGREC_ROW_ARGS",
@@ -356,14 +356,9 @@ def reproduce_runs(
             ours[metric] = (float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else 0.0)
         cells = paper_cells(r, ours)
         report_rows.append({"row": r.label, "method": r.method, "cells": cells, "seeds": len(per_seed)})
+    note = plan.note + (f" (run files from {', '.join(map(str, folders))})" if reuse else "")
     report = {
-        "table": table.name,
-        "title": table.title,
-        "source": table.source,
-        "data": table.data_note,
-        "budget": budget,
-        "budget_note": plan.note + (f" (run files from {', '.join(map(str, folders))})" if reuse else ""),
-        "seeds": list(plan.seeds),
+        **report_head(table, budget, note, plan.seeds),
         "overrides": [],
         "rows": report_rows,
         "pairwise": pairwise(

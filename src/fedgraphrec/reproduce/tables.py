@@ -28,7 +28,16 @@ from fedgraphrec.reproduce.compare import MethodSpec, compare, parse_method
 from fedgraphrec.reproduce.papers import PaperDataError, Section, paper
 from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
 
-__all__ = ["TABLES", "Budget", "PaperTable", "budget_of", "budgets_of", "paper_rows", "reproduce"]
+__all__ = [
+    "TABLES",
+    "Budget",
+    "PaperTable",
+    "budget_of",
+    "budgets_of",
+    "paper_rows",
+    "report_head",
+    "reproduce",
+]
 
 
 @dataclass(frozen=True)
@@ -196,15 +205,22 @@ def reproduce(
             }
         )
     report = {
-        "table": table.name,
-        "title": table.title,
-        "source": table.source,
-        "data": table.data_note,
-        "budget": budget,
-        "budget_note": plan.note,
-        "seeds": list(plan.seeds),
+        **report_head(table, budget, plan.note, plan.seeds),
         "overrides": list(overrides),
         "rows": report_rows,
     }
     write_report(report, out)
     return report
+
+
+def report_head(table: Any, budget: str, note: str, seeds: Sequence[int]) -> dict[str, Any]:
+    """The entries every paper-table report starts with: the table, its data and the budget run."""
+    return {
+        "table": table.name,
+        "title": table.title,
+        "source": table.source,
+        "data": table.data_note,
+        "budget": budget,
+        "budget_note": note,
+        "seeds": list(seeds),
+    }

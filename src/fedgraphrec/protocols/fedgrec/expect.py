@@ -33,18 +33,7 @@ import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.base import EVALUATE_ITEMS
-from fedgraphrec.protocols.fedgrec.roles import (
-    DEGREES,
-    ENROLL,
-    PREDICT,
-    PREDICT_PHASE,
-    PROPAGATE,
-    QUERY,
-    ROUND_DOWNLOAD,
-    UPLOAD,
-    WARMUP_DOWNLOAD,
-    session,
-)
+from fedgraphrec.protocols.fedgrec import roles
 from fedgraphrec.protocols.fedgrec.sampling import sample_clients
 from fedgraphrec.protocols.fedgrec.settings import FedGRecSettings
 from fedgraphrec.protocols.fedgrec.state import FedGRecState
@@ -91,23 +80,32 @@ def _refuse(stage: str, why: str) -> IntegrityError:
 def stage_flow(program: FedGRecNode) -> StageFlow:
     """The node's stage order (module docstring), from its settings and its own users."""
     s = program.settings
-    evaluation = {PREDICT: [EVALUATE, PREDICT], EVALUATE: [PREDICT]}
+    evaluation = {roles.PREDICT: [EVALUATE, roles.PREDICT], EVALUATE: [roles.PREDICT]}
     if not (program.deg_u > 0).any():  # none of its users has a training item
-        edges = merge_edges({ENROLL: [PREDICT]}, evaluation)
-        return flow(first=[ENROLL], after=edges, new_step=[PREDICT], repeats={PREDICT: PREDICT_REPEATS})
+        edges = merge_edges({roles.ENROLL: [roles.PREDICT]}, evaluation)
+        return flow(
+            first=[roles.ENROLL],
+            after=edges,
+            new_step=[roles.PREDICT],
+            repeats={roles.PREDICT: PREDICT_REPEATS},
+        )
     secure = s.secure_aggregation
-    ready = [QUERY, PREDICT]  # after the warm-up, or after a round
+    ready = [roles.QUERY, roles.PREDICT]  # after the warm-up, or after a round
     edges = merge_edges(
-        sum_edges([ENROLL], [DEGREES], secure=secure),  # Eq. 9
-        {DEGREES: [WARMUP_DOWNLOAD] if s.K else ready},
-        sum_edges([WARMUP_DOWNLOAD], [WARMUP_DOWNLOAD, *ready], secure=secure),  # Eq. 7, k = 1..K
-        {QUERY: [ROUND_DOWNLOAD]},
-        sum_edges([ROUND_DOWNLOAD], ready, secure=secure),  # Step 4
+        sum_edges([roles.ENROLL], [roles.DEGREES], secure=secure),  # Eq. 9
+        {roles.DEGREES: [roles.WARMUP_DOWNLOAD] if s.K else ready},
+        sum_edges([roles.WARMUP_DOWNLOAD], [roles.WARMUP_DOWNLOAD, *ready], secure=secure),  # Eq. 7, k = 1..K
+        {roles.QUERY: [roles.ROUND_DOWNLOAD]},
+        sum_edges([roles.ROUND_DOWNLOAD], ready, secure=secure),  # Step 4
         evaluation,
-        {PREDICT: [QUERY], EVALUATE: [QUERY]},
+        {roles.PREDICT: [roles.QUERY], EVALUATE: [roles.QUERY]},
     )
-    repeats = {**sum_repeats(s.K + 1, secure=secure), WARMUP_DOWNLOAD: s.K, PREDICT: PREDICT_REPEATS}
-    return flow(first=[ENROLL], after=edges, new_step=[QUERY, PREDICT], repeats=repeats)
+    repeats = {
+        **sum_repeats(s.K + 1, secure=secure),
+        roles.WARMUP_DOWNLOAD: s.K,
+        roles.PREDICT: PREDICT_REPEATS,
+    }
+    return flow(first=[roles.ENROLL], after=edges, new_step=[roles.QUERY, roles.PREDICT], repeats=repeats)
 
 
 def site(program: FedGRecNode, stage: str, step: int | None = None) -> SumSite:
@@ -127,36 +125,36 @@ def site(program: FedGRecNode, stage: str, step: int | None = None) -> SumSite:
         if j == 0:
             if len(st.deg_t):
                 raise _refuse(stage, "the item degrees (Eq. 9) were already summed and broadcast")
-            return SumSite(DEGREES, session("warmup/degrees"), n, users, frac)
+            return SumSite(roles.DEGREES, roles.session("warmup/degrees"), n, users, frac)
         if j > s.K or not len(st.deg_t):
             raise _refuse(
                 stage, f"no secure sum {j} of the warm-up (K = {s.K}, degrees known: {len(st.deg_t) > 0})"
             )
         d = int(st.user.shape[2])
-        return SumSite(PROPAGATE, session("warmup", j), n * d, users, frac)
+        return SumSite(roles.PROPAGATE, roles.session("warmup", j), n * d, users, frac)
     if j > 0:
         raise _refuse(stage, "a round has one secure sum (Step 4)")
     if st.pending is None:
         raise _refuse(stage, "Step 4's secure sum before this round's local training")
     K, d = s.K, int(st.user.shape[2])
     length = (K + 1) * n * d + (n if s.item_agg == "mean_touched" else 0)
-    label = None if step is None else session("round", step)
-    return SumSite(UPLOAD, label, length, st.sample.clients, frac)
+    label = None if step is None else roles.session("round", step)
+    return SumSite(roles.UPLOAD, label, length, st.sample.clients, frac)
 
 
 def _check_state(program: FedGRecNode, stage: str) -> None:
     """Refuse a stage the node's own state rules out (warm-up stages in a round, a round before it)."""
     st = program.state
     warm = st.sample is None  # the node has not been in a round yet
-    if stage == DEGREES and (not warm or len(st.deg_t)):
+    if stage == roles.DEGREES and (not warm or len(st.deg_t)):
         raise _refuse(stage, "the item degrees arrive once, in the warm-up")
-    if stage == WARMUP_DOWNLOAD and (not warm or not len(st.deg_t)):
+    if stage == roles.WARMUP_DOWNLOAD and (not warm or not len(st.deg_t)):
         raise _refuse(stage, "a warm-up download outside the warm-up (or before the item degrees)")
-    if stage == QUERY and not len(st.deg_t):
+    if stage == roles.QUERY and not len(st.deg_t):
         raise _refuse(stage, "a round before the warm-up's item degrees")
-    if stage == ROUND_DOWNLOAD and (st.sample is None or st.pending is not None):
+    if stage == roles.ROUND_DOWNLOAD and (st.sample is None or st.pending is not None):
         raise _refuse(stage, "a download without this round's query")
-    if stage in (PREDICT, EVALUATE) and not len(st.deg_t) and (program.deg_u > 0).any():
+    if stage in (roles.PREDICT, EVALUATE) and not len(st.deg_t) and (program.deg_u > 0).any():
         raise _refuse(stage, "evaluation before the item degrees of the warm-up")
 
 
@@ -171,18 +169,24 @@ def expectation(program: FedGRecNode, stage: str) -> Expectation:
     dtype, d = st.user.dtype, int(st.user.shape[2])
     if stage in _SUMS:
         return sum_expectation(stage, site(program, stage).prefix)
-    if stage == DEGREES:
-        return {"degrees": Expect(DEGREES, kind="degrees", shape="broadcast", dtype=torch.int32)}
-    if stage == WARMUP_DOWNLOAD:
-        return {"items": Expect(WARMUP_DOWNLOAD, kind="item-table", shape="broadcast", dtype=dtype, width=d)}
-    if stage == ROUND_DOWNLOAD:
+    if stage == roles.DEGREES:
+        return {"degrees": Expect(roles.DEGREES, kind="degrees", shape="broadcast", dtype=torch.int32)}
+    if stage == roles.WARMUP_DOWNLOAD:
         return {
-            "rows": Expect(ROUND_DOWNLOAD, kind="item-embeddings", shape="broadcast", dtype=dtype, width=d)
+            "items": Expect(roles.WARMUP_DOWNLOAD, kind="item-table", shape="broadcast", dtype=dtype, width=d)
         }
-    if stage == PREDICT:
+    if stage == roles.ROUND_DOWNLOAD:
+        return {
+            "rows": Expect(
+                roles.ROUND_DOWNLOAD, kind="item-embeddings", shape="broadcast", dtype=dtype, width=d
+            )
+        }
+    if stage == roles.PREDICT:
         if s.eval_latents != "refresh" or not s.K:
             return {}
-        return {"items": Expect(PREDICT_PHASE, kind="item-table", shape="broadcast", dtype=dtype, width=d)}
+        return {
+            "items": Expect(roles.PREDICT_PHASE, kind="item-table", shape="broadcast", dtype=dtype, width=d)
+        }
     if stage == EVALUATE:
         width = (s.K + 1) * d if s.aggregation == "concat" else d
         return {"items": replace(EVALUATE_ITEMS, dtype=dtype, width=width, optional=False)}
@@ -204,23 +208,23 @@ def check_request(program: FedGRecNode, stage: str, step: int, request: Message)
             raise _refuse(stage, f"part {name!r} has shape {got}; this node expects {want}")
 
     _check_state(program, stage)
-    if stage == DEGREES:
+    if stage == roles.DEGREES:
         shape("degrees", (n,))
-    elif stage == WARMUP_DOWNLOAD:
+    elif stage == roles.WARMUP_DOWNLOAD:
         k = program.occurrence + 1
         if f.get("k") != k:
             raise _refuse(stage, f"field 'k' is {f.get('k')!r}; this node expects order {k}")
         shape("items", (n, d))
-    elif stage == QUERY:
+    elif stage == roles.QUERY:
         _check_query(program, step, f)
-    elif stage == ROUND_DOWNLOAD:
+    elif stage == roles.ROUND_DOWNLOAD:
         rs = st.sample
         assert rs is not None  # _check_state
         union = len(np.unique(rs.queries()[1]))
         if f.get("full") != (union == n):
             raise _refuse(stage, f"field 'full' is {f.get('full')!r}; this node queried {union} of {n} items")
         shape("rows", (s.K + 1, union, d))
-    elif stage == PREDICT and "items" in request:
+    elif stage == roles.PREDICT and "items" in request:
         shape("items", (s.K + 1, n, d))
     elif stage == EVALUATE:
         shape("items", (n, (s.K + 1) * d if s.aggregation == "concat" else d))
@@ -230,13 +234,15 @@ def _check_query(program: FedGRecNode, step: int, f: Any) -> None:
     """Step 1's fields: the round is the step, the sampled users are the public stream's draw."""
     s = program.settings
     if f.get("round") != step:
-        raise _refuse(QUERY, f"field 'round' is {f.get('round')!r}; this node is at step {step}")
+        raise _refuse(roles.QUERY, f"field 'round' is {f.get('round')!r}; this node is at step {step}")
     active = np.flatnonzero(program.degrees > 0)  # every user with training items (the data's public shape)
     want = sample_clients(active, step, seed=s.seed, clients_per_round=s.clients_per_round)
     sampled = np.asarray(f.get("sampled", []), dtype=np.int64)
     if not np.array_equal(sampled, want):
-        raise _refuse(QUERY, f"field 'sampled' names {len(sampled)} user(s), not round {step}'s draw")
+        raise _refuse(roles.QUERY, f"field 'sampled' names {len(sampled)} user(s), not round {step}'s draw")
     own = want[np.isin(want, program.clients)]
     clients = np.asarray(f.get("clients", []), dtype=np.int64)
     if not len(own) or not np.array_equal(clients, own):
-        raise _refuse(QUERY, f"field 'clients' names {len(clients)} user(s), not this node's sampled users")
+        raise _refuse(
+            roles.QUERY, f"field 'clients' names {len(clients)} user(s), not this node's sampled users"
+        )
