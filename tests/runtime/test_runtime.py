@@ -63,29 +63,9 @@ def test_ledger_save(tmp_path):
     assert '"total_bytes": 7' in (tmp_path / "ledger.json").read_text()
 
 
-def test_network_records_transcripts_only_when_enabled():
-    net = Network(3, crypto="real", transcripts=True)
-    out = net.transmit(
-        "fw",
-        "client",
-        "server",
-        [4, 4],
-        kind="user_embedding",
-        protected=True,
-        payloads=[b"aaaa", b"bbbb"],
-        senders=np.array([0, 2]),
-    )
-    assert out == [b"aaaa", b"bbbb"]
-    (entry,) = net.transcript.of("server")
-    assert entry.kind == "user_embedding" and entry.protected and entry.payloads == [b"aaaa", b"bbbb"]
-    assert list(net.transcript.payloads("server", kind="user_embedding")) == [b"aaaa", b"bbbb"]
-    quiet = Network(3, transcripts=False)
-    quiet.transmit("fw", "client", "server", [4], kind="x", protected=False, payloads=[b"zzzz"])
-    assert quiet.transcript.of("server") == [] and quiet.ledger.total_bytes() == 4
+def test_network_refuses_an_unknown_crypto_mode():
     with pytest.raises(ValueError, match="crypto mode"):
         Network(1, crypto="fake")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="payloads for"):
-        net.transmit("fw", "client", "server", [1, 2], kind="x", protected=False, payloads=[b"a"])
 
 
 def test_row_codec_matches_tensor_codec_and_rejects_foreign_payloads():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from fedgraphrec.crypto.errors import IntegrityError
@@ -69,17 +68,6 @@ def test_equal_plaintexts_give_unrelated_ciphertexts() -> None:
     chan, b, _ = _sealed()
     one, two = chan.seal(b, [b"same", b"same"], b.aads(FROM, TO))
     assert one != two and len(one) == len(two) == 12 + 4 + 16
-
-
-def test_real_mode_refuses_a_protected_message_without_payload() -> None:
-    net = Network(4, "real", protocol="t")
-    for protection in ("sealed", "pseudonymous", "masked", "homomorphic"):
-        with pytest.raises(ValueError, match="without payloads in real crypto mode"):
-            net.transmit("p", "client", "server", 10, count=2, kind="k", protection=protection)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="without payloads in real crypto mode"):
-        net.transmit("p", "client", "server", np.array([10, 10]), kind="k", protected=True)
-    net.transmit("p", "client", "server", 10, count=2, kind="k", protection="plain")  # plain may be counted
-    Network(4, "accounted").transmit("p", "client", "server", 10, count=2, kind="k", protected=True)
 
 
 def test_network_seal_and_open_bind_the_current_step() -> None:

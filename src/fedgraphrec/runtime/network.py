@@ -1,12 +1,13 @@
-"""The one interface protocols use to transmit: ledger, transcripts, sealing and opening.
+"""The state under every transport: the ledger, the transcripts, the crypto mode and the group key.
 
-Role programs never call each other directly; each transmission batch goes through
-:meth:`Network.transmit`, which counts messages and bytes in the :class:`~.ledger.Ledger` and, when
-transcripts are on, keeps what the receiving role got. Messages that must stay secret from the
-relaying server are sealed and opened by the network itself (:meth:`Network.seal`,
+Role programs never call each other directly: they talk through a
+:class:`~fedgraphrec.runtime.transport.Transport` (or DGREC's
+:class:`~fedgraphrec.runtime.peer.PeerTransport`), which books every message in this object's
+:class:`~.ledger.Ledger` and, when transcripts are on, keeps what the receiving role got. Messages
+that must stay secret from the relaying server are sealed and opened here (:meth:`Network.seal`,
 :meth:`Network.open`) under the clients' group key, bound to protocol, phase, step, sender and
 receiver (:mod:`~fedgraphrec.runtime.sealing`), so a protocol never handles a cipher or an
-associated-data string.
+associated-data string. (There is no second message path: a transport is the only sender.)
 
 Every message declares its :data:`~fedgraphrec.runtime.part.Protection`:
 
@@ -40,9 +41,8 @@ import numpy as np
 
 from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.runtime.ledger import Ledger
-from fedgraphrec.runtime.part import PROTECTIONS, Protection
 from fedgraphrec.runtime.sealing import Binding, GroupChannel
-from fedgraphrec.runtime.transcript import Received, Transcript
+from fedgraphrec.runtime.transcript import Transcript
 
 if TYPE_CHECKING:
     from fedgraphrec.runtime.message import Message
@@ -223,90 +223,3 @@ class Network:
         self.ledger.charge_crypto(_client_ids(names), time.perf_counter() - t0)
         self.opened_count += len(out)
         return out
-
-    def transmit(
-        self,
-        phase: str,
-        sender: str,
-        receiver: str,
-        sizes: np.ndarray | Sequence[int] | int,
-        *,
-        kind: str,
-        protected: bool | None = None,
-        protection: Protection | None = None,
-        payloads: Sequence[Any] | None = None,
-        senders: np.ndarray | None = None,
-        receivers: np.ndarray | None = None,
-        count: int | None = None,
-        repeat: int = 1,
-    ) -> Sequence[Any] | None:
-        """Send one batch of messages and return the payloads as delivered.
-
-        Args:
-            phase: protocol phase name (same names in code, ledger and logs).
-            sender: sending role.
-            receiver: receiving role.
-            sizes: bytes of each message (or one int for a single message).
-            kind: what the payloads are, for transcripts and audits.
-            protected: legacy flag: ``True`` means ``protection="sealed"``, ``False`` ``"plain"``.
-            protection: what protects the payloads from parties other than the receiver.
-            payloads: the payload objects (required in ``real`` mode for protected messages).
-            senders: client id of each message's sender, when the sender is a client role.
-            receivers: client id of each message's receiver, when the receiver is a client role.
-            count: with an integer ``sizes``, the number of messages of that size.
-            repeat: each listed message stands for ``repeat`` equal messages (ledger only).
-
-        Raises:
-            ValueError: a protected message without payloads in ``real`` mode, or payloads and
-                sizes that disagree.
-        """
-        prot = _protection(protected, protection, phase)
-        if count is None:
-            sizes = np.atleast_1d(np.asarray(sizes, dtype=np.int64))
-        n_msgs = count if count is not None else len(sizes)  # type: ignore[arg-type]
-        if payloads is not None and len(payloads) != n_msgs:
-            raise ValueError(f"{phase}: {len(payloads)} payloads for {n_msgs} message sizes")
-        if self.real and prot != "plain" and payloads is None and n_msgs:
-            raise ValueError(
-                f"{phase}: {n_msgs} {prot} message(s) from {sender} to {receiver} without payloads in real "
-                "crypto mode; a protected message must carry its ciphertext, token or masked value"
-            )
-        self.ledger.record(
-            phase, sender, receiver, sizes, senders=senders, receivers=receivers, count=count, repeat=repeat
-        )
-        if payloads is not None and prot == "sealed" and sender == "server" and self.adversary is not None:
-            payloads = self.adversary.forward(phase, self.step, list(payloads), receivers)
-        if self.transcript.enabled:
-            recv = None if receivers is None else [int(r) for r in np.asarray(receivers)]
-            sent = None if senders is None else [int(r) for r in np.asarray(senders)]
-            each = (
-                [int(np.asarray(sizes))] * n_msgs
-                if count is not None
-                else [int(x) for x in np.asarray(sizes)]
-            )
-            self.transcript.add(
-                receiver,
-                Received(
-                    phase,
-                    sender,
-                    kind,
-                    prot != "plain",
-                    list(payloads) if payloads is not None else [],
-                    recv,
-                    sent,
-                    step=self.step,
-                    sizes=each,
-                    protection=prot,
-                ),
-            )
-        return payloads
-
-
-def _protection(protected: bool | None, protection: Protection | None, phase: str) -> Protection:
-    if protection is None:
-        return "sealed" if protected else "plain"
-    if protection not in PROTECTIONS:
-        raise ValueError(f"{phase}: protection must be one of {PROTECTIONS}, got {protection!r}")
-    if protected is not None and protected != (protection != "plain"):
-        raise ValueError(f"{phase}: protected={protected} contradicts protection={protection!r}")
-    return protection
