@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 from fedgraphrec.cli._app import app
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.data.registry import load_dataset
-from fedgraphrec.engines.flower.p4gcn import FlowerP4GCN, handle_p4gcn
+from fedgraphrec.engines.flower.p4gcn import FlowerP4GCN
+from fedgraphrec.engines.flower.p4gcn_node import handle_p4gcn
 from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.runtime.flower.parts import encode_message
 from fedgraphrec.runtime.flower.transport import FlowerTransport

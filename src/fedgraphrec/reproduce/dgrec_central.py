@@ -30,7 +30,6 @@ items are joined when they share a category (spec §8.5, "items sharing a tag").
 from __future__ import annotations
 
 import math
-import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -57,7 +56,7 @@ from fedgraphrec.training.config import EvalSettings, TrainConfig
 from fedgraphrec.training.dgrec import load_data
 from fedgraphrec.training.learner_base import BatchStats
 from fedgraphrec.training.sampler import BPRSampler
-from fedgraphrec.training.trainer import Trainer
+from fedgraphrec.training.trainer import fit_in_scratch
 
 __all__ = [
     "CENTRAL",
@@ -256,8 +255,7 @@ def _federated(
         eval=EvalSettings(eval_every=rounds, select="last"), settings=settings,
     )  # fmt: skip
     t0 = time.time()
-    with tempfile.TemporaryDirectory() as tmp:
-        result = Trainer(cfg, tmp, progress=False, data=data).fit()
+    result, _ = fit_in_scratch(cfg, data)
     return {
         "settings": {
             "protocol": "fedpergnn",

@@ -1,7 +1,8 @@
 """DGREC's table runner: one JSON per run in a folder, and the markdown table of a folder.
 
 Every run trains through the one :class:`~fedgraphrec.training.trainer.Trainer` loop
-(:func:`train_epochs`: DGREC's learner, or a centralised reference's, in a scratch run folder) on the
+(:func:`train_epochs`: DGREC's learner, or a centralised reference's, in a scratch run folder,
+:func:`~fedgraphrec.training.trainer.fit_in_scratch`) on the
 data of :mod:`fedgraphrec.training.dgrec` (the variants:
 :data:`~fedgraphrec.protocols.dgrec.settings.VARIANTS`); one run with a run folder of its own is
 ``fedgraphrec train dgrec --variant VARIANT``. Besides the variants, the runner knows the two
@@ -12,7 +13,6 @@ in the same JSON form on the same split, so every DGREC table carries them.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -29,7 +29,7 @@ from fedgraphrec.training.config import EvalSettings, TrainConfig
 from fedgraphrec.training.dgrec import load_data
 from fedgraphrec.training.dgrec_learner import DGRECLearner
 from fedgraphrec.training.learner_base import AnyLearner
-from fedgraphrec.training.trainer import Trainer
+from fedgraphrec.training.trainer import fit_in_scratch
 
 __all__ = [
     "metric_cells",
@@ -67,9 +67,7 @@ def train_epochs(
         protocol=protocol, dataset=data.name, epochs=epochs, seed=seed, checkpoint_every=0,
         eval=evaluation, settings=settings,
     )  # fmt: skip
-    with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(cfg, tmp, progress=False, data=data, learner=learner)
-        result = trainer.fit()
+    result, trained = fit_in_scratch(cfg, data, learner)
     curve: list[dict[str, Any]] = []
     seconds = 0.0
     metrics: dict[str, float] = {}
@@ -80,7 +78,7 @@ def train_epochs(
             metrics = {k: float(record["test"][k]) for k in ("recall@20", "ndcg@20")}
             point["test"] = metrics
         curve.append({**point, "seconds": seconds})
-    return curve, metrics, trainer.learner
+    return curve, metrics, trained
 
 
 def run(dataset: str, settings: DGRECSettings, seed: int, epochs: int, eval_every: int = 0) -> dict[str, Any]:

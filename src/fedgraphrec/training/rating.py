@@ -19,7 +19,6 @@ Flower engine's coordinator).
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from fedgraphrec.data.types import Interactions, Ratings
 from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.training.config import EvalSettings, TrainConfig
 from fedgraphrec.training.learner_base import AnyLearner
-from fedgraphrec.training.trainer import Trainer
+from fedgraphrec.training.trainer import Trainer, fit_in_scratch
 
 __all__ = ["NamedDataset", "rating_config", "run_method", "train_rating"]
 
@@ -85,10 +84,8 @@ def run_method(method: str, data: Ratings, seed: int, s: P4GCNSettings) -> dict[
     """
     s = dataclasses.replace(s, method=method)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg = rating_config(s, data.name, seed, checkpoint_every=0)
-        trainer = Trainer(cfg, tmp, progress=False, data=cast(Interactions, data))
-        result = trainer.fit()
+    cfg = rating_config(s, data.name, seed, checkpoint_every=0)
+    result, _ = fit_in_scratch(cfg, cast(Interactions, data))
     summary = result.summary
     res: dict[str, Any] = {
         "val_rmse": summary["valid"].get("rmse"),

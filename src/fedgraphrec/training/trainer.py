@@ -8,6 +8,7 @@ numbers, and a run resumed from its checkpoint ends exactly where an uninterrupt
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from fedgraphrec.training.progress import EpochProgress
 from fedgraphrec.training.rundir import RunDir
 from fedgraphrec.training.sampler import BPRSampler, SamplerScheme
 
-__all__ = ["RunResult", "Trainer", "evaluate_embeddings_on"]
+__all__ = ["RunResult", "Trainer", "evaluate_embeddings_on", "fit_in_scratch"]
 
 
 def _target(data: Interactions, split: str) -> tuple[sp.csr_matrix, list[sp.csr_matrix]]:
@@ -377,3 +378,17 @@ class Trainer:
                 "this is optimistic — use select='valid' for honest model selection"
             )
         return summary
+
+
+def fit_in_scratch(
+    cfg: TrainConfig,
+    data: Interactions | None = None,
+    learner: Callable[[TrainConfig, Interactions], AnyLearner] | None = None,
+) -> tuple[RunResult, AnyLearner]:
+    """Train ``cfg`` to the end in a temporary run folder (table runners keep a record, not a folder).
+
+    Returns the run's result (summary and per-epoch history) and the trained learner.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(cfg, tmp, progress=False, data=data, learner=learner)
+        return trainer.fit(), trainer.learner

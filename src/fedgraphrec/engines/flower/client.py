@@ -20,7 +20,7 @@ def _party(msg: Message, context: Context) -> Message:
     """One round of a party-program protocol on this SuperNode's shard of clients."""
     records = msg.content.config_records
     if "header" in records and records["header"].get("protocol") == "p4gcn":  # organisations, not shards
-        from fedgraphrec.engines.flower.p4gcn import p4gcn_query
+        from fedgraphrec.engines.flower.p4gcn_node import p4gcn_query
 
         return p4gcn_query(msg, context)
     from fedgraphrec.engines.flower.node import party_query
