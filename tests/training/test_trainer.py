@@ -86,7 +86,7 @@ def test_interrupted_run_resumes_to_identical_metrics(tmp_path):
 
 def test_resume_refuses_a_different_config(tmp_path):
     Trainer(tiny_config("epochs=2"), tmp_path / "r", progress=False).fit()
-    with pytest.raises(ValueError, match="different config"):
+    with pytest.raises(ValueError, match=r"another config; it differs in protocol\.lr \(0\.5, checkpoint: "):
         Trainer(tiny_config("epochs=2", "lr=0.5"), tmp_path / "r", progress=False, resume=True).fit()
 
 

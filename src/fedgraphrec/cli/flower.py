@@ -10,6 +10,8 @@ with ``train p4gcn``'s settings (:mod:`fedgraphrec.engines.flower.p4gcn`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,6 +24,7 @@ from fedgraphrec.cli.train import (
     DatasetOpt,
     EpochsOpt,
     OutOpt,
+    OverwriteOpt,
     SeedOpt,
     SetOpt,
     print_summary,
@@ -60,20 +63,44 @@ def _run(
     crypto: str | None,
     out_dir: Path | None,
     data_dir: str | None,
+    overwrite: bool = False,
 ) -> tuple[TrainConfig, Path]:
     """``train``'s configuration of a Flower run and its run folder (``--out`` or the default).
 
     Raises:
-        ValueError: ``protocol`` does not run as party programs (those are the ones Flower runs).
+        ValueError: ``protocol`` does not run as party programs (those are the ones Flower runs), or
+            the folder holds a run (without ``overwrite``) or other files
+            (:meth:`~fedgraphrec.training.rundir.RunDir.check_free`).
     """
     from fedgraphrec.protocols.registry import REGISTRY
-    from fedgraphrec.training.rundir import default_run_dir
+    from fedgraphrec.training.rundir import RunDir, default_run_dir
 
     if protocol != "p4gcn" and (protocol not in REGISTRY or REGISTRY[protocol].programs is None):
         served = ", ".join([*(n for n, e in REGISTRY.items() if e.programs), "p4gcn"])
         raise ValueError(f"{protocol!r} does not run as party programs yet; on Flower: {served}")
     cfg = train_config(protocol, dataset, config, setting, epochs, seed, crypto, data_dir)
-    return cfg, Path(out_dir or default_run_dir(protocol, cfg.dataset))
+    run_dir = Path(out_dir or default_run_dir(protocol, cfg.dataset))
+    RunDir(run_dir).check_free(overwrite)  # before Flower starts: refuse early, touch nothing
+    return cfg, run_dir
+
+
+@contextmanager
+def _run_folder(run_dir: Path, overwrite: bool) -> Iterator[None]:
+    """Make the run folder (an old run's files removed with ``overwrite``) and say so.
+
+    A run that fails before writing anything leaves no folder it created.
+    """
+    from fedgraphrec.training.rundir import RunDir
+
+    run, existed = RunDir(run_dir), run_dir.exists()
+    run.prepare(overwrite)
+    err.print(f"run folder: {run_dir}")
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            run.discard_if_empty()
+        raise
 
 
 def _p4gcn(deploy_to: str | None, cfg: TrainConfig, run_dir: Path, timeout: float) -> dict[str, object]:
@@ -118,6 +145,7 @@ def flower_simulate(
     seed: SeedOpt = None,
     crypto: CryptoOpt = None,
     out_dir: OutOpt = None,
+    overwrite: OverwriteOpt = False,
     round_timeout: TimeoutOpt = 600.0,
     data_dir: DataDirOpt = None,
 ) -> None:
@@ -128,14 +156,16 @@ def flower_simulate(
     use_data_dir(data_dir)
     _engine()
     with user_errors():
-        cfg, run_dir = _run(protocol, dataset, config, setting, epochs, seed, crypto, out_dir, data_dir)
-        err.print(f"run folder: {run_dir}")
-        if protocol == "p4gcn":
-            summary = _p4gcn(None, cfg, run_dir.resolve(), round_timeout)
-        else:
-            from fedgraphrec.engines.flower.party_app import simulate
+        cfg, run_dir = _run(
+            protocol, dataset, config, setting, epochs, seed, crypto, out_dir, data_dir, overwrite
+        )
+        with _run_folder(run_dir, overwrite):
+            if protocol == "p4gcn":
+                summary = _p4gcn(None, cfg, run_dir.resolve(), round_timeout)
+            else:
+                from fedgraphrec.engines.flower.party_app import simulate
 
-            summary = simulate(cfg, run_dir, supernodes, timeout=round_timeout).result.summary
+                summary = simulate(cfg, run_dir, supernodes, timeout=round_timeout).result.summary
     _report(summary, run_dir)
 
 
@@ -153,6 +183,7 @@ def flower_deploy(
     seed: SeedOpt = None,
     crypto: CryptoOpt = None,
     out_dir: OutOpt = None,
+    overwrite: OverwriteOpt = False,
     round_timeout: TimeoutOpt = 600.0,
     data_dir: DataDirOpt = None,
 ) -> None:
@@ -164,13 +195,15 @@ def flower_deploy(
     use_data_dir(data_dir)
     _engine()
     with user_errors():
-        cfg, run_dir = _run(protocol, dataset, config, setting, epochs, seed, crypto, out_dir, data_dir)
+        cfg, run_dir = _run(
+            protocol, dataset, config, setting, epochs, seed, crypto, out_dir, data_dir, overwrite
+        )
         run_dir = run_dir.resolve()
-        err.print(f"run folder: {run_dir}")
-        if protocol == "p4gcn":
-            summary = _p4gcn(superlink, cfg, run_dir, round_timeout)
-        else:
-            from fedgraphrec.engines.flower.party_app import deploy
+        with _run_folder(run_dir, overwrite):  # an old run's summary must not pass for this one's
+            if protocol == "p4gcn":
+                summary = _p4gcn(superlink, cfg, run_dir, round_timeout)
+            else:
+                from fedgraphrec.engines.flower.party_app import deploy
 
-            summary = deploy(cfg, run_dir, supernodes, superlink, timeout=round_timeout)
+                summary = deploy(cfg, run_dir, supernodes, superlink, timeout=round_timeout)
     _report(summary, run_dir)

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
-from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperCommand
 
 from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, use_data_dir, user_errors
+from fedgraphrec.cli.settings import settings_table
 
 if TYPE_CHECKING:
     from fedgraphrec.training.config import TrainConfig
@@ -27,11 +27,27 @@ SetOpt = Annotated[
         "that belongs to one place is a shorthand (--set alpha=5, --set ks=[5,20]).",
     ),
 ]
-EpochsOpt = Annotated[int | None, typer.Option(help="Number of epochs.")]
+EpochsOpt = Annotated[
+    int | None,
+    typer.Option(help="Number of epochs (at least 1; with --resume: extend the run to this many)."),
+]
 SeedOpt = Annotated[int | None, typer.Option(help="Run seed.")]
 CryptoOpt = Annotated[str | None, typer.Option(help="real (encrypt for real) or accounted (count bytes).")]
 OutOpt = Annotated[
-    Path | None, typer.Option("--out", help="Run folder (default: runs/<time>-<protocol>-<dataset>).")
+    Path | None,
+    typer.Option(
+        "--out",
+        help="Run folder (default: runs/<time>-<protocol>-<dataset>); a folder holding a run needs "
+        "--overwrite.",
+    ),
+]
+OverwriteOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="Replace the run in --out: its old files are removed first (a non-empty folder that holds no "
+        "run is never touched).",
+    ),
 ]
 """The options every command that trains takes (``train``, ``flower simulate``, ``flower deploy``)."""
 
@@ -63,18 +79,49 @@ def train_config(
     )
 
 
-def settings_table(name: str) -> Table:
-    """The settings of protocol ``name`` (its dataclass: name, type, default, meaning)."""
-    from fedgraphrec.protocols.registry import lookup
-    from fedgraphrec.protocols.settings import settings_rows
+def resumed_config(
+    run: Path,
+    protocol: str,
+    dataset: str | None,
+    config: Path | None,
+    overrides: list[str] | None,
+    epochs: int | None,
+    **options: Any,
+) -> TrainConfig:
+    """The configuration ``--resume RUN`` continues: ``RUN/config.toml`` with the options on top.
 
-    entry = lookup(name)
-    table = Table(title=escape(f"{name} settings ([protocol] table or --set KEY=VALUE): {entry.summary}"))
-    for column in ("setting", "type", "default", "meaning"):
-        table.add_column(column, overflow="fold")
-    for row in settings_rows(entry.settings):
-        table.add_row(*row)
-    return table
+    Resuming continues the same run, so every option (named, ``--set``, ``--config``) may only repeat
+    the run's own values; only ``epochs`` may differ (a larger value extends the run, the checkpoint
+    refuses a smaller one).
+
+    Raises:
+        ValueError: ``RUN`` is no run folder, or the options differ from its config (named, dotted).
+    """
+    from fedgraphrec.training.config import config_differences
+    from fedgraphrec.training.loading import load_config
+
+    stored = run / "config.toml"
+    if not stored.exists():
+        raise ValueError(f"{run}: no config.toml; not a run folder")
+    saved = load_config(stored)
+    advice = "only --epochs may differ (a new run: --out DIR)"
+    if protocol != saved.protocol:
+        raise ValueError(
+            f"{stored}: --resume with protocol {protocol}, but the run was trained with protocol "
+            f"{saved.protocol}; {advice}"
+        )
+    asked = load_config(config, overrides, base=saved, protocol=protocol, dataset=dataset, epochs=epochs,
+                        **options)  # fmt: skip
+    differ = [d for d in config_differences(asked.to_dict(), saved.to_dict()) if d[0] != "epochs"]
+    if differ:
+
+        def shown(value: Any) -> str:
+            return "unset" if value is None else repr(value)
+
+        ours = ", ".join(f"{key}={shown(value)}" for key, value, _ in differ)
+        theirs = ", ".join(f"{key}={shown(value)}" for key, _, value in differ)
+        raise ValueError(f"{stored}: --resume with {ours}, but the run was trained with {theirs}; {advice}")
+    return asked
 
 
 class TrainCommand(TyperCommand):
@@ -132,9 +179,13 @@ def train(
     ] = None,
     data_dir: DataDirOpt = None,
     out_dir: OutOpt = None,
+    overwrite: OverwriteOpt = False,
     resume: Annotated[
         Path | None,
-        typer.Option(help="Resume the run in this folder from its checkpoint (with --epochs: extend it)."),
+        typer.Option(
+            help="Resume the run in this folder from its checkpoint; with --epochs: extend it (every other "
+            "option must match the run's config.toml)."
+        ),
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     variant: Annotated[str | None, typer.Option(help="dgrec: the variant (dgrec, dmf, dlgnn, …).")] = None,
@@ -152,23 +203,25 @@ def train(
         overrides = [f"protocol.variant={variant!r}", *(overrides or [])]
     if protocol not in protocol_names():
         raise fail(f"unknown protocol {protocol!r}; available: {', '.join(protocol_names())}")
+    if resume is not None and (overwrite or (out_dir is not None and out_dir.resolve() != resume.resolve())):
+        raise fail(
+            f"--resume {resume} continues the run in its own folder; --out and --overwrite do not apply"
+        )
+    options: dict[str, Any] = {"seed": seed, "crypto": crypto, "data_dir": data_dir}
+    options.update(model=model, alpha=alpha, verify=verify)
     with user_errors(crypto_note=" (the run folder keeps the last checkpoint)"):
         if resume is not None:
-            if not (resume / "config.toml").exists():
-                raise fail(f"{resume}: no config.toml; not a run folder")
-            cfg = RunDir(resume).load_config()
-            if epochs is not None:  # extend a finished (or interrupted) run to more epochs
-                cfg.epochs = epochs
-                cfg.validate()
+            cfg = resumed_config(resume, protocol, dataset, config, overrides, epochs, **options)
             run_dir = resume
         else:
-            cfg = train_config(
-                protocol, dataset, config, overrides, epochs, seed, crypto, data_dir,
-                model=model, alpha=alpha, verify=verify,
-            )  # fmt: skip
+            cfg = train_config(protocol, dataset, config, overrides, epochs, **options)
             run_dir = out_dir or default_run_dir(protocol, cfg.dataset)
+            RunDir(run_dir).check_free(overwrite)  # before the data load: refuse early, touch nothing
+        trainer = Trainer(cfg, run_dir, progress=progress, resume=resume is not None)  # loads the data
+        if resume is None:
+            RunDir(run_dir).prepare(overwrite)  # the start succeeded: now the old run's files go
         err.print(f"run folder: {run_dir}")
-        result = Trainer(cfg, run_dir, progress=progress, resume=resume is not None).fit()
+        result = trainer.fit()
     print_summary(result.summary)
 
 

@@ -18,7 +18,7 @@ from fedgraphrec.protocols.registry import ProtocolEntry, lookup
 from fedgraphrec.protocols.settings import ProtocolSettings, settings_fields
 from fedgraphrec.seeding import secure_draws
 
-__all__ = ["ConfigError", "EvalSettings", "TrainConfig"]
+__all__ = ["ConfigError", "EvalSettings", "TrainConfig", "config_differences"]
 
 G = TypeVar("G", bound=ProtocolSettings)
 
@@ -210,7 +210,7 @@ class TrainConfig:
                 self.crypto in ("real", "accounted"),
                 f"crypto must be 'real' or 'accounted'; got {self.crypto!r}",
             ),
-            (self.epochs >= 0, f"epochs must be >= 0; got {self.epochs}"),
+            (self.epochs >= 1, f"epochs must be >= 1; got {self.epochs}"),
             (self.seed >= 0, f"seed must be >= 0; got {self.seed}"),
             (
                 self.dtype in ("float32", "float64"),
@@ -279,3 +279,22 @@ class TrainConfig:
         }
         out["dataset_options"] = dict(self.dataset_options)
         return out
+
+
+def config_differences(
+    ours: dict[str, Any], theirs: dict[str, Any], prefix: str = ""
+) -> list[tuple[str, Any, Any]]:
+    """Where two configurations in :meth:`TrainConfig.to_dict`'s layout differ, by dotted key.
+
+    Returns ``(key, ours, theirs)`` sorted by key (``protocol.alpha``, ``eval.ks``,
+    ``dataset_options.split``, ``seed``); a key one side lacks has the value ``None`` there. Used to
+    say which values a resume disagrees with instead of "a different config".
+    """
+    found: list[tuple[str, Any, Any]] = []
+    for key in sorted(set(ours) | set(theirs)):
+        a, b = ours.get(key), theirs.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            found += config_differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            found.append((f"{prefix}{key}", a, b))
+    return found

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,10 +28,18 @@ __all__ = ["RunDir", "default_run_dir"]
 
 
 def default_run_dir(protocol: str, dataset: str, root: str | Path = "runs") -> Path:
-    """``runs/<UTC timestamp>-<protocol>-<dataset>`` (dataset paths reduced to their folder name)."""
+    """``runs/<UTC timestamp>-<protocol>-<dataset>`` (dataset paths reduced to their folder name).
+
+    A name already taken gets a ``-2``, ``-3``, ... suffix, so a default folder never holds an older run.
+    """
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     name = Path(dataset).name or "data"
-    return Path(root) / f"{stamp}-{protocol}-{name}"
+    path = Path(root) / f"{stamp}-{protocol}-{name}"
+    n = 1
+    while path.exists():  # two runs started in the same second: never share a folder
+        n += 1
+        path = Path(root) / f"{stamp}-{protocol}-{name}-{n}"
+    return path
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -67,6 +76,58 @@ class RunDir:
     summary_path = _RunFile("summary.json")
     checkpoint_path = _RunFile("checkpoint.pt")
     curves_path = _RunFile("curves.png")
+
+    RUN_MARKERS = ("config.toml", "metrics.jsonl")
+    """The files that make a folder a run folder (the only kind an overwrite may empty)."""
+
+    def check_free(self, overwrite: bool = False) -> None:
+        """Refuse a folder a new run would mix with, or delete, other work; touches nothing.
+
+        Free: a missing or empty folder, or (with ``overwrite``) a run folder. A non-empty folder
+        that is no run folder (neither ``config.toml`` nor ``metrics.jsonl``) is never free.
+
+        Raises:
+            ValueError: naming the folder and why, and what to pass instead.
+        """
+        path = self.path
+        if not path.exists():
+            return
+        if not path.is_dir():
+            raise ValueError(f"{path}: exists and is not a folder; choose another --out")
+        if not any(path.iterdir()):
+            return
+        marker = next((name for name in self.RUN_MARKERS if (path / name).exists()), None)
+        if marker is None:
+            why = f"{path}: not empty and not a run folder (no config.toml or metrics.jsonl)"
+            if overwrite:
+                raise ValueError(f"{why}; refusing to delete it, even with --overwrite")
+            raise ValueError(f"{why}; choose another --out")
+        if not overwrite:
+            raise ValueError(
+                f"{path}: holds a run ({marker}); pass --overwrite to replace it, "
+                f"or --resume {path} to continue it"
+            )
+
+    def prepare(self, overwrite: bool = False) -> None:
+        """Make the folder for a new run: :meth:`check_free`, then remove an old run's files.
+
+        With ``overwrite`` every file and subfolder of the old run goes (a stale ``summary.json``,
+        ``ledger.csv`` or ``transcripts/`` would otherwise pass for the new run's); the folder itself
+        stays (it may be a link).
+        """
+        self.check_free(overwrite)
+        if self.path.exists():
+            for child in self.path.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def discard_if_empty(self) -> None:
+        """Remove the folder if nothing was written to it (a run that failed before its first file)."""
+        if self.path.is_dir() and not any(self.path.iterdir()):
+            self.path.rmdir()
 
     def create(self, config: TrainConfig) -> None:
         """Make the folder and write the resolved config."""

@@ -23,7 +23,7 @@ from fedgraphrec.evaluation.ranking import evaluate_embeddings, evaluate_scores
 from fedgraphrec.evaluation.rating import better, worst
 from fedgraphrec.protocols.settings import MinibatchSettings
 from fedgraphrec.training.checkpoint import SECRETS, load_checkpoint, save_checkpoint
-from fedgraphrec.training.config import ConfigError, TrainConfig
+from fedgraphrec.training.config import ConfigError, TrainConfig, config_differences
 from fedgraphrec.training.data import prepare_data
 from fedgraphrec.training.learner_base import AnyLearner, BatchStats, Learner
 from fedgraphrec.training.learners import make_learner
@@ -182,8 +182,12 @@ class Trainer:
         wanted = self.cfg.to_dict()
         if saved.pop("epochs") > wanted.pop("epochs"):
             raise ValueError(f"{path}: a run can be extended (more epochs) on resume, not shortened")
-        if saved != wanted:
-            raise ValueError(f"{path}: checkpoint was written with a different config; refusing to resume")
+        if differ := config_differences(wanted, saved):
+            named = ", ".join(f"{key} ({ours!r}, checkpoint: {theirs!r})" for key, ours, theirs in differ)
+            raise ValueError(
+                f"{path}: the checkpoint was written with another config; it differs in {named}; "
+                "refusing to resume (only epochs may grow)"
+            )
         if payload["config"]["epochs"] != self.cfg.epochs:
             self.run.create(self.cfg)  # extending: the folder's config.toml states the new length
         self.learner.load_state_dict(payload["learner"])
