@@ -148,6 +148,48 @@ def test_a_folder_that_is_no_run_is_never_written_into_or_deleted(tmp_path):
     assert (empty / "summary.json").exists()
 
 
+def test_overwrite_keeps_the_old_run_when_the_new_one_cannot_start(finished, tmp_path):
+    run = _copy(finished, tmp_path / "r")
+    before = sorted((p.name, p.read_bytes()) for p in run.iterdir())
+    args = ["train", "central", "--overwrite", "--out", str(run), "--no-progress"]
+    assert "missing" in _refused([*args, "--dataset", str(tmp_path / "missing")])
+    assert "dim" in _refused([*args, "--set", "dim=0"])
+    assert sorted((p.name, p.read_bytes()) for p in run.iterdir()) == before
+
+
+def test_the_default_folder_of_a_run_started_in_the_same_second_is_a_new_one(tmp_path, monkeypatch):
+    from datetime import UTC, datetime
+
+    from fedgraphrec.training import rundir
+
+    class Frozen:
+        @staticmethod
+        def now(tz: object) -> datetime:
+            return datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+    monkeypatch.setattr(rundir, "datetime", Frozen)
+    first = rundir.default_run_dir("lpgcn", "synthetic", tmp_path)
+    first.mkdir()
+    second = rundir.default_run_dir("lpgcn", "synthetic", tmp_path)
+    assert first.name == "20260102-030405-lpgcn-synthetic"
+    assert second.name == "20260102-030405-lpgcn-synthetic-2" and not second.exists()
+
+
+def test_a_flower_run_that_fails_before_writing_leaves_no_folder_it_made(finished, tmp_path):
+    from fedgraphrec.cli.flower import _run_folder
+
+    made = tmp_path / "new"
+    with pytest.raises(RuntimeError), _run_folder(made, overwrite=False):
+        assert made.is_dir()
+        raise RuntimeError("the simulation ended without a result")
+    assert not made.exists()
+    run = _copy(finished, tmp_path / "r")
+    with pytest.raises(RuntimeError), _run_folder(run, overwrite=True):
+        assert not any(run.iterdir())  # the old run's files went before the new run started
+        raise RuntimeError("lost")
+    assert run.is_dir()  # a folder the user named stays
+
+
 @pytest.mark.parametrize("command", [["simulate"], ["deploy", "--superlink", "nowhere"]])
 def test_flower_out_onto_a_run_is_refused_before_anything_starts(finished, tmp_path, command):
     pytest.importorskip("flwr")
