@@ -19,6 +19,8 @@
   internal), so the reference follows files as they move.
 * ``<!-- cli: COMMAND ... -->`` becomes the usage and the options of ``fedgraphrec COMMAND ...``,
   read from the Typer application itself.
+* The reStructuredText roles of the docstrings (``:math:`...```, ``:class:`...```) are rendered, in
+  the settings tables and the API reference alike (:func:`rst_roles`), never shown raw.
 """
 
 from __future__ import annotations
@@ -37,26 +39,38 @@ ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL = {"ARCHITECTURE.md": "architecture.md", "SECURITY.md": "security.md"}
 DIRECTIVE = re.compile(r"<!--\s*(settings|cli|api):\s*(.*?)\s*-->")
 PENDING: list[str] = []
+MATH_ROLE = re.compile(r":math:<code>(.*?)</code>", re.DOTALL)
+REF_ROLE = re.compile(r":(class|func|meth|mod|attr|data|obj|exc|const|py:\w+):<code>(.*?)</code>", re.DOTALL)
+
+
+def site_sources(root: Path = ROOT) -> dict[str, str]:
+    """``repository path -> site path`` of every file that joins the site from outside ``docs/``.
+
+    Pure Python (no MkDocs), so the link check of the test suite (``tests/docs/test_links.py``)
+    sees the same site as the build.
+    """
+    pages = {source: uri for source, uri in EXTERNAL.items() if (root / source).exists()}
+    for name in ("README.md", "reproduce.md"):  # result pages and the paper-table reports they cite
+        for readme in sorted((root / "results").rglob(name)):
+            rel = readme.relative_to(root).as_posix()
+            pages[rel] = rel
+    for page in sorted((root / "docs").rglob("*.md")):  # figures the pages show from results/
+        for figure in re.findall(r"\((?:\.\./)+(results/[^)\s]+\.png)\)", page.read_text()):
+            if (root / figure).exists():
+                pages[figure] = figure
+    for report in sorted((root / "results").rglob("reproduce.md")):  # figures a report shows
+        for figure in re.findall(r"\]\(([^)\s:]+\.png)\)", report.read_text()):
+            rel = (report.parent / figure).resolve().relative_to(root.resolve()).as_posix()
+            if (root / rel).exists():
+                pages[rel] = rel
+    return pages
 
 
 def on_files(files: Any, config: Any) -> Any:
     """Add the repository pages that live outside ``docs/``."""
     from mkdocs.structure.files import File
 
-    pages = dict(EXTERNAL)
-    for name in ("README.md", "reproduce.md"):  # result pages and the paper-table reports they cite
-        for readme in sorted((ROOT / "results").rglob(name)):
-            rel = readme.relative_to(ROOT).as_posix()
-            pages[rel] = rel
-    for page in sorted((ROOT / "docs").rglob("*.md")):  # figures the pages show from results/
-        for figure in re.findall(r"\((?:\.\./)+(results/[^)\s]+\.png)\)", page.read_text()):
-            pages[figure] = figure
-    for report in sorted((ROOT / "results").rglob("reproduce.md")):  # figures a report shows
-        for figure in re.findall(r"\]\(([^)\s:]+\.png)\)", report.read_text()):
-            rel = (report.parent / figure).resolve().relative_to(ROOT).as_posix()
-            if (ROOT / rel).exists():
-                pages[rel] = rel
-    for source, uri in pages.items():
+    for source, uri in site_sources().items():
         files.append(File.generated(config, uri, abs_src_path=str(ROOT / source)))
     return files
 
@@ -82,6 +96,33 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             if uri.startswith("results/") and uri.endswith("/README.md") and uri.count("/") > 1
         )
     return markdown
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """Render the reStructuredText roles the docstrings use (``:math:``, ``:class:``, ...)."""
+    return rst_roles(html)
+
+
+def rst_roles(html: str) -> str:
+    r"""Turn the RST roles left in rendered HTML into what they mean.
+
+    Markdown renders ``:math:`\alpha``` as the text ``:math:`` before a code span. Math becomes an
+    ``arithmatex`` span (typeset by MathJax, as ``pymdownx.arithmatex`` marks it); a cross-reference
+    role (``:class:``, ``:func:``, ...) becomes the code span alone, ``~`` keeping the last dotted part
+    as Sphinx does.
+    """
+
+    def math(match: re.Match[str]) -> str:
+        return f'<span class="arithmatex">\\({match.group(1)}\\)</span>'
+
+    def ref(match: re.Match[str]) -> str:
+        target = match.group(2).lstrip("!")
+        if target.startswith("~"):
+            target = target[1:].rsplit(".", 1)[-1]
+        return f"<code>{target}</code>"
+
+    html = MATH_ROLE.sub(math, html)
+    return REF_ROLE.sub(ref, html)
 
 
 def on_post_build(config: Any) -> None:
@@ -128,6 +169,8 @@ def _default(f: dataclasses.Field[Any]) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, str):
         return f'`"{value}"`'
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and value == type(value)():
+        return f"`{type(value).__name__}()` (its own defaults)"  # a nested table, listed on its own
     return f"`{value!r}`"
 
 
