@@ -9,11 +9,10 @@
   table, with type, default and the description from the ``Attributes:`` sections of the class and
   the groups it inherits (``fedgraphrec.protocols.settings.settings_rows``, the same rows as
   ``fedgraphrec train NAME --help``).
-* ``<!-- settings: MODULE[:CLASS] [fallback=KEY,KEY,...] -->`` becomes a table of a settings
-  dataclass: key, type, default (read from the dataclass) and the description from its docstring's
-  ``Attributes:`` section. Without ``:CLASS`` every ``*Settings`` dataclass defined in MODULE is
-  shown. While MODULE does not exist yet (a protocol not yet ported to party programs), the listed
-  ``fallback`` keys of ``fedgraphrec.training.config.TrainConfig`` are shown under a note.
+* ``<!-- settings: MODULE[:CLASS] -->`` becomes a table of a settings dataclass: key, type,
+  default (read from the dataclass) and the description from its docstring's ``Attributes:``
+  section. Without ``:CLASS`` every ``*Settings`` dataclass defined in MODULE is shown. A module or
+  class that does not exist fails the build, naming the page.
 * ``<!-- api: PACKAGE [PACKAGE ...] -->`` becomes one mkdocstrings ``:::`` block per public module
   found under each package in ``src/`` (modules and packages whose name starts with ``_`` are
   internal), so the reference follows files as they move.
@@ -28,17 +27,13 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import logging
 import re
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("mkdocs.hooks.fedgraphrec")
-
 ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL = {"ARCHITECTURE.md": "architecture.md", "SECURITY.md": "security.md"}
 DIRECTIVE = re.compile(r"<!--\s*(settings|cli|api):\s*(.*?)\s*-->")
-PENDING: list[str] = []
 MATH_ROLE = re.compile(r":math:<code>(.*?)</code>", re.DOTALL)
 REF_ROLE = re.compile(r":(class|func|meth|mod|attr|data|obj|exc|const|py:\w+):<code>(.*?)</code>", re.DOTALL)
 
@@ -84,7 +79,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         try:
             if kind == "api":
                 return api_section(args.split())
-            return settings_table(args, where) if kind == "settings" else cli_section(args.split())
+            return settings_table(args) if kind == "settings" else cli_section(args.split())
         except Exception as exc:  # a bad directive must fail the build, naming the page
             raise RuntimeError(f"{where}: {exc}") from exc
 
@@ -123,12 +118,6 @@ def rst_roles(html: str) -> str:
 
     html = MATH_ROLE.sub(math, html)
     return REF_ROLE.sub(ref, html)
-
-
-def on_post_build(config: Any) -> None:
-    """Say which pages still document settings that have not landed."""
-    for item in sorted(set(PENDING)):
-        log.info("pending settings dataclass: %s", item)
 
 
 # ---------------------------------------------------------------------------------------- settings
@@ -195,8 +184,8 @@ def dataclass_table(cls: type, keys: list[str] | None = None, docs: dict[str, st
     return "\n".join(rows)
 
 
-def settings_table(args: str, where: str) -> str:
-    """Expand ``settings: protocol NAME`` or ``settings: MODULE[:CLASS] [fallback=KEY,...]``."""
+def settings_table(args: str) -> str:
+    """Expand ``settings: protocol NAME`` or ``settings: MODULE[:CLASS]``."""
     target, *options = args.split()
     if target == "protocol":
         from fedgraphrec.protocols.registry import lookup
@@ -212,23 +201,10 @@ def settings_table(args: str, where: str) -> str:
         return f"Settings of `{options[0]}` (`{cls.__module__}.{cls.__qualname__}`):\n\n" + dataclass_table(
             cls, keys, docs
         )
-    opts = dict(o.split("=", 1) for o in options)
+    if options:
+        raise ValueError(f"unknown options {' '.join(options)!r} (the form is MODULE[:CLASS])")
     module_name, _, class_name = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if "fallback" not in opts or not (exc.name and module_name.startswith(exc.name)):
-            raise
-        from fedgraphrec.training.config import TrainConfig
-
-        PENDING.append(where)
-        keys = opts["fallback"].split(",")
-        return (
-            f'!!! note "Settings dataclass pending"\n    `{module_name}` lands with the party-program '
-            "refactor (issue #21); until then these keys are fields of the run configuration "
-            "(`fedgraphrec.training.config.TrainConfig`), set the same way.\n\n"
-            + dataclass_table(TrainConfig, keys)
-        )
+    module = importlib.import_module(module_name)
     if class_name:
         classes = [getattr(module, class_name)]
     else:

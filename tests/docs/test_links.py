@@ -179,10 +179,10 @@ def test_the_settings_tables_show_the_code_defaults_and_every_setting() -> None:
     from fedgraphrec.training.config import TrainConfig
 
     hook = load_hook()
-    table = hook.settings_table("protocol lpgcn", "test")
+    table = hook.settings_table("protocol lpgcn")
     for name in (f.name for f in settings_fields(lookup("lpgcn").settings)):
         assert f"| `{name}` |" in table
     assert "| `secure_init` |" in table and "| `alpha` |" in table
-    run = hook.settings_table("fedgraphrec.training.config:TrainConfig", "test")
+    run = hook.settings_table("fedgraphrec.training.config:TrainConfig")
     assert f"| `seed` | `int` | `{TrainConfig().seed}` |" in run
     assert "| `eval` | `EvalSettings` | `EvalSettings()` (its own defaults) |" in run
