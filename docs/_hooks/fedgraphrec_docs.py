@@ -9,16 +9,17 @@
   table, with type, default and the description from the ``Attributes:`` sections of the class and
   the groups it inherits (``fedgraphrec.protocols.settings.settings_rows``, the same rows as
   ``fedgraphrec train NAME --help``).
-* ``<!-- settings: MODULE[:CLASS] [fallback=KEY,KEY,...] -->`` becomes a table of a settings
-  dataclass: key, type, default (read from the dataclass) and the description from its docstring's
-  ``Attributes:`` section. Without ``:CLASS`` every ``*Settings`` dataclass defined in MODULE is
-  shown. While MODULE does not exist yet (a protocol not yet ported to party programs), the listed
-  ``fallback`` keys of ``fedgraphrec.training.config.TrainConfig`` are shown under a note.
+* ``<!-- settings: MODULE[:CLASS] -->`` becomes a table of a settings dataclass: key, type,
+  default (read from the dataclass) and the description from its docstring's ``Attributes:``
+  section. Without ``:CLASS`` every ``*Settings`` dataclass defined in MODULE is shown. A module or
+  class that does not exist fails the build, naming the page.
 * ``<!-- api: PACKAGE [PACKAGE ...] -->`` becomes one mkdocstrings ``:::`` block per public module
   found under each package in ``src/`` (modules and packages whose name starts with ``_`` are
   internal), so the reference follows files as they move.
 * ``<!-- cli: COMMAND ... -->`` becomes the usage and the options of ``fedgraphrec COMMAND ...``,
   read from the Typer application itself.
+* The reStructuredText roles of the docstrings (``:math:`...```, ``:class:`...```) are rendered, in
+  the settings tables and the API reference alike (:func:`rst_roles`), never shown raw.
 """
 
 from __future__ import annotations
@@ -26,37 +27,45 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import logging
 import re
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("mkdocs.hooks.fedgraphrec")
-
 ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL = {"ARCHITECTURE.md": "architecture.md", "SECURITY.md": "security.md"}
 DIRECTIVE = re.compile(r"<!--\s*(settings|cli|api):\s*(.*?)\s*-->")
-PENDING: list[str] = []
+MATH_ROLE = re.compile(r":math:<code>(.*?)</code>", re.DOTALL)
+REF_ROLE = re.compile(r":(class|func|meth|mod|attr|data|obj|exc|const|py:\w+):<code>(.*?)</code>", re.DOTALL)
+
+
+def site_sources(root: Path = ROOT) -> dict[str, str]:
+    """``repository path -> site path`` of every file that joins the site from outside ``docs/``.
+
+    Pure Python (no MkDocs), so the link check of the test suite (``tests/docs/test_links.py``)
+    sees the same site as the build.
+    """
+    pages = {source: uri for source, uri in EXTERNAL.items() if (root / source).exists()}
+    for name in ("README.md", "reproduce.md"):  # result pages and the paper-table reports they cite
+        for readme in sorted((root / "results").rglob(name)):
+            rel = readme.relative_to(root).as_posix()
+            pages[rel] = rel
+    for page in sorted((root / "docs").rglob("*.md")):  # figures the pages show from results/
+        for figure in re.findall(r"\((?:\.\./)+(results/[^)\s]+\.png)\)", page.read_text()):
+            if (root / figure).exists():
+                pages[figure] = figure
+    for report in sorted((root / "results").rglob("reproduce.md")):  # figures a report shows
+        for figure in re.findall(r"\]\(([^)\s:]+\.png)\)", report.read_text()):
+            rel = (report.parent / figure).resolve().relative_to(root.resolve()).as_posix()
+            if (root / rel).exists():
+                pages[rel] = rel
+    return pages
 
 
 def on_files(files: Any, config: Any) -> Any:
     """Add the repository pages that live outside ``docs/``."""
     from mkdocs.structure.files import File
 
-    pages = dict(EXTERNAL)
-    for name in ("README.md", "reproduce.md"):  # result pages and the paper-table reports they cite
-        for readme in sorted((ROOT / "results").rglob(name)):
-            rel = readme.relative_to(ROOT).as_posix()
-            pages[rel] = rel
-    for page in sorted((ROOT / "docs").rglob("*.md")):  # figures the pages show from results/
-        for figure in re.findall(r"\((?:\.\./)+(results/[^)\s]+\.png)\)", page.read_text()):
-            pages[figure] = figure
-    for report in sorted((ROOT / "results").rglob("reproduce.md")):  # figures a report shows
-        for figure in re.findall(r"\]\(([^)\s:]+\.png)\)", report.read_text()):
-            rel = (report.parent / figure).resolve().relative_to(ROOT).as_posix()
-            if (ROOT / rel).exists():
-                pages[rel] = rel
-    for source, uri in pages.items():
+    for source, uri in site_sources().items():
         files.append(File.generated(config, uri, abs_src_path=str(ROOT / source)))
     return files
 
@@ -70,7 +79,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         try:
             if kind == "api":
                 return api_section(args.split())
-            return settings_table(args, where) if kind == "settings" else cli_section(args.split())
+            return settings_table(args) if kind == "settings" else cli_section(args.split())
         except Exception as exc:  # a bad directive must fail the build, naming the page
             raise RuntimeError(f"{where}: {exc}") from exc
 
@@ -84,10 +93,31 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     return markdown
 
 
-def on_post_build(config: Any) -> None:
-    """Say which pages still document settings that have not landed."""
-    for item in sorted(set(PENDING)):
-        log.info("pending settings dataclass: %s", item)
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """Render the reStructuredText roles the docstrings use (``:math:``, ``:class:``, ...)."""
+    return rst_roles(html)
+
+
+def rst_roles(html: str) -> str:
+    r"""Turn the RST roles left in rendered HTML into what they mean.
+
+    Markdown renders ``:math:`\alpha``` as the text ``:math:`` before a code span. Math becomes an
+    ``arithmatex`` span (typeset by MathJax, as ``pymdownx.arithmatex`` marks it); a cross-reference
+    role (``:class:``, ``:func:``, ...) becomes the code span alone, ``~`` keeping the last dotted part
+    as Sphinx does.
+    """
+
+    def math(match: re.Match[str]) -> str:
+        return f'<span class="arithmatex">\\({match.group(1)}\\)</span>'
+
+    def ref(match: re.Match[str]) -> str:
+        target = match.group(2).lstrip("!")
+        if target.startswith("~"):
+            target = target[1:].rsplit(".", 1)[-1]
+        return f"<code>{target}</code>"
+
+    html = MATH_ROLE.sub(math, html)
+    return REF_ROLE.sub(ref, html)
 
 
 # ---------------------------------------------------------------------------------------- settings
@@ -128,6 +158,8 @@ def _default(f: dataclasses.Field[Any]) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, str):
         return f'`"{value}"`'
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and value == type(value)():
+        return f"`{type(value).__name__}()` (its own defaults)"  # a nested table, listed on its own
     return f"`{value!r}`"
 
 
@@ -152,8 +184,8 @@ def dataclass_table(cls: type, keys: list[str] | None = None, docs: dict[str, st
     return "\n".join(rows)
 
 
-def settings_table(args: str, where: str) -> str:
-    """Expand ``settings: protocol NAME`` or ``settings: MODULE[:CLASS] [fallback=KEY,...]``."""
+def settings_table(args: str) -> str:
+    """Expand ``settings: protocol NAME`` or ``settings: MODULE[:CLASS]``."""
     target, *options = args.split()
     if target == "protocol":
         from fedgraphrec.protocols.registry import lookup
@@ -169,23 +201,10 @@ def settings_table(args: str, where: str) -> str:
         return f"Settings of `{options[0]}` (`{cls.__module__}.{cls.__qualname__}`):\n\n" + dataclass_table(
             cls, keys, docs
         )
-    opts = dict(o.split("=", 1) for o in options)
+    if options:
+        raise ValueError(f"unknown options {' '.join(options)!r} (the form is MODULE[:CLASS])")
     module_name, _, class_name = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if "fallback" not in opts or not (exc.name and module_name.startswith(exc.name)):
-            raise
-        from fedgraphrec.training.config import TrainConfig
-
-        PENDING.append(where)
-        keys = opts["fallback"].split(",")
-        return (
-            f'!!! note "Settings dataclass pending"\n    `{module_name}` lands with the party-program '
-            "refactor (issue #21); until then these keys are fields of the run configuration "
-            "(`fedgraphrec.training.config.TrainConfig`), set the same way.\n\n"
-            + dataclass_table(TrainConfig, keys)
-        )
+    module = importlib.import_module(module_name)
     if class_name:
         classes = [getattr(module, class_name)]
     else:

@@ -29,6 +29,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 from fedgraphrec.attacks.upload_inference import upload_inference
 from fedgraphrec.privacy.laplace import laplace_ldp_epsilon as ldp_epsilon
@@ -40,10 +41,11 @@ from fedgraphrec.training.data import prepare_interactions
 from fedgraphrec.training.learner_base import Learner
 from fedgraphrec.training.learners import make_learner
 from fedgraphrec.training.loading import load_config
+from fedgraphrec.training.plots import bytes_axis, label_points
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 
-__all__ = ["HORIZONTAL", "FrontierMethod", "frontier", "server_inference_auc"]
+__all__ = ["HORIZONTAL", "FrontierMethod", "frontier", "frontier_figure", "server_inference_auc"]
 
 
 @dataclass(frozen=True)
@@ -208,20 +210,30 @@ def _write(out: Path, dataset: str, seeds: list[int], table: list[dict[str, Any]
             f"{_fmt(r['server_inference_auc'])} |"
         )
     (out / "frontier.md").write_text("\n".join(md) + "\n")
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for r in table:
-        auc = r["server_inference_auc"]
-        colour = "0.5" if auc is None else plt.cm.coolwarm((auc - 0.5) * 2)
-        x = max(r["bytes_per_client_per_epoch"], 1.0)
-        ax.scatter(x, r["recall@20"], s=60, color=colour, edgecolor="k")
-        ax.annotate(r["method"], (x, r["recall@20"]), fontsize=7, xytext=(4, 3), textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_xlabel("bytes per client per epoch (ledger; 1 = none)")
-    ax.set_ylabel("test Recall@20")
-    ax.set_title(
-        f"{dataset}: colour = server inference AUC (blue 0.5 … red 1.0; grey: no attack)", fontsize=9
-    )
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
+    fig = frontier_figure(dataset, table)
     fig.savefig(out / "frontier.png", dpi=120)
     plt.close(fig)
+
+
+def frontier_figure(dataset: str, table: list[dict[str, Any]]) -> Figure:
+    """Recall@20 against bytes per client per epoch, one labelled point per method of ``table``.
+
+    The colour is the server's inference AUC (grey: no attack); every label stays readable and
+    inside the figure (:func:`~fedgraphrec.training.plots.label_points`).
+    """
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
+    points = []
+    for r in table:
+        auc = r["server_inference_auc"]
+        colour = "0.5" if auc is None else plt.cm.coolwarm(min(max((auc - 0.5) * 2, 0.0), 1.0))
+        x = max(r["bytes_per_client_per_epoch"], 1.0)
+        ax.scatter(x, r["recall@20"], s=60, color=colour, edgecolor="k")
+        points.append((x, r["recall@20"], r["method"]))
+    bytes_axis(ax, [x for x, _, _ in points], "bytes per client per epoch (ledger; 1 = none)")
+    ax.set_ylabel("test Recall@20")
+    ax.set_title(
+        f"{dataset}: colour = server inference AUC\n(blue 0.5 … red 1.0; grey: no attack)", fontsize=9
+    )
+    ax.grid(alpha=0.3)
+    label_points(ax, points)
+    return fig

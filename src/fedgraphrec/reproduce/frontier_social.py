@@ -29,8 +29,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
-__all__ = ["collect", "frontier_social"]
+from fedgraphrec.training.plots import bytes_axis, label_points
+
+__all__ = ["collect", "frontier_social", "social_figure"]
 
 _RATING = {  # run-file method → (label, mechanism)
     "lightgcn": ("LightGCN (local, ratings only)", "none: no social data used"),
@@ -156,22 +159,36 @@ def _write(rows: list[dict[str, Any]], dataset: str, out: Path) -> None:
             f"{r['bytes_per_epoch']:,.0f} | {r['mechanism']} | {leak} |"
         )
     (out / "frontier.md").write_text("\n".join(lines) + "\n")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = social_figure(rows)
+    fig.savefig(out / "frontier.png", dpi=120)
+    plt.close(fig)
+
+
+def social_figure(rows: list[dict[str, Any]]) -> Figure:
+    """Two panels, vertical (test RMSE) and decentralized (Recall@20), against bytes per epoch.
+
+    One labelled point per method (controls left out); the colour is the measured leakage AUC
+    (grey: none). Every label stays readable and inside the figure
+    (:func:`~fedgraphrec.training.plots.label_points`).
+    """
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), layout="constrained")
+    placed = []
     for ax, key, setting in ((axes[0], "rmse", "vertical"), (axes[1], "recall@20", "decentralized")):
+        points = []
         for r in (r for r in rows if r["setting"].startswith(setting) and not r.get("control")):
             auc = r["leakage_auc"]
             colour = "0.5" if auc is None else plt.cm.coolwarm(min(max((auc - 0.5) * 2, 0.0), 1.0))
             x = max(r["bytes_per_epoch"], 1.0)
             ax.scatter(x, r[key], s=60, color=colour, edgecolor="k")
-            ax.annotate(r["method"][:28], (x, r[key]), fontsize=7, xytext=(4, 3), textcoords="offset points")
-        ax.set_xscale("log")
-        ax.set_xlabel("bytes per epoch (ledger; 1 = none)")
+            points.append((x, r[key], r["method"]))
+        bytes_axis(ax, [x for x, _, _ in points], "bytes per epoch (ledger; 1 = none)")
         ax.set_ylabel("test RMSE (lower is better)" if key == "rmse" else "test Recall@20")
         ax.set_title(f"{setting}: colour = measured leakage AUC (grey: none)", fontsize=9)
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / "frontier.png", dpi=120)
-    plt.close(fig)
+        placed.append((ax, points))
+    for ax, points in placed:
+        label_points(ax, points)
+    return fig
 
 
 def frontier_social(

@@ -184,5 +184,5 @@ def write_run(
     _atomic_write(run.config_path, tomli_w.dumps({k: v for k, v in config.items() if v is not None}).encode())
     run.rewrite_metrics(records)
     run.write_summary(summary)
-    plot_curves(records, run.curves_path, title)
+    plot_curves(records, run.curves_path, title, selected_epoch=summary.get("selected_epoch"))
     return run.path

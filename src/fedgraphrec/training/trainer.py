@@ -314,6 +314,7 @@ class Trainer:
             self.history,
             self.run.curves_path,
             title=f"{cfg.protocol}/{getattr(cfg.settings, 'model', cfg.protocol)} on {self.data.name}",
+            selected_epoch=summary["selected_epoch"],
         )
         net = getattr(self.learner, "net", None) or getattr(
             getattr(self.learner, "protocol", None), "net", None
