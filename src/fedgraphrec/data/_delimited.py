@@ -134,9 +134,9 @@ def choose_columns(
         r = _pick(names, columns[2], path, "rating", width) if len(columns) > 2 else None
         return u, i, r
     if names is not None:
-        u, i, r = _by_name(names, USER_NAMES), _by_name(names, ITEM_NAMES), _by_name(names, RATING_NAMES)
-        if u is not None and i is not None:
-            return u, i, r
+        user, item = _by_name(names, USER_NAMES), _by_name(names, ITEM_NAMES)
+        if user is not None and item is not None:
+            return user, item, _by_name(names, RATING_NAMES)
     return 0, 1, (2 if width > 2 else None)
 
 
