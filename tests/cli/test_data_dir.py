@@ -78,7 +78,9 @@ def test_without_data_dir_it_is_not_found(data_dir: Path, tmp_path: Path, comman
     assert res.exit_code == 2 and "not found; looked in" in res.output and "Traceback" not in res.output
 
 
-def test_any_folder_name_in_data_dir_trains_and_reports_test_only_users(data_dir: Path, tmp_path: Path) -> None:
+def test_any_folder_name_in_data_dir_trains_and_reports_test_only_users(
+    data_dir: Path, tmp_path: Path
+) -> None:
     """``--data-dir DIR --dataset NAME`` finds ``DIR/NAME/`` for a name the registry does not know."""
     shop = data_dir / "my-shop"
     shop.mkdir()

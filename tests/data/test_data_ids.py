@@ -107,7 +107,11 @@ def test_rating_folder_test_only_rule(tmp_path: Path, write: Write) -> None:
     write(tmp_path / "train.tsv", "0\t0\t4\n1\t1\t3\n")
     write(tmp_path / "test.tsv", "0\t1\t5\n7\t0\t2\n1\t9\t1\n")
     r = load_rating_folder(tmp_path)
-    assert (r.info["test_only_users"], r.info["test_only_items"], r.info["test_only_rows_dropped"]) == (1, 1, 2)
+    assert (r.info["test_only_users"], r.info["test_only_items"], r.info["test_only_rows_dropped"]) == (
+        1,
+        1,
+        2,
+    )
     assert len(r.test) == 1 and (r.n_users, r.n_items) == (2, 2)
     kept = load_rating_folder(tmp_path, test_only="keep")
     assert len(kept.test) == 3 and kept.user_ids is not None and kept.user_ids.tolist() == [0, 1, 7]
@@ -137,7 +141,11 @@ def test_ml100k_reports_test_only_ids(tmp_path: Path, write: Write) -> None:
     write(tmp_path / "u1.base", "1\t1\t5\t0\n2\t2\t5\t0\n")
     write(tmp_path / "u1.test", "1\t2\t5\t0\n3\t1\t5\t0\n2\t7\t4\t0\n")
     d = load_ml100k(tmp_path)
-    assert (d.info["test_only_users"], d.info["test_only_items"], d.info["test_only_rows_dropped"]) == (1, 1, 2)
+    assert (d.info["test_only_users"], d.info["test_only_items"], d.info["test_only_rows_dropped"]) == (
+        1,
+        1,
+        2,
+    )
     assert d.stats()["test_only_users"] == 1
 
 
@@ -157,7 +165,9 @@ def test_ids_must_match_the_sizes() -> None:
         Interactions(d.name, 5, 10, d.train, d.test, user_ids=np.arange(3))
 
 
-def test_any_folder_name_under_a_data_root(tmp_path: Path, write: Write, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_any_folder_name_under_a_data_root(
+    tmp_path: Path, write: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("FEDGRAPHREC_DATA", raising=False)
     root = tmp_path / "DIR"
     write(root / "my-shop" / "train.txt", "0 1 2\n1 2\n")
