@@ -131,8 +131,8 @@ def test_format_option_and_its_hint(tmp_path: Path, write: Write) -> None:
 @pytest.mark.parametrize(
     ("text", "line", "fragment"),
     [
-        ("user,item,rating\na,x,5\nb,y,five\n", 3, "rating 'five' is not a number"),
-        ("user,item\na,x\nb\n", 3, "expected at least 2 columns, got 1"),
+        ("user,item,rating\na,x,5\nb,y,five\n", 3, "rating 'five' is not a number; to ignore that column: "),
+        ("user,item\na,x\nb\n", 3, "expected at least 2 columns, got 1 (if the file is TSV: "),
         ("user,item\na,x\n,y\n", 3, "empty user or item id"),
     ],
 )

@@ -75,6 +75,11 @@ def file_format(path: Path, given: str | None, hint: str) -> str:
     )
 
 
+def command(path: Path, setting: str) -> str:
+    """A working command line that reads ``path`` with one ``dataset_options`` setting (for hints)."""
+    return f"fedgraphrec train central --dataset {path} --set {setting}"
+
+
 def _is_number(cell: str) -> bool:
     try:
         float(cell)
@@ -146,7 +151,10 @@ def _ratings(cells: list[str], lines: np.ndarray, path: Path) -> np.ndarray:
         try:
             out[k] = float(cell)
         except ValueError:
-            raise DataFormatError(path, int(lines[k]), f"rating {cell!r} is not a number") from None
+            hint = command(path, "'dataset_options.columns=[0,1]'")
+            raise DataFormatError(
+                path, int(lines[k]), f"rating {cell!r} is not a number; to ignore that column: {hint}"
+            ) from None
         if not np.isfinite(out[k]):
             raise DataFormatError(path, int(lines[k]), f"rating {cell!r} is not a finite number")
     return out
@@ -189,7 +197,13 @@ def read_delimited(
     need = max(u, i, r if r is not None else 0) + 1
     for row, line in zip(rows, lines, strict=True):
         if len(row) < need:
-            raise DataFormatError(path, line, f"expected at least {need} columns, got {len(row)}")
+            other = "tsv" if fmt == "csv" else "csv"
+            raise DataFormatError(
+                path,
+                line,
+                f"expected at least {need} columns, got {len(row)} (if the file is {other.upper()}: "
+                f"{command(path, 'dataset_options.format=' + other)})",
+            )
         if not row[u].strip() or not row[i].strip():
             raise DataFormatError(path, line, "empty user or item id")
     users = [row[u].strip() for row in rows]

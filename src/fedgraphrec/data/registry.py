@@ -7,6 +7,7 @@ Data roots are searched in this order, and the first root that holds the dataset
 3. the user cache, ``$XDG_CACHE_HOME/fedgraphrec`` or ``~/.cache/fedgraphrec``.
 
 A dataset with a public URL (MovieLens-100K) that is in none of them is downloaded into the cache.
+A name that is not registered is looked up the same way, as ``ROOT/NAME`` (any folder or file name).
 
 Per-dataset rules (the defaults in :data:`REGISTRY`; every one can be overridden by a keyword of
 :func:`load_dataset`):
@@ -237,15 +238,18 @@ def load_dataset(
     download: bool = True,
     **options: Any,
 ) -> Interactions | Ratings:
-    """Load a dataset by registry name or from a folder.
+    """Load a dataset by registry name, from a folder or file, or by a folder name under a data root.
 
     Args:
         name_or_path: a name in :data:`REGISTRY` (e.g. ``"gowalla"``, ``"ml-100k"``,
-            ``"synthetic"``), or a path to a folder in one of the :data:`FORMATS`. A folder whose
-            name and format match a known dataset (e.g. ``.../ciao``) gets that dataset's cleaning
-            rules; otherwise the loader's defaults apply.
+            ``"synthetic"``); a path to a folder in one of the :data:`FORMATS` or to a CSV, TSV or
+            Parquet interaction file; or any other name, looked up as ``ROOT/name`` (folder or file)
+            in the data roots in order (``data_dir``, ``$FEDGRAPHREC_DATA``, the cache). A folder
+            whose name and format match a known dataset (e.g. ``.../ciao``) gets that dataset's
+            cleaning rules; otherwise the loader's defaults apply.
         data_dir: explicit data root (searched before ``$FEDGRAPHREC_DATA`` and the cache).
-        format: force a folder format instead of detecting it.
+        format: force a format instead of detecting it: a key of :data:`FORMATS`, or ``"csv"``,
+            ``"tsv"``, ``"parquet"`` (the ``interactions`` loader reading that file type).
         download: allow downloading a dataset with a public URL into the cache when it is not found.
         **options: loader options, overriding the registry defaults (e.g. ``split="u2"``,
             ``seed=1``, ``valid_fraction=0.1``); for ``synthetic`` the generator's arguments.
@@ -254,8 +258,9 @@ def load_dataset(
         :class:`Interactions` or :class:`Ratings`.
 
     Raises:
-        DatasetNotFoundError: unknown name, or the dataset's folder is in no data root (the message
-            lists where it looked and how to point at the data).
+        DatasetNotFoundError: a name that is neither registered nor a path nor found under a data
+            root, or a registered dataset's folder in no data root (the message lists where it
+            looked and how to point at the data).
         DataFormatError: a malformed file (naming file and line).
         DataError: any other data problem (e.g. Amazon-Book's missing training set).
     """
