@@ -76,3 +76,22 @@ def test_a_dataset_only_in_data_dir_is_found(data_dir: Path, tmp_path: Path, com
 def test_without_data_dir_it_is_not_found(data_dir: Path, tmp_path: Path, command: str) -> None:
     res = runner.invoke(app, [*COMMANDS[command], "--out", str(tmp_path / "out")])
     assert res.exit_code == 2 and "not found; looked in" in res.output and "Traceback" not in res.output
+
+
+def test_any_folder_name_in_data_dir_trains_and_reports_test_only_users(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """``--data-dir DIR --dataset NAME`` finds ``DIR/NAME/`` for a name the registry does not know."""
+    shop = data_dir / "my-shop"
+    shop.mkdir()
+    rng = np.random.default_rng(1)
+    rows = [f"user{u},item{i}" for u in range(20) for i in rng.choice(15, 6, replace=False)]
+    (shop / "train.csv").write_text("user,item\n" + "\n".join(rows) + "\n")
+    held = [f"user{u},item{(u * 7) % 15}" for u in range(20)] + ["stranger,item1"]
+    (shop / "test.csv").write_text("user,item\n" + "\n".join(held) + "\n")
+    out = tmp_path / "out"
+    args = ["train", "central", "-d", "my-shop", "--epochs", "1", "--no-progress", *SMALL]
+    res = runner.invoke(app, [*args, "--data-dir", str(data_dir), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    stats = json.loads((out / "summary.json").read_text())["dataset_stats"]
+    assert stats["users"] == 20 and stats["test_only_users"] == 1

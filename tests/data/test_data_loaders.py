@@ -30,7 +30,7 @@ def test_lightgcn_basic(tmp_path: Path, write: Write, gz: bool) -> None:
     suffix = ".gz" if gz else ""
     write(tmp_path / f"train.txt{suffix}", "0 1 2\n1 2\n", gz=gz)
     write(tmp_path / f"test.txt{suffix}", "0 3\n1\n2 0\n", gz=gz)
-    d = load_lightgcn(tmp_path, name="tiny")
+    d = load_lightgcn(tmp_path, name="tiny", test_only="keep")  # user 2 is in test only
     assert (d.name, d.n_users, d.n_items) == ("tiny", 3, 4)
     assert dense(d.train) == [[0, 1, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]]
     assert dense(d.test) == [[0, 0, 0, 1], [0, 0, 0, 0], [1, 0, 0, 0]]
@@ -65,10 +65,11 @@ def test_lightgcn_lists_enlarge_id_space(tmp_path: Path, write: Write) -> None:
 def test_lightgcn_duplicates_and_overlap(tmp_path: Path, write: Write) -> None:
     write(tmp_path / "train.txt", "0 1 1 2\n0 2 3\n")
     write(tmp_path / "test.txt", "0 3 4\n")
-    d = load_lightgcn(tmp_path)
+    d = load_lightgcn(tmp_path, test_only="keep")
     assert d.train.nnz == 3
     assert d.info["duplicate_train_pairs"] == 2
-    assert dense(d.test) == [[0, 0, 0, 0, 1]]
+    assert d.item_ids is not None and d.item_ids.tolist() == [1, 2, 3, 4]  # item 0 occurs nowhere
+    assert dense(d.test) == [[0, 0, 0, 1]]
     assert d.info["dropped_test_overlap"] == 1
 
 
@@ -211,14 +212,18 @@ def test_rating_folder_side_information(tmp_path: Path, write: Write) -> None:
     write(tmp_path / "item_tags.tsv", "0\t7\n1\t3\n1\t7\n4\t3\n")  # item 4 only tagged
     write(tmp_path / "item_graph.tsv", "0\t1\n1\t0\n")
     r = load_rating_folder(tmp_path, rating_range=(0.5, 4.0), fractions=(1, 0, 0))
-    assert (r.n_users, r.n_items) == (6, 5)
+    # users 2-4 and items 2-3 occur nowhere: no phantom rows; the trust-only user and tag-only item stay
+    assert (r.n_users, r.n_items) == (3, 3)
+    assert r.user_ids is not None and r.user_ids.tolist() == [0, 1, 5]
+    assert r.item_ids is not None and r.item_ids.tolist() == [0, 1, 4]
+    assert r.social is not None and r.social.src.tolist() == [0, 1, 2] and r.social.dst.tolist() == [1, 2, 2]
     assert r.social is not None and r.social.n_links == 3 and r.social.directed
     assert r.info["social_self_loops"] == 1
     assert r.tags is not None and r.tags.n_tags == 2
     assert np.asarray(r.info["tag_ids"]).tolist() == [3, 7]
     assert r.tags.matrix().toarray().tolist()[1] == [1.0, 1.0]
     graph = r.info["item_graph"]
-    assert isinstance(graph, ItemGraph) and graph.n_links == 2 and graph.n_items == 5
+    assert isinstance(graph, ItemGraph) and graph.n_links == 2 and graph.n_items == 3
     assert graph.adjacency().nnz == 2
     assert r.rating_range == (0.5, 4.0)
     assert r.name == tmp_path.name
@@ -289,7 +294,7 @@ def test_weeplaces(tmp_path: Path, write: Write) -> None:
         "2\t3\ttest_heldout",
     ]
     write(tmp_path / "interactions.tsv.gz", "\n".join(rows) + "\n", gz=True)
-    d = load_weeplaces(tmp_path)
+    d = load_weeplaces(tmp_path, test_only="keep")  # items 2 and 3 are held out only
     assert (d.n_users, d.n_items) == (3, 4)
     assert dense(d.train) == [[1, 1, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]]
     assert d.valid is not None and dense(d.valid) == [[0, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]]
@@ -312,5 +317,5 @@ def test_weeplaces_unknown_split(tmp_path: Path, write: Write) -> None:
 def test_weeplaces_heldout_pairs_seen_in_train_are_dropped(tmp_path: Path, write: Write) -> None:
     rows = ["0\t0\ttrain", "1\t1\ttest_foldin", "1\t1\ttest_heldout", "1\t2\ttest_heldout"]
     write(tmp_path / "interactions.tsv", "\n".join(rows) + "\n")
-    d = load_weeplaces(tmp_path)
+    d = load_weeplaces(tmp_path, test_only="keep")
     assert d.test.nnz == 1 and d.info["dropped_test_overlap"] == 1

@@ -101,7 +101,10 @@ def test_ml100k_checksums_match_the_release(dataset_folder: Folder) -> None:
 
 def test_filmtrust(dataset_folder: Folder) -> None:
     r = _ratings("filmtrust", dataset_folder("filmtrust").parent)
-    assert _total(r) == 35_497
+    # the paper's 35,497 rows keep 3 repeated pairs; a pair the split puts in train and held-out is
+    # dropped from the held-out side (no pair in both)
+    overlap = int(r.info["dropped_test_overlap"]) + int(r.info["dropped_valid_overlap"])  # type: ignore[call-overload]
+    assert _total(r) + overlap == 35_497 and overlap == 2
     assert r.valid is not None
     raters = np.unique(np.concatenate([r.train.users, r.valid.users, r.test.users]))
     assert len(raters) == 1_508 and r.n_users == 1_642
@@ -161,10 +164,16 @@ def test_flixster(dataset_folder: Folder) -> None:
 
 
 def test_weeplaces(dataset_folder: Folder) -> None:
-    d = _interactions("weeplaces", dataset_folder("weeplaces").parent)
+    d = _interactions("weeplaces", dataset_folder("weeplaces").parent, test_only="keep")
     assert (d.n_users, d.n_items) == (8_643, 25_081)
     assert d.valid is not None
     assert (d.n_train, d.valid.nnz, d.test.nnz) == (355_913 + 29_082 + 61_595, 19_885, 42_010)
+    # the default drops the held-out rows of the 22 users and 36 POIs without a training row
+    dropped = _interactions("weeplaces", dataset_folder("weeplaces").parent)
+    assert (dropped.n_users, dropped.n_items) == (8_643 - 22, 25_081 - 36)
+    assert dropped.stats()["test_only_users"] == 22 and dropped.stats()["test_only_items"] == 36
+    assert dropped.valid is not None and dropped.n_train == d.n_train
+    assert dropped.valid.nnz + dropped.test.nnz + dropped.info["test_only_rows_dropped"] == 19_885 + 42_010
 
 
 def test_listing_of_the_real_root(datasets_root: Path) -> None:

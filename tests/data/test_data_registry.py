@@ -101,11 +101,16 @@ def test_detect_format(tmp_path: Path, write: Write) -> None:
         "d": ("interactions.tsv.gz", "weeplaces"),
     }
     for sub, (fname, fmt) in cases.items():
-        write(tmp_path / sub / fname, "0 0 1\n")
+        write(tmp_path / sub / fname, "0\t0\ttrain\n" if fmt == "weeplaces" else "0 0 1\n")
         assert detect_format(tmp_path / sub) == fmt
     write(tmp_path / "e" / "train.tsv", "0 0 1\n")
     write(tmp_path / "e" / "test.tsv", "0 0 1\n")
     assert detect_format(tmp_path / "e") == "ratings"
+    write(tmp_path / "g" / "interactions.tsv", "u1\ti1\n")  # no GroupIM split column: not Weeplaces
+    assert detect_format(tmp_path / "g") == "interactions"
+    write(tmp_path / "h" / "train.csv", "u,i\n")
+    write(tmp_path / "h" / "test.csv", "u,i\n")
+    assert detect_format(tmp_path / "h") == "interactions"
     (tmp_path / "f").mkdir()
     with pytest.raises(DataError, match="pass format="):
         detect_format(tmp_path / "f")
@@ -120,7 +125,7 @@ def test_load_by_path_detects_and_honours_format(tmp_path: Path, write: Write) -
     r = load_dataset(str(folder), format="ml100k-ratings", compact="train")
     assert isinstance(r, Ratings) and len(r.train) == 3
     with pytest.raises(DataError, match="unknown format"):
-        load_dataset(folder, format="csv")
+        load_dataset(folder, format="nosuch")
 
 
 def test_known_folder_name_gets_dataset_rules(tmp_path: Path, write: Write) -> None:
@@ -129,7 +134,7 @@ def test_known_folder_name_gets_dataset_rules(tmp_path: Path, write: Write) -> N
     assert isinstance(r, Ratings) and r.name == "ciao"
     assert r.info["dropped_zero_ratings"] == 1 and r.info["duplicate_rows_removed"] == 1
     write(tmp_path / "other" / "ratings.tsv", "0\t1\t3\n0\t1\t5\n0\t2\t0\n")
-    plain = load_dataset(tmp_path / "other", fractions=(1.0, 0.0, 0.0))
+    plain = load_dataset(tmp_path / "other", fractions=(1.0, 0.0, 0.0), dedup="none")
     assert isinstance(plain, Ratings) and len(plain.train) == 3 and plain.rating_range == (0.0, 5.0)
 
 

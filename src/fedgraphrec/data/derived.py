@@ -116,6 +116,8 @@ def core_subset(data: Ratings, name: str, core: Mapping[str, Any]) -> Ratings:
         social=social,
         tags=tags,
         info=info,
+        user_ids=sub.users if data.user_ids is None else data.user_ids[sub.users],
+        item_ids=sub.items if data.item_ids is None else data.item_ids[sub.items],
     )
 
 

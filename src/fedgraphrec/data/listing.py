@@ -21,7 +21,7 @@ from fedgraphrec.data.registry import cache_dir, find_dataset, load_dataset
 from fedgraphrec.data.types import Interactions, ItemGraph, Ratings
 
 STATS_CACHE_FILE = "dataset_stats.json"
-_STATS_VERSION = 1
+_STATS_VERSION = 2  # 2: ids compacted, test-only rows dropped (issue #32)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ Data roots are searched in this order, and the first root that holds the dataset
 3. the user cache, ``$XDG_CACHE_HOME/fedgraphrec`` or ``~/.cache/fedgraphrec``.
 
 A dataset with a public URL (MovieLens-100K) that is in none of them is downloaded into the cache.
+A name that is not registered is looked up the same way, as ``ROOT/NAME`` (any folder or file name).
 
 Per-dataset rules (the defaults in :data:`REGISTRY`; every one can be overridden by a keyword of
 :func:`load_dataset`):
@@ -47,10 +48,11 @@ from fedgraphrec.data._io import find_file
 from fedgraphrec.data.catalog import REGISTRY, DatasetSpec
 from fedgraphrec.data.derived import load_derived
 from fedgraphrec.data.errors import DataError, DatasetNotFoundError
+from fedgraphrec.data.loaders.interactions import FILE_FORMATS, HINT, interaction_files, load_interactions
 from fedgraphrec.data.loaders.lightgcn import load_lightgcn
 from fedgraphrec.data.loaders.movielens import load_ml100k, load_ml100k_ratings
 from fedgraphrec.data.loaders.tsv import load_rating_folder
-from fedgraphrec.data.loaders.weeplaces import load_weeplaces
+from fedgraphrec.data.loaders.weeplaces import is_weeplaces_file, load_weeplaces
 from fedgraphrec.data.synthetic import synthetic_interactions, synthetic_ratings
 from fedgraphrec.data.types import Interactions, Ratings
 
@@ -60,6 +62,7 @@ Loader = Callable[..., Interactions | Ratings]
 
 FORMATS: Mapping[str, Loader] = MappingProxyType(
     {
+        "interactions": load_interactions,
         "lightgcn": load_lightgcn,
         "ml100k": load_ml100k,
         "ml100k-ratings": load_ml100k_ratings,
@@ -67,7 +70,10 @@ FORMATS: Mapping[str, Loader] = MappingProxyType(
         "weeplaces": load_weeplaces,
     }
 )
-"""Folder formats that :func:`load_dataset` understands, by the name ``format=`` takes."""
+"""Folder formats that :func:`load_dataset` understands, by the name ``format=`` takes.
+
+``format="csv"``, ``"tsv"`` or ``"parquet"`` also work: the ``interactions`` loader reading that file type.
+"""
 
 
 _GENERATORS: Mapping[str, Loader] = MappingProxyType(
@@ -143,7 +149,8 @@ def detect_format(folder: str | Path) -> str:
 
     ``train.txt``/``test.txt`` (or ``.gz``) → ``lightgcn``; ``u.data`` or ``u1.base`` → ``ml100k``;
     ``ratings.tsv`` (or ``.gz``) or ``train.tsv`` + ``test.tsv`` → ``ratings``;
-    ``interactions.tsv.gz`` → ``weeplaces``.
+    ``interactions.tsv.gz`` whose third column names GroupIM splits → ``weeplaces``;
+    ``interactions.csv|tsv|parquet`` or ``train.*`` + ``test.*`` of those types → ``interactions``.
 
     Raises:
         DataError: no known file is present.
@@ -157,11 +164,15 @@ def detect_format(folder: str | Path) -> str:
         find_file(p, "train.tsv", "train.tsv.gz") and find_file(p, "test.tsv", "test.tsv.gz")
     ):
         return "ratings"
-    if find_file(p, "interactions.tsv.gz", "interactions.tsv"):
+    weeplaces = find_file(p, "interactions.tsv.gz", "interactions.tsv")
+    if weeplaces is not None and is_weeplaces_file(weeplaces):
         return "weeplaces"
+    if interaction_files(p) is not None:
+        return "interactions"
     raise DataError(
         f"cannot tell the format of {p}: expected train.txt/test.txt (lightgcn), u.data (ml100k), "
-        "ratings.tsv (ratings) or interactions.tsv.gz (weeplaces); pass format= explicitly"
+        "ratings.tsv (ratings), interactions.tsv.gz (weeplaces) or interactions.csv|tsv|parquet "
+        "(interactions); pass format= explicitly, e.g. " + HINT.format(path=p / "interactions.csv", fmt="csv")
     )
 
 
@@ -227,15 +238,18 @@ def load_dataset(
     download: bool = True,
     **options: Any,
 ) -> Interactions | Ratings:
-    """Load a dataset by registry name or from a folder.
+    """Load a dataset by registry name, from a folder or file, or by a folder name under a data root.
 
     Args:
         name_or_path: a name in :data:`REGISTRY` (e.g. ``"gowalla"``, ``"ml-100k"``,
-            ``"synthetic"``), or a path to a folder in one of the :data:`FORMATS`. A folder whose
-            name and format match a known dataset (e.g. ``.../ciao``) gets that dataset's cleaning
-            rules; otherwise the loader's defaults apply.
+            ``"synthetic"``); a path to a folder in one of the :data:`FORMATS` or to a CSV, TSV or
+            Parquet interaction file; or any other name, looked up as ``ROOT/name`` (folder or file)
+            in the data roots in order (``data_dir``, ``$FEDGRAPHREC_DATA``, the cache). A folder
+            whose name and format match a known dataset (e.g. ``.../ciao``) gets that dataset's
+            cleaning rules; otherwise the loader's defaults apply.
         data_dir: explicit data root (searched before ``$FEDGRAPHREC_DATA`` and the cache).
-        format: force a folder format instead of detecting it.
+        format: force a format instead of detecting it: a key of :data:`FORMATS`, or ``"csv"``,
+            ``"tsv"``, ``"parquet"`` (the ``interactions`` loader reading that file type).
         download: allow downloading a dataset with a public URL into the cache when it is not found.
         **options: loader options, overriding the registry defaults (e.g. ``split="u2"``,
             ``seed=1``, ``valid_fraction=0.1``); for ``synthetic`` the generator's arguments.
@@ -244,8 +258,9 @@ def load_dataset(
         :class:`Interactions` or :class:`Ratings`.
 
     Raises:
-        DatasetNotFoundError: unknown name, or the dataset's folder is in no data root (the message
-            lists where it looked and how to point at the data).
+        DatasetNotFoundError: a name that is neither registered nor a path nor found under a data
+            root, or a registered dataset's folder in no data root (the message lists where it
+            looked and how to point at the data).
         DataFormatError: a malformed file (naming file and line).
         DataError: any other data problem (e.g. Amazon-Book's missing training set).
     """
@@ -269,10 +284,45 @@ def load_dataset(
         return _call(FORMATS[fmt], folder, fmt, spec, options)
 
     path = Path(name_or_path).expanduser()
-    if not path.is_dir():
-        known = ", ".join(REGISTRY)
-        raise DatasetNotFoundError(f"{key!r} is neither a known dataset ({known}) nor a folder")
-    fmt = format or detect_format(path)
+    if not path.exists():
+        path = _find_folder(key, data_dir)
+    return _load_path(path, format, options)
+
+
+def _find_folder(name: str, data_dir: str | Path | None) -> Path:
+    """``ROOT/name`` (a folder or a file) in the first data root that has it.
+
+    Raises:
+        DatasetNotFoundError: in no root; the message lists the known names and where it looked.
+    """
+    looked = []
+    if not Path(name).is_absolute():
+        for why, root in data_roots(data_dir):
+            candidate = root / name
+            if candidate.exists():
+                return candidate
+            looked.append(f"{candidate} ({why})")
+    known = ", ".join(REGISTRY)
+    where = f"; looked for a folder {name!r} in: {'; '.join(looked)}" if looked else ""
+    raise DatasetNotFoundError(f"{name!r} is neither a known dataset ({known}) nor a folder{where}")
+
+
+def _load_path(path: Path, format: str | None, options: dict[str, Any]) -> Interactions | Ratings:
+    """Load a folder (format detected unless given) or a single interaction file."""
+    if path.is_file():
+        if format not in (None, "interactions", *FILE_FORMATS):
+            raise DataError(
+                f"{path} is a file; format {format!r} reads folders. Files are read by the interactions "
+                f"loader (format csv, tsv or parquet), e.g. {HINT.format(path=path, fmt='csv')}"
+            )
+        fmt = format or "interactions"
+    else:
+        fmt = format or detect_format(path)
+    if fmt in FILE_FORMATS:
+        options = {**options, "format": fmt}
+        fmt = "interactions"
     if fmt not in FORMATS:
-        raise DataError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
-    return _call(FORMATS[fmt], path, fmt, _spec_for_folder(path, fmt), options)
+        known = ", ".join([*FORMATS, *FILE_FORMATS])
+        raise DataError(f"unknown format {fmt!r}; known formats: {known}")
+    spec = _spec_for_folder(path, fmt) if path.is_dir() else None
+    return _call(FORMATS[fmt], path, fmt, spec, options)

@@ -35,6 +35,21 @@ def _mean_degree(n_items: int, mean_degree: float | None, density: float | None)
     return 20.0 if mean_degree is None else float(mean_degree)
 
 
+def _test_only_counts(
+    train_users: np.ndarray, train_items: np.ndarray, held_users: np.ndarray, held_items: np.ndarray
+) -> dict[str, object]:
+    """Held-out users/items without a training row; generated data keeps their rows (reported only).
+
+    The generator declares its whole id space (``0..n-1``), so ids are never compacted here.
+    """
+    return {
+        "test_only_users": len(np.setdiff1d(held_users, train_users)),
+        "test_only_items": len(np.setdiff1d(held_items, train_items)),
+        "test_only_rows_dropped": 0,
+        "test_only": "keep",
+    }
+
+
 def _round_half_up(x: np.ndarray) -> np.ndarray:
     return np.floor(x + 0.5).astype(np.int64)
 
@@ -177,6 +192,7 @@ def synthetic_interactions(
     def mat(mask: np.ndarray) -> sp.csr_matrix:
         return binary_csr(users[mask], chosen[mask], n_users, n_items)
 
+    held = is_test | is_valid if valid_fraction > 0 else is_test
     return Interactions(
         name=name,
         n_users=n_users,
@@ -184,7 +200,10 @@ def synthetic_interactions(
         train=mat(is_train),
         test=mat(is_test & slot),
         valid=mat(is_valid & slot) if valid_fraction > 0 else None,
+        user_ids=np.arange(n_users, dtype=np.int64),
+        item_ids=np.arange(n_items, dtype=np.int64),
         info={
+            **_test_only_counts(users[is_train], chosen[is_train], users[held & slot], chosen[held & slot]),
             "format": "synthetic",
             "seed": seed,
             "mean_degree": mean,
@@ -308,7 +327,15 @@ def synthetic_ratings(
         rating_range=(1.0, 5.0),
         social=graph,
         tags=item_tags,
+        user_ids=np.arange(n_users, dtype=np.int64),
+        item_ids=np.arange(n_items, dtype=np.int64),
         info={
+            **_test_only_counts(
+                train.users,
+                train.items,
+                np.concatenate([test.users, *([valid.users] if valid is not None else [])]),
+                np.concatenate([test.items, *([valid.items] if valid is not None else [])]),
+            ),
             "format": "synthetic",
             "seed": seed,
             "mean_degree": mean,

@@ -37,6 +37,12 @@ def binary_csr(users: np.ndarray, items: np.ndarray, n_users: int, n_items: int)
     return _freeze_csr(m)
 
 
+def _test_only_counts(info: dict[str, object]) -> dict[str, int]:
+    """The loader's test-only counts (0 when it recorded none), for :meth:`Interactions.stats`."""
+    keys = ("test_only_users", "test_only_items", "test_only_rows_dropped")
+    return {k: int(v) if isinstance(v := info.get(k, 0), int | np.integer) else 0 for k in keys}
+
+
 class _LinkList:
     """What user–user and item–item link lists share: read-only int64 ``src``/``dst`` and their count.
 
@@ -102,9 +108,11 @@ class Interactions:
             if m.shape != shape:
                 raise ValueError(f"Interactions.{part} has shape {m.shape}, expected {shape}")
             object.__setattr__(self, part, _freeze_csr(m))
-        for ids in ("user_ids", "item_ids"):
+        for ids, n in (("user_ids", self.n_users), ("item_ids", self.n_items)):
             a = getattr(self, ids)
             if a is not None:
+                if len(a) != n:
+                    raise ValueError(f"Interactions.{ids} has {len(a)} ids, expected {n}")
                 object.__setattr__(self, ids, _freeze(np.asarray(a)))
 
     @property
@@ -126,13 +134,18 @@ class Interactions:
         return np.bincount(self.train.indices, minlength=self.n_items).astype(np.int64)
 
     def stats(self) -> dict[str, int]:
-        """Counts for listings: users, items, train/valid/test interactions."""
+        """Counts for listings and run summaries: sizes, interactions per split, test-only ids.
+
+        ``test_only_users``/``test_only_items`` count the users/items of the held-out files without
+        a training row (their held-out rows were dropped unless the loader's ``test_only="keep"``).
+        """
         return {
             "users": self.n_users,
             "items": self.n_items,
             "train": self.n_train,
             "valid": int(self.valid.nnz) if self.valid is not None else 0,
             "test": int(self.test.nnz),
+            **_test_only_counts(self.info),
         }
 
 
@@ -213,6 +226,8 @@ class Ratings:
         social: optional user–user graph.
         tags: optional item tags.
         info: provenance (files, de-duplication rule, dropped counts).
+        user_ids: original id of each compact user index (``None``: the ids are ``0..n_users-1``).
+        item_ids: original id of each compact item index.
     """
 
     name: str
@@ -225,9 +240,19 @@ class Ratings:
     social: SocialGraph | None = None
     tags: ItemTags | None = None
     info: dict[str, object] = field(default_factory=dict)
+    user_ids: np.ndarray | None = None
+    item_ids: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for ids, n in (("user_ids", self.n_users), ("item_ids", self.n_items)):
+            a = getattr(self, ids)
+            if a is not None:
+                if len(a) != n:
+                    raise ValueError(f"Ratings.{ids} has {len(a)} ids, expected {n}")
+                object.__setattr__(self, ids, _freeze(np.asarray(a)))
 
     def stats(self) -> dict[str, int]:
-        """Counts for listings: users, items, train/valid/test ratings, social links, tags."""
+        """Counts for listings and run summaries: sizes, ratings per split, links, tags, test-only ids."""
         return {
             "users": self.n_users,
             "items": self.n_items,
@@ -236,12 +261,14 @@ class Ratings:
             "test": len(self.test),
             "links": self.social.n_links if self.social is not None else 0,
             "tags": self.tags.n_tags if self.tags is not None else 0,
+            **_test_only_counts(self.info),
         }
 
     def to_interactions(self, threshold: float | None = None) -> Interactions:
         """Implicit view: every rating (or every rating ≥ ``threshold``) becomes an interaction.
 
-        Ids are kept as they are (no compaction), so side information stays aligned.
+        Ids are kept as they are (no compaction), so side information stays aligned; the original
+        ids (``user_ids``/``item_ids``) carry over.
         """
 
         def mat(split: RatingSplit | None) -> sp.csr_matrix | None:
@@ -259,6 +286,8 @@ class Ratings:
             train=train,
             test=test,
             valid=mat(self.valid),
+            user_ids=self.user_ids,
+            item_ids=self.item_ids,
             info={**self.info, "implicit_threshold": threshold},
         )
 

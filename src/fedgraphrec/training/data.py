@@ -19,13 +19,19 @@ __all__ = ["prepare_data", "prepare_interactions"]
 def prepare_interactions(cfg: TrainConfig) -> Interactions:
     """Load the dataset named in ``cfg`` as implicit feedback, carving validation if asked.
 
+    A ratings dataset becomes implicit feedback through :meth:`Ratings.to_interactions`; the
+    ``implicit_threshold`` dataset option is its threshold (the loaders' own ``threshold`` drops
+    rows before any split instead). The loader's counts (duplicates, test-only users/items) reach
+    the run summary through :meth:`Interactions.stats` (``dataset_stats``).
+
     DGREC trains on the interactions of its side-information loader (:func:`~.dgrec.load_data`).
     """
     if cfg.protocol == "dgrec":
         return load_data(cfg.dataset, **cfg.dataset_options).interactions
-    data = load_dataset(cfg.dataset, data_dir=cfg.data_dir or None, **cfg.dataset_options)
+    options = dict(cfg.dataset_options)
+    threshold = options.pop("implicit_threshold", None)  # a view option, not the loader's
+    data = load_dataset(cfg.dataset, data_dir=cfg.data_dir or None, **options)
     if isinstance(data, Ratings):
-        threshold = cfg.dataset_options.get("implicit_threshold")
         data = data.to_interactions(threshold=threshold)
     if cfg.eval.valid_fraction > 0 and data.valid is None:
         data = carve_validation(data, cfg.eval.valid_fraction, seed=cfg.seed)

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from fedgraphrec.data._io import find_file, require_folder
-from fedgraphrec.data._table import Ragged, count_entries, read_ragged_ids
-from fedgraphrec.data.errors import DatasetNotFoundError
+from fedgraphrec.data._ids import apply_test_only, to_index, universe
+from fedgraphrec.data._io import find_file, read_bytes, require_folder
+from fedgraphrec.data._table import Ragged, read_ragged_ids
+from fedgraphrec.data.errors import DataFormatError, DatasetNotFoundError
 from fedgraphrec.data.loaders._compact import drop_overlap
 from fedgraphrec.data.splits import carve_validation, sample_users
 from fedgraphrec.data.types import Interactions, binary_csr
@@ -31,8 +32,19 @@ def _pairs(ragged: Ragged, allow_empty: bool) -> tuple[np.ndarray, np.ndarray, i
     return np.repeat(users, n_items_per_row), ragged.values[is_item], len(empty)
 
 
-def _max_plus_one(*arrays: np.ndarray) -> int:
-    return max((int(a.max()) + 1 for a in arrays if len(a)), default=0)
+def _declared(path: Path | None) -> np.ndarray:
+    """The ``remap_id`` column (the last) of a ``user_list.txt``/``item_list.txt``; header skipped."""
+    if path is None:
+        return np.zeros(0, dtype=np.int64)
+    out: list[int] = []
+    for n, line in enumerate(read_bytes(path).decode("utf-8", "replace").splitlines(), start=1):
+        tokens = line.split()
+        if not tokens or (n == 1 and not tokens[-1].isdigit()):
+            continue
+        if not tokens[-1].isdigit():
+            raise DataFormatError(path, n, f"the last column {tokens[-1]!r} is not an integer id")
+        out.append(int(tokens[-1]))
+    return np.asarray(out, dtype=np.int64)
 
 
 def load_lightgcn(
@@ -44,18 +56,24 @@ def load_lightgcn(
     seed: int = 0,
     user_fraction: float = 1.0,
     sample_seed: int = 0,
+    test_only: str = "drop",
 ) -> Interactions:
     """Load a folder in the LightGCN format.
 
     Files: ``train.txt`` and ``test.txt`` (either may be gzipped as ``*.txt.gz``). Each line is
-    ``user item item ...`` with 0-based, already compact ids; a line may repeat a user (the item
+    ``user item item ...`` with non-negative integer ids; a line may repeat a user (the item
     sets are merged) and an item may repeat within a line (it collapses to one interaction). In
     ``test.txt`` a line with only a user id is valid and means that user has no test items; in
     ``train.txt`` it is an error, because a user without training items cannot be served.
 
-    Sizes: ``n_users``/``n_items`` are the largest id in either file plus one, or the number of
-    entries in ``user_list.txt``/``item_list.txt`` when those files exist and are larger (so users
-    or items that never occur keep their rows).
+    Ids: the compact index space is the sorted ids that occur in the files (after the test-only
+    rule), plus the ``remap_id`` column of ``user_list.txt``/``item_list.txt`` when those exist
+    (ids the release declares). A gap in the ids is no row; ids that are already ``0..n-1`` keep
+    their meaning (``user_ids``/``item_ids`` is then the identity).
+
+    Test-only ids: test rows of users or items without a training row are dropped (counts in
+    ``info["test_only_users"]``, ``["test_only_items"]``, ``["test_only_rows_dropped"]``) unless
+    ``test_only="keep"``; a folder without a training file keeps its test rows.
 
     Test pairs that also occur in train are removed from test (the evaluation masks training items,
     so they could never be ranked); their number is recorded in ``info["dropped_test_overlap"]``.
@@ -72,6 +90,7 @@ def load_lightgcn(
             a CPU-budget stand-in for the whole benchmark.
         sample_seed: seed of the user sample (independent of the run seed, so every run of a
             table sees the same users).
+        test_only: ``"drop"`` (default) or ``"keep"`` test rows of users/items absent from train.
 
     Returns:
         Binary train/test (and optionally valid) matrices.
@@ -100,14 +119,19 @@ def load_lightgcn(
     else:
         train_u = train_i = np.zeros(0, dtype=np.int64)
 
-    n_users = _max_plus_one(train_u, test_u)
-    n_items = _max_plus_one(train_i, test_i)
-    user_list = find_file(root, "user_list.txt")
-    item_list = find_file(root, "item_list.txt")
-    if user_list is not None:
-        n_users = max(n_users, count_entries(user_list))
-    if item_list is not None:
-        n_items = max(n_items, count_entries(item_list))
+    if test_only not in ("drop", "keep"):
+        raise ValueError(f"test_only must be 'drop' or 'keep', got {test_only!r}")
+    held, counts = apply_test_only(
+        (train_u, train_i, train_u),
+        {"test": (test_u, test_i, test_u)},
+        drop=test_only == "drop" and train_path is not None,
+    )
+    test_u, test_i, _ = held["test"]
+    user_ids = universe(train_u, test_u, _declared(find_file(root, "user_list.txt")))
+    item_ids = universe(train_i, test_i, _declared(find_file(root, "item_list.txt")))
+    n_users, n_items = len(user_ids), len(item_ids)
+    train_u, test_u = to_index(train_u, user_ids), to_index(test_u, user_ids)
+    train_i, test_i = to_index(train_i, item_ids), to_index(test_i, item_ids)
 
     train = binary_csr(train_u, train_i, n_users, n_items)
     test, dropped_overlap = drop_overlap(binary_csr(test_u, test_i, n_users, n_items), train)
@@ -120,8 +144,19 @@ def load_lightgcn(
         "dropped_test_overlap": dropped_overlap,
         "test_users_without_items": empty_test_users,
         "train_missing": train_path is None,
+        **counts,
+        "test_only": test_only,
     }
-    data = Interactions(name=ds_name, n_users=n_users, n_items=n_items, train=train, test=test, info=info)
+    data = Interactions(
+        name=ds_name,
+        n_users=n_users,
+        n_items=n_items,
+        train=train,
+        test=test,
+        user_ids=user_ids,
+        item_ids=item_ids,
+        info=info,
+    )
     if user_fraction != 1.0:
         data = sample_users(data, user_fraction, sample_seed)
     if valid_fraction > 0:

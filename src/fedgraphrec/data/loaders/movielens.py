@@ -9,6 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedgraphrec.data._arrays import sorted_unique
+from fedgraphrec.data._ids import apply_test_only, duplicate_mask, pair_keys
 from fedgraphrec.data._io import require_file, require_folder
 from fedgraphrec.data._table import check_range, read_table
 from fedgraphrec.data.errors import DataError
@@ -53,11 +54,14 @@ def _parts(
     if split in (None, "all"):
         path = require_file(root, "u.data")
         rows = _threshold(read_ml_ratings(path), threshold)
+        unique = duplicate_mask(rows[0], rows[1], "last")  # collapsed before the split
+        rows = _select(rows, unique)
         labels = per_user_split(rows[0], fractions, seed)
         parts = {"train": _select(rows, labels == TRAIN), "test": _select(rows, labels == TEST)}
         if fractions[1] > 0:
             parts["valid"] = _select(rows, labels == VALID)
-        return parts, {"files": [str(path)], "split": "per-user", "fractions": fractions, "split_seed": seed}
+        meta = {"files": [str(path)], "split": "per-user", "fractions": fractions, "split_seed": seed}
+        return parts, {**meta, "duplicate_rows_removed": int((~unique).sum())}
     if split not in FIXED_SPLITS:
         choices = ", ".join(FIXED_SPLITS)
         raise DataError(f"unknown MovieLens-100K split {split!r}; use one of {choices} or 'all'")
@@ -90,12 +94,26 @@ def _universe(
     return sorted_unique(users), sorted_unique(items)
 
 
+def _drop_seen(parts: dict[str, Rows]) -> tuple[dict[str, Rows], dict[str, int]]:
+    """Held-out rows whose (user, item) pair is also in train are dropped (counted per split)."""
+    train = parts["train"]
+    out, counts = {"train": train}, {}
+    for key, rows in parts.items():
+        if key != "train":
+            keys = pair_keys(np.concatenate([train[0], rows[0]]), np.concatenate([train[1], rows[1]]))
+            seen = np.isin(keys[len(train[0]) :], keys[: len(train[0])])
+            counts[f"dropped_{key}_overlap"] = int(seen.sum())
+            out[key] = _select(rows, ~seen)
+    return out, counts
+
+
 def _compact(
     root: Path, parts: dict[str, Rows], compact: Compact, split: str | None
 ) -> tuple[dict[str, Rows], np.ndarray, np.ndarray, dict[str, int]]:
     user_ids, item_ids = _universe(root, parts, compact, split)
+    parts, dropped = _drop_seen(parts)
+    _, only = apply_test_only(parts["train"], {k: v for k, v in parts.items() if k != "train"}, drop=False)
     out: dict[str, Rows] = {}
-    dropped: dict[str, int] = {}
     for key, (u, i, r) in parts.items():
         cu, ku = remap(u, user_ids)
         ci, ki = remap(i, item_ids)
@@ -103,7 +121,8 @@ def _compact(
         out[key] = (cu[keep], ci[keep], r[keep])
         if key != "train":
             dropped[f"dropped_{key}"] = int((~keep).sum())
-    return out, user_ids, item_ids, dropped
+    rows_dropped = sum(v for k, v in dropped.items() if not k.endswith("_overlap"))
+    return out, user_ids, item_ids, {**dropped, **only, "test_only_rows_dropped": rows_dropped}
 
 
 def _read(
@@ -145,7 +164,9 @@ def load_ml100k(
           over those that occur in the (thresholded) *training* data. Validation/test interactions
           whose user or item does not occur in train are dropped, and their numbers are recorded in
           ``info["dropped_test"]`` / ``info["dropped_valid"]``. For ``u1`` with threshold 4 this gives
-          942 users and 1,408 items.
+          942 users and 1,408 items. This is the test-only rule of every loader: the counts of
+          held-out users/items without a training row are ``info["test_only_users"]`` and
+          ``info["test_only_items"]``.
         * ``"all"``: compaction over the ids of the full ``u.data`` (943 × 1,682, ratings below the
           threshold included), so nothing is dropped and users without positives keep empty rows.
         ``user_ids``/``item_ids`` give the original (1-based) id of every compact index.
@@ -207,8 +228,8 @@ def load_ml100k_ratings(
 
     The split options are those of :func:`load_ml100k`. Compaction defaults to ``"all"`` (the full
     943 × 1,682 id space, nothing dropped); ``"train"`` drops test/validation ratings of users or
-    items unseen in train and records the counts in ``info``. ``Ratings`` has no id-map fields, so the
-    original ids are kept in ``info["user_ids"]`` and ``info["item_ids"]``.
+    items unseen in train and records the counts in ``info``. The original ids are ``user_ids`` and
+    ``item_ids`` (also kept in ``info`` for older readers).
 
     Raises:
         DatasetNotFoundError: the folder or a needed file is missing.
@@ -225,6 +246,8 @@ def load_ml100k_ratings(
         valid=RatingSplit(*parts["valid"]) if "valid" in parts else None,
         rating_range=RATING_RANGE,
         info={**info, "compact": compact, "user_ids": user_ids, "item_ids": item_ids},
+        user_ids=user_ids,
+        item_ids=item_ids,
     )
     if valid_fraction > 0:
         data = carve_validation(data, valid_fraction, seed)

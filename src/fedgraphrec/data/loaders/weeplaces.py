@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from fedgraphrec.data._io import require_file, require_folder
+from fedgraphrec.data._ids import Rows, apply_test_only, to_index, universe
+from fedgraphrec.data._io import read_bytes, require_file, require_folder
 from fedgraphrec.data._table import read_table
 from fedgraphrec.data.loaders._compact import drop_overlap
 from fedgraphrec.data.types import Interactions, binary_csr
@@ -17,7 +18,16 @@ SPLIT_NAMES = ("train", "val_foldin", "val_heldout", "test_foldin", "test_heldou
 TRAIN_PARTS = ("train", "val_foldin", "test_foldin")
 
 
-def load_weeplaces(folder: str | Path, *, name: str | None = None) -> Interactions:
+def is_weeplaces_file(path: Path) -> bool:
+    """Whether the first line of ``path`` is ``user item split`` with a GroupIM split name."""
+    try:
+        first = read_bytes(path)[:4096].split(b"\n", 1)[0].split()
+    except OSError:
+        return False
+    return len(first) == 3 and first[2].decode("utf-8", "replace") in SPLIT_NAMES
+
+
+def load_weeplaces(folder: str | Path, *, name: str | None = None, test_only: str = "drop") -> Interactions:
     """Load Weeplaces user–POI check-ins as implicit feedback.
 
     GroupIM splits its *users* into train/val/test groups and, for val and test users, splits their
@@ -31,8 +41,11 @@ def load_weeplaces(folder: str | Path, *, name: str | None = None) -> Interactio
     Held-out pairs that also occur in train (none in the stored copy) are removed and counted in
     ``info["dropped_valid_overlap"]``/``info["dropped_test_overlap"]``.
 
-    Sizes are the largest ids plus one (8,643 users × 25,081 POIs for the stored copy). The group
-    files are not read; ``info["rows_per_split"]`` records the row counts.
+    Ids are compacted to the sorted ids that occur (:mod:`fedgraphrec.data._ids`; the originals are
+    ``user_ids``/``item_ids``). Held-out rows of users or items without a training row (22 users and
+    36 POIs of the stored copy) are dropped unless ``test_only="keep"``; the counts are
+    ``info["test_only_users"]``, ``["test_only_items"]`` and ``["test_only_rows_dropped"]``. The
+    group files are not read; ``info["rows_per_split"]`` records the row counts.
 
     Raises:
         DatasetNotFoundError: the folder or the interactions file is missing.
@@ -50,15 +63,29 @@ def load_weeplaces(folder: str | Path, *, name: str | None = None) -> Interactio
         shown = splits[row].decode("utf-8", "replace")
         raise table.fail(row, f"column 3: unknown split {shown!r}; expected one of {', '.join(SPLIT_NAMES)}")
     labels = np.array([n.decode() for n in names])[codes]
-    n_users = int(users.max()) + 1
-    n_items = int(items.max()) + 1
+    if test_only not in ("drop", "keep"):
+        raise ValueError(f"test_only must be 'drop' or 'keep', got {test_only!r}")
 
-    def mat(*parts: str) -> sp.csr_matrix:
+    def part(*parts: str) -> Rows:
         m = np.isin(labels, parts)
-        return binary_csr(users[m], items[m], n_users, n_items)
+        return users[m], items[m], np.ones(int(m.sum()))
+
+    held, counts = apply_test_only(
+        part(*TRAIN_PARTS),
+        {"val_heldout": part("val_heldout"), "test_heldout": part("test_heldout")},
+        drop=test_only == "drop",
+    )
+    kept = {"train": part(*TRAIN_PARTS), **held}
+    user_ids = universe(*(r[0] for r in kept.values()))
+    item_ids = universe(*(r[1] for r in kept.values()))
+    n_users, n_items = len(user_ids), len(item_ids)
+
+    def mat(key: str) -> sp.csr_matrix:
+        u, i, _ = kept[key]
+        return binary_csr(to_index(u, user_ids), to_index(i, item_ids), n_users, n_items)
 
     rows = {s: int((labels == s).sum()) for s in SPLIT_NAMES}
-    train = mat(*TRAIN_PARTS)
+    train = mat("train")
     valid, dropped_valid = drop_overlap(mat("val_heldout"), train)
     test, dropped_test = drop_overlap(mat("test_heldout"), train)
     return Interactions(
@@ -68,7 +95,11 @@ def load_weeplaces(folder: str | Path, *, name: str | None = None) -> Interactio
         train=train,
         valid=valid,
         test=test,
+        user_ids=user_ids,
+        item_ids=item_ids,
         info={
+            **counts,
+            "test_only": test_only,
             "dropped_valid_overlap": dropped_valid,
             "dropped_test_overlap": dropped_test,
             "format": "weeplaces",
