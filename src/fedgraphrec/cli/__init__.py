@@ -1,7 +1,8 @@
 """The ``fedgraphrec`` command line: one small module per command, no logic beyond parsing and printing.
 
-Commands: ``datasets``, ``train`` (every method, including ``p4gcn`` and ``dgrec``), ``compare``,
-``frontier``, ``reproduce``, ``audit``, ``flower``, ``demo``, ``version``. They parse options, call
+Commands: ``datasets``, ``train`` (every method, including ``p4gcn`` and ``dgrec``), ``recommend``,
+``export``, ``evaluate`` (use a trained run), ``compare``, ``frontier``, ``reproduce``, ``audit``,
+``flower``, ``demo``, ``version``. They parse options, call
 the layer that does the work
 (:mod:`fedgraphrec.training`, :mod:`fedgraphrec.reproduce`, :mod:`fedgraphrec.audits`,
 :mod:`fedgraphrec.engines`) and print; errors go through :func:`~fedgraphrec.cli._app.user_errors`.
@@ -10,12 +11,12 @@ The top layer: it may import every other, and nothing imports it.
 
 from __future__ import annotations
 
-from fedgraphrec.cli import audit, compare, datasets, demo, flower, reproduce, train
+from fedgraphrec.cli import audit, compare, datasets, demo, flower, model, reproduce, train
 from fedgraphrec.cli._app import app
 
 __all__ = ["main"]
 
-_COMMANDS = (audit, compare, datasets, demo, flower, reproduce, train)  # registered on import
+_COMMANDS = (audit, compare, datasets, demo, flower, model, reproduce, train)  # registered on import
 
 
 def main() -> None:

@@ -275,13 +275,15 @@ class Run:
         )
         return [path]
 
-    def evaluate(self, on: str | Path = "test", ks: Sequence[int] | None = None) -> dict[str, Any]:
+    def evaluate(
+        self, on: str | Path = "test", ks: Sequence[int] | None = None, split: str = "test"
+    ) -> dict[str, Any]:
         """Metrics of the model on ``test``, ``valid``, or interactions in a file or dataset folder.
 
         A split of the run's own dataset scores exactly as the training loop did (``summary.json``'s
         ``test`` for the selected model). A path holds (user, item) interactions in original ids (a
         file: :func:`~fedgraphrec.training.recommendations.read_pairs`; a folder: a dataset whose
-        test split is used); users and items the run does not know are dropped, and so are pairs
+        ``split`` is used); users and items the run does not know are dropped, and so are pairs
         the user already has in train or validation; the result counts them (``rows_used``,
         ``rows_unknown``, ``rows_seen``). Rating runs report ``rmse``/``mae`` on their splits.
         """
@@ -295,7 +297,7 @@ class Run:
             scores = model.scores
             assert scores is not None
             return evaluate_scorer_on(lambda idx: scores[idx], self.dataset, ks, str(on))
-        target, counts = self._target(Path(on))
+        target, counts = self._target(Path(on), split)
         exclude = [self.seen()]
         if model.users is not None and model.items is not None:
             result = evaluate_embeddings(
@@ -307,7 +309,7 @@ class Run:
             result = evaluate_scores(lambda idx: scores[idx], *target.shape, target, exclude, ks=tuple(ks))
         return {**result.metrics, **counts}
 
-    def _target(self, path: Path) -> tuple[sp.csr_matrix, dict[str, int]]:
+    def _target(self, path: Path, split: str) -> tuple[sp.csr_matrix, dict[str, int]]:
         """The held-out matrix of a file or folder in original ids, and the counts of dropped rows."""
         if path.is_dir():
             from fedgraphrec.data.registry import load_dataset
@@ -315,7 +317,10 @@ class Run:
             other = load_dataset(str(path))
             if isinstance(other, Ratings):
                 other = other.to_interactions()
-            test = other.test.tocoo()
+            held = other.valid if split == "valid" else other.test
+            if held is None:
+                raise ValueError(f"{path}: the dataset has no {split} split")
+            test = held.tocoo()
             uid = other.user_ids if other.user_ids is not None else np.arange(other.n_users)
             iid = other.item_ids if other.item_ids is not None else np.arange(other.n_items)
             users, items = list(np.asarray(uid)[test.row]), list(np.asarray(iid)[test.col])
