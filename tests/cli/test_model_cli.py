@@ -118,3 +118,11 @@ def test_evaluate_prints_the_summarys_test_metrics(run_dir: Path, tmp_path: Path
     res = runner.invoke(app, ["evaluate", str(run_dir), "--dataset", str(tmp_path / "pairs.csv")])
     assert res.exit_code == 0, res.output
     assert "dropped 1 with a user or item the run does not know" in res.output
+
+
+def test_the_using_a_model_guide_runs(tmp_path: Path) -> None:
+    """docs/guide/using-a-model.md runs top to bottom (train, recommend, export, the numpy snippet, evaluate)."""
+    from tests.docs.doctools import ROOT, run_page
+
+    assert run_page(ROOT / "docs" / "guide" / "using-a-model.md", tmp_path) is None
+    assert (tmp_path / "recs.parquet").exists() and (tmp_path / "export" / "users.parquet").exists()

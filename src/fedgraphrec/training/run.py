@@ -30,12 +30,13 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
 from fedgraphrec.data.idmap import IdMap, read_id_map
 from fedgraphrec.data.types import Interactions, Ratings, binary_csr
 from fedgraphrec.evaluation.ranking import evaluate_embeddings, evaluate_scores
 from fedgraphrec.evaluation.rating import mae, rmse
-from fedgraphrec.evaluation.recommend import top_k
+from fedgraphrec.evaluation.recommend import ScoreRows, top_k
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.p4gcn_learner import rating_splits
 from fedgraphrec.training.recommendations import EmbeddingTable, Recommendations, id_array, read_pairs
@@ -198,7 +199,7 @@ class Run:
         Raises:
             ValueError: an id that is not one of the run's users (the message names it).
         """
-        ids = [users] if isinstance(users, str | int) else list(users)
+        ids = [str(users)] if isinstance(users, str | int) else [str(u) for u in users]
         index, known = self.user_ids.find(ids)
         if not known.all():
             bad = ids[int(np.flatnonzero(~known)[0])]
@@ -294,9 +295,7 @@ class Run:
         if str(on) in ("test", "valid"):
             if model.users is not None and model.items is not None:
                 return evaluate_embeddings_on(model.users, model.items, self.dataset, ks, str(on))
-            scores = model.scores
-            assert scores is not None
-            return evaluate_scorer_on(lambda idx: scores[idx], self.dataset, ks, str(on))
+            return evaluate_scorer_on(self._stored_rows(), self.dataset, ks, str(on))
         target, counts = self._target(Path(on), split)
         exclude = [self.seen()]
         if model.users is not None and model.items is not None:
@@ -304,10 +303,17 @@ class Run:
                 model.users.float(), model.items.float(), target, exclude, ks=tuple(ks)
             )
         else:
-            scores = model.scores
-            assert scores is not None
-            result = evaluate_scores(lambda idx: scores[idx], *target.shape, target, exclude, ks=tuple(ks))
+            n_users, n_items = target.shape
+            result = evaluate_scores(self._stored_rows(), n_users, n_items, target, exclude, ks=tuple(ks))
         return {**result.metrics, **counts}
+
+    def _stored_rows(self) -> ScoreRows:
+        """Rows of the stored score matrix in its own dtype (as the training loop ranked them)."""
+        dense = self.model.scores
+        if dense is None:
+            raise ValueError(f"{self.path}: the model stores no score matrix")
+        table: torch.Tensor = dense
+        return lambda idx: table[idx]
 
     def _target(self, path: Path, split: str) -> tuple[sp.csr_matrix, dict[str, int]]:
         """The held-out matrix of a file or folder in original ids, and the counts of dropped rows."""
