@@ -50,5 +50,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    """The module's names, the lazy public ones included."""
-    return sorted({*globals(), *__all__})
+    """The public names (the lazy ones included)."""
+    return sorted(__all__)

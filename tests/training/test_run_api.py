@@ -8,6 +8,8 @@ user rows it does not hold.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,7 @@ def test_recommend_excludes_seen_items_and_scores_are_the_dot_products(mf_run: R
         assert set(items.tolist()) == set(best.tolist())
     with_seen = mf_run.recommend([0], k=80, exclude_seen=False)
     assert len(with_seen) == 80
+    assert mf_run.ledger is None  # a centralized run sends nothing
 
 
 def test_evaluate_on_the_test_split_and_on_a_file_reproduces_the_summary(mf_run: Run, tmp_path: Path) -> None:
@@ -134,6 +137,9 @@ def test_original_ids_of_a_dataset_with_gaps_go_in_and_come_out(tmp_path: Path) 
     with pytest.raises(ValueError, match="unknown user id '1001'"):
         run.recommend([1001])
     assert "simulated in one process" in run.note and "its own client" in run.note
+    assert run.config.protocol == "lpgcn" and [r["epoch"] for r in run.metrics] == [1, 2]
+    ledger = run.ledger
+    assert ledger is not None and ledger["rows"] and {"phase", "payload_bytes"} <= set(ledger["rows"][0])
     snapshot = torch.load(run.path / "best.pt", weights_only=True)
     U, V = snapshot["users"].double(), snapshot["items"].double()
     idx = run.user_index([1003, 1009])
@@ -230,6 +236,16 @@ def test_a_network_scored_model_keeps_its_score_matrix(tmp_path: Path) -> None:
     assert run.evaluate("test") == run.summary["test"]
     recs = run.recommend([2], k=4)
     assert np.array_equal(recs.score, snapshot["scores"][2, recs.item].double().numpy())
+
+
+def test_import_fedgraphrec_loads_the_api_on_first_use() -> None:
+    script = (
+        "import sys, fedgraphrec as fgr\n"
+        "assert 'torch' not in sys.modules and 'fedgraphrec.training' not in sys.modules\n"
+        "assert fgr.Run.__module__ == 'fedgraphrec.training.run' and callable(fgr.train)\n"
+        "assert set(fgr.__all__) <= set(dir(fgr))\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
 
 
 def test_load_run_refuses_what_is_not_a_run(tmp_path: Path) -> None:
