@@ -4,15 +4,7 @@
 ``fedgraphrec train`` (or :func:`train`). The model is the one ``summary.json`` reports
 (``best.pt``: the selected epoch), or the last evaluated one with ``which="last"``. Everything a
 :class:`Run` hands out speaks the dataset's original ids (the folder's ``ids/users.tsv`` and
-``ids/items.tsv``)::
-
-    import fedgraphrec as fgr
-
-    run = fgr.train("lpgcn", "synthetic", epochs=2)
-    recs = run.recommend(["3", "17"], k=20)  # seen items excluded
-    recs.to_csv("recs.csv")
-    users, items = run.embeddings()
-    run.evaluate("test")
+``ids/items.tsv``); the guide page "Using a trained model" shows it at work.
 
 Who holds what: a run simulated in one process (every protocol's ``train``) keeps every party's
 state in its folder, clients' embeddings included — in a deployment a user's embedding stays on its
