@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -88,6 +89,15 @@ def _prepared(settings: P4GCNSettings, data: Ratings, seed: int) -> tuple[Rating
     return data, {"valid": val, "test": te}, tr
 
 
+def _grid(
+    predict: Callable[[np.ndarray, np.ndarray], np.ndarray], users: torch.Tensor, n_items: int
+) -> torch.Tensor:
+    """``predict`` on every (user, item) pair of ``users`` × all items, as ``[len(users), n_items]``."""
+    u = users.numpy().astype(np.int64)
+    pairs_u, pairs_i = np.repeat(u, n_items), np.tile(np.arange(n_items, dtype=np.int64), len(u))
+    return torch.from_numpy(np.asarray(predict(pairs_u, pairs_i), dtype=np.float64).reshape(len(u), n_items))
+
+
 class P4GCNLearner:
     """A P4GCN variant (module docstring); one :meth:`train_round` is one epoch of the schedule.
 
@@ -132,6 +142,7 @@ class P4GCNLearner:
         )  # fmt: skip
         self.setup_seconds = time.perf_counter() - t0
         self.epoch_seconds: list[float] = []
+        self.n_items = data.n_items
 
     @property
     def ledger(self) -> Ledger:
@@ -148,6 +159,10 @@ class P4GCNLearner:
     def evaluate_splits(self, splits: list[str], ks: list[int] | None = None) -> dict[str, dict[str, float]]:
         """RMSE and MAE per split (``ks`` is unused: rating metrics have no cut-off)."""
         return self.run.evaluate(list(splits))
+
+    def score_rows(self, users: torch.Tensor) -> torch.Tensor:
+        """Predicted ratings of ``users`` for every item (the run's model snapshot; in process only)."""
+        return _grid(self.run.predict, users, self.n_items)
 
     def pop_deviation(self) -> None:
         """P4GCN has no centralized oracle to verify against (DP noise; HE arithmetic)."""
@@ -223,6 +238,7 @@ class RatingLearner:
             assert data.social is not None
             self.social = sp.csr_matrix(data.social.adjacency(symmetric=True), dtype=np.float32)
         self.order_rng = np.random.default_rng([seed, 11])
+        self.n_items = data.n_items
         self.train = tuple(torch.from_numpy(a) for a in tr)
 
     @property
@@ -265,6 +281,10 @@ class RatingLearner:
     def predict(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         """Predicted ratings of (user, item) pairs."""
         return self._scores(torch.from_numpy(users), torch.from_numpy(items)).double().numpy()
+
+    def score_rows(self, users: torch.Tensor) -> torch.Tensor:
+        """Predicted ratings of ``users`` for every item (the run's model snapshot)."""
+        return _grid(self.predict, users, self.n_items)
 
     def evaluate_splits(self, splits: list[str], ks: list[int] | None = None) -> dict[str, dict[str, float]]:
         """RMSE and MAE per split, predictions clipped to the rating range."""

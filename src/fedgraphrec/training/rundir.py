@@ -7,6 +7,14 @@ Layout of ``RUN_DIR``::
     summary.json     the selected epoch's metrics, timings, dataset statistics
     curves.png       learning curves
     checkpoint.pt    model + optimizer + loop state after the last checkpointed epoch
+    best.pt          the selected epoch's model (summary.json's selected_epoch): tables or scores
+    last.pt          the last evaluated epoch's model (summary.json's last_epoch)
+    ids/users.tsv    the original user id of each compact index (index<TAB>id)
+    ids/items.tsv    the original item id of each compact index
+
+``best.pt``/``last.pt`` hold plain tensors (:mod:`fedgraphrec.training.snapshot`); a run folder
+holds them only when the model can be kept (not for a Flower run: its users' rows stay on the
+SuperNodes; ``summary.json``'s ``model_note`` says why one is missing).
 """
 
 from __future__ import annotations
@@ -19,8 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, overload
 
+import numpy as np
 import tomli_w
 
+from fedgraphrec.data.idmap import write_id_map
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.loading import load_config
 
@@ -76,6 +86,10 @@ class RunDir:
     summary_path = _RunFile("summary.json")
     checkpoint_path = _RunFile("checkpoint.pt")
     curves_path = _RunFile("curves.png")
+    best_path = _RunFile("best.pt")
+    last_path = _RunFile("last.pt")
+    user_ids_path = _RunFile("ids/users.tsv")
+    item_ids_path = _RunFile("ids/items.tsv")
 
     RUN_MARKERS = ("config.toml", "metrics.jsonl")
     """The files that make a folder a run folder (the only kind an overwrite may empty)."""
@@ -133,6 +147,23 @@ class RunDir:
         """Make the folder and write the resolved config."""
         self.path.mkdir(parents=True, exist_ok=True)
         _atomic_write(self.config_path, tomli_w.dumps(config.to_dict()).encode())
+
+    def write_id_maps(
+        self, shape: tuple[int, int], user_ids: np.ndarray | None, item_ids: np.ndarray | None
+    ) -> None:
+        """Write ``ids/users.tsv`` and ``ids/items.tsv`` (``None``: the ids were ``0..n-1`` already).
+
+        Raises:
+            ValueError: an id map whose length is not the data's number of users or items.
+        """
+        for path, ids, n, side in (
+            (self.user_ids_path, user_ids, shape[0], "user"),
+            (self.item_ids_path, item_ids, shape[1], "item"),
+        ):
+            ids = np.arange(n, dtype=np.int64) if ids is None else np.asarray(ids)
+            if len(ids) != n:
+                raise ValueError(f"the data has {n} {side}s but {len(ids)} {side} ids")
+            write_id_map(path, ids)
 
     def load_config(self) -> TrainConfig:
         """The resolved config stored in the folder."""

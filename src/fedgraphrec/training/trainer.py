@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import scipy.sparse as sp
 import torch
 
 from fedgraphrec.data.types import Interactions
-from fedgraphrec.evaluation.ranking import evaluate_embeddings, evaluate_scores
 from fedgraphrec.evaluation.rating import better, worst
 from fedgraphrec.protocols.settings import MinibatchSettings
 from fedgraphrec.training.checkpoint import SECRETS, load_checkpoint, save_checkpoint
@@ -32,38 +30,10 @@ from fedgraphrec.training.plots import plot_curves, plot_ledger
 from fedgraphrec.training.progress import EpochProgress
 from fedgraphrec.training.rundir import RunDir
 from fedgraphrec.training.sampler import BPRSampler, SamplerScheme
+from fedgraphrec.training.scoring import data_shape, evaluate_learner
+from fedgraphrec.training.snapshot import ModelFiles
 
-__all__ = ["RunResult", "Trainer", "evaluate_embeddings_on", "fit_in_scratch"]
-
-
-def _target(data: Interactions, split: str) -> tuple[sp.csr_matrix, list[sp.csr_matrix]]:
-    """Held-out matrix of ``split`` and what to mask (``test``: train+valid; ``valid``: train)."""
-    if split == "valid":
-        if data.valid is None:
-            raise ValueError("the dataset has no validation split")
-        return data.valid, [data.train]
-    return data.test, [data.train] + ([data.valid] if data.valid is not None else [])
-
-
-def evaluate_embeddings_on(
-    U: torch.Tensor, V: torch.Tensor, data: Interactions, ks: list[int], split: str = "test"
-) -> dict[str, float]:
-    """Full-ranking metrics on ``split`` (``test`` masks train+valid items; ``valid`` masks train)."""
-    target, exclude = _target(data, split)
-    return dict(evaluate_embeddings(U.float(), V.float(), target, exclude, ks=tuple(ks)).metrics)
-
-
-def evaluate_scorer_on(
-    score_users: Callable[[torch.Tensor], torch.Tensor],
-    data: Interactions,
-    ks: list[int],
-    split: str = "test",
-) -> dict[str, float]:
-    """As :func:`evaluate_embeddings_on`, for models whose score is not a dot product (NCF)."""
-    target, exclude = _target(data, split)
-    n_users, n_items = target.shape
-    result = evaluate_scores(score_users, n_users, n_items, target, exclude, ks=tuple(ks), chunk_size=256)
-    return dict(result.metrics)
+__all__ = ["RunResult", "Trainer", "fit_in_scratch"]
 
 
 @dataclass
@@ -112,6 +82,12 @@ class Trainer:
     * ``evaluate_splits(splits, ks) -> {split: {metric: value}}``: the learner evaluates itself
       (rating protocols report ``rmse``/``mae``); tried first, before ``evaluate_federated``,
       ``score_users`` and ``embeddings``.
+    * ``score_rows(users) -> [b, n_items]``: with ``evaluate_splits``, the model's score (predicted
+      rating) rows, from which ``best.pt``/``last.pt`` are written (:mod:`.snapshot`).
+
+    Every evaluated model is kept as ``best.pt`` (the selected epoch) and ``last.pt`` (the last one)
+    where it can be (:func:`~fedgraphrec.training.scoring.evaluate_learner`); ``ids/users.tsv`` and
+    ``ids/items.tsv`` map the compact indices back to the dataset's ids.
 
     Selection and early stopping follow the metric's direction
     (:data:`~fedgraphrec.evaluation.rating.LOWER_IS_BETTER`: ``rmse`` and ``mae`` improve downwards).
@@ -142,6 +118,7 @@ class Trainer:
         self._rounds: Callable[[int], BatchStats] | None = getattr(self.learner, "train_round", None)
         self.state = _LoopState(best_value=worst(cfg.eval.metric))
         self.history: list[dict[str, Any]] = []
+        self.models = ModelFiles(self.run.best_path, self.run.last_path)
 
     @property
     def sampler(self) -> BPRSampler:
@@ -198,31 +175,17 @@ class Trainer:
 
     # ---------------------------------------------------------------- loop
     def _evaluate(self, record: dict[str, Any]) -> None:
+        """Metrics of the current model into ``record``; the model is kept for ``best.pt``/``last.pt``."""
         t0 = time.perf_counter()
-        scorer: Callable[[torch.Tensor], torch.Tensor] | None = getattr(self.learner, "score_users", None)
-        federated: Callable[[list[int]], dict[str, dict[str, float]]] | None = getattr(
-            self.learner, "evaluate_federated", None
-        )
-        own: Callable[[list[str], list[int]], dict[str, dict[str, float]]] | None = getattr(
-            self.learner, "evaluate_splits", None
-        )
+        own = getattr(self.learner, "evaluate_splits", None)
         has_valid = own is not None or getattr(self.data, "valid", None) is not None  # own: its splits
         splits = (["valid"] if has_valid else []) + ["test"]
-        if own is not None:  # the learner evaluates itself (rating metrics, its own splits)
-            got = own(splits, self.cfg.eval.ks)
-            for name in splits:
-                record[name] = got[name]
-        elif federated is not None:  # the nodes score their own clients (engines across processes)
-            got = federated(self.cfg.eval.ks)
-            for name in splits:
-                record[name] = got[name]
-        elif scorer is not None:
-            for name in splits:
-                record[name] = evaluate_scorer_on(scorer, self.data, self.cfg.eval.ks, name)
-        else:
-            U, V = cast(Learner, self.learner).embeddings()
-            for name in splits:
-                record[name] = evaluate_embeddings_on(U, V, self.data, self.cfg.eval.ks, name)
+        got, model, reason = evaluate_learner(
+            self.learner, self.data, splits, self.cfg.eval.ks, record["epoch"]
+        )
+        for name in splits:
+            record[name] = got[name]
+        self.models.offer(record["epoch"], model, reason)
         record["eval_seconds"] = time.perf_counter() - t0
         cfg, st = self.cfg, self.state
         split = {"valid": "valid" if has_valid else None, "test": "test"}.get(cfg.eval.select)
@@ -231,6 +194,7 @@ class Trainer:
         value = record[split][cfg.eval.metric]
         if better(cfg.eval.metric, value, st.best_value):
             st.best_value, st.best_epoch, st.bad_evals = value, record["epoch"], 0
+            self.models.write_best(record["epoch"])
         else:
             st.bad_evals += 1
             if split == "valid" and cfg.eval.patience and st.bad_evals >= cfg.eval.patience:
@@ -279,6 +243,10 @@ class Trainer:
         if not resumed:
             self.run.create(cfg)
             self.run.rewrite_metrics([])
+            if (shape := data_shape(self.data)) is not None:  # the original ids behind the indices
+                self.run.write_id_maps(
+                    shape, getattr(self.data, "user_ids", None), getattr(self.data, "item_ids", None)
+                )
             if cfg.eval.eval_initial:
                 record: dict[str, Any] = {"epoch": 0, "loss": None}
                 self._evaluate(record)
@@ -306,8 +274,12 @@ class Trainer:
                     or self.state.stopped_early
                 ):
                     self._save_checkpoint()
+                    self.models.write_last(self.state.epoch)
                 if self.on_epoch_end is not None:
                     self.on_epoch_end(epoch + 1)
+        self.models.write_last(self.state.epoch)
+        if self.state.best_epoch < 0:  # no selection rule applied: the last evaluated model is the one
+            self.models.write_best(self.state.epoch)
         summary = self._summary()
         self.run.write_summary(summary)
         plot_curves(
@@ -352,6 +324,8 @@ class Trainer:
             "stopped_early": st.stopped_early,
             "selection": rule,
             "selected_epoch": selected["epoch"] if selected else None,
+            "last_epoch": last["epoch"] if last else None,
+            **self.models.summary(selected["epoch"] if selected else None, last["epoch"] if last else None),
             "test": selected["test"] if selected else {},
             "valid": selected.get("valid", {}) if selected else {},
             "last_epoch_test": last["test"] if last else {},
