@@ -255,3 +255,14 @@ def test_load_run_refuses_what_is_not_a_run(tmp_path: Path) -> None:
         load_run(tmp_path)
     with pytest.raises(ValueError, match="'best' or 'last'"):
         load_run(tmp_path, "first")
+
+
+def test_train_refuses_an_existing_run_unless_overwrite(mf_run: Run, tmp_path: Path) -> None:
+    folder = tmp_path / "again"
+    fgr.train("central", "synthetic", out=folder, epochs=1, seed=0, **MF)
+    (folder / "stale.txt").write_text("from the old run")
+    with pytest.raises(ValueError, match="overwrite"):
+        fgr.train("central", "synthetic", out=folder, epochs=1, seed=0, **MF)
+    assert (folder / "stale.txt").exists()
+    fgr.train("central", "synthetic", out=folder, epochs=1, seed=0, overwrite=True, **MF)
+    assert not (folder / "stale.txt").exists()

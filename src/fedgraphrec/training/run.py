@@ -372,6 +372,7 @@ def train(
     epochs: int | None = None,
     seed: int | None = None,
     progress: bool = False,
+    overwrite: bool = False,
     **settings: Any,
 ) -> Run:
     """Train ``protocol`` on ``dataset``, write the run folder, and return the run.
@@ -383,16 +384,21 @@ def train(
         epochs: number of epochs (default: the configuration's).
         seed: the run seed.
         progress: show progress bars.
+        overwrite: replace the run already in ``out`` (without it, an existing run there is an error).
         settings: any key ``--set`` takes, as a Python value: ``alpha=5``, ``ks=[5, 20]``,
             ``**{"eval.ks": [5, 20], "dataset_options.threshold": 4.0}``.
 
     Raises:
         ConfigError: an unknown key or a value of the wrong type (the message names it).
+        ValueError: ``out`` holds a run and ``overwrite`` is false, or holds files that are no run.
     """
     from fedgraphrec.training.loading import load_config
     from fedgraphrec.training.trainer import Trainer
 
     cfg = load_config(None, None, protocol=protocol, dataset=dataset, epochs=epochs, seed=seed, **settings)
     folder = Path(out) if out is not None else default_run_dir(protocol, cfg.dataset)
-    Trainer(cfg, folder, progress=progress).fit()
+    RunDir(folder).check_free(overwrite)  # refuse before the data load; touch nothing
+    trainer = Trainer(cfg, folder, progress=progress)
+    RunDir(folder).prepare(overwrite)  # the start succeeded: an old run's files go now
+    trainer.fit()
     return Run(folder)
