@@ -126,3 +126,16 @@ def test_the_using_a_model_guide_runs(tmp_path: Path) -> None:
 
     assert run_page(ROOT / "docs" / "guide" / "using-a-model.md", tmp_path) is None
     assert (tmp_path / "recs.parquet").exists() and (tmp_path / "export" / "users.parquet").exists()
+
+
+def test_recommend_on_a_simulated_federated_run_says_it_holds_every_clients_state(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "lpgcn"
+    args = ["train", "lpgcn", "--dataset", "synthetic", "--epochs", "1", "--out", str(out), "--no-progress"]
+    assert runner.invoke(app, [*args, *TINY]).exit_code == 0
+    res = runner.invoke(app, ["recommend", str(out), "--users", "1", "-k", "2"])
+    assert res.exit_code == 0, res.output
+    assert "simulated in one process" in res.stderr and "stays on its own client" in res.stderr
+    central = runner.invoke(app, ["recommend", str(run_dir), "--users", "1", "-k", "2"])
+    assert central.exit_code == 0 and "note:" not in central.stderr

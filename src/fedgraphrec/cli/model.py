@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from fedgraphrec.cli._app import DataDirOpt, app, err, fail, out, use_data_dir, user_errors
@@ -26,9 +27,13 @@ LastOpt = Annotated[
 
 
 def _open(path: Path, last: bool) -> Run:
+    """Load the run; a simulated federated run says on stderr that it holds every client's state."""
     from fedgraphrec.training.run import load_run
 
-    return load_run(path, "last" if last else "best")
+    run = load_run(path, "last" if last else "best")
+    if run.config.protocol != "central" and not run.on_flower:
+        err.print(f"[yellow]note:[/] {escape(run.note)}")
+    return run
 
 
 def _user_list(users: str) -> list[str]:
