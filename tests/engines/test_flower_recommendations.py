@@ -149,7 +149,7 @@ def test_nodes_write_the_in_process_runs_recommendations(named_ids: None, tmp_pa
     _assert_same_lists(nodes, ref)
     assert all(u.startswith("user-") for lists in nodes.values() for u in lists)  # original ids
     counts = run.result.summary["flower"]["node_recommendations"]
-    assert counts == {"nodes": 3, "nodes_written": 3, "users": len(ref)}
+    assert counts == {"nodes": 3, "nodes_written": 3, "users": len(ref), "nodes_failed": 0}
     _assert_no_user_rows(run.result.run_dir, U, nodes)
     # the operator of node 2 asked for its users' embeddings too (numpy alone reads them)
     with np.load(tmp_path / "nodes" / "node-2" / "embeddings.npz", allow_pickle=False) as npz:
@@ -208,6 +208,9 @@ def test_a_node_replies_counts_only_and_writes_only_where_its_operator_said(tmp_
     assert not reply.parts and set(reply.fields) == {"written", "users", "k"} and reply.fields["written"] == 1
     assert reply.fields["users"] == len(_node_lists(tmp_path / "own")["node-2"]) > 0
     assert not (tmp_path / "server-picked").exists()
+    (tmp_path / "a-file").write_text("")  # an operator's folder that cannot be made: said, not fatal
+    reply = _ask(learner, 3, Message(), NodeOutput(tmp_path / "a-file" / "recs", K, name="3"))
+    assert not reply.parts and reply.fields == {"written": 0, "users": 0, "k": K, "failed": 1}
 
 
 def test_flower_simulate_cli_nodes_write_the_in_process_lists(
@@ -224,3 +227,29 @@ def test_flower_simulate_cli_nodes_write_the_in_process_lists(
     ref, U = _in_process_lists(cfg, tmp_path / "local", named=False)
     _assert_same_lists(nodes, ref)
     _assert_no_user_rows(tmp_path / "run", U, nodes)
+
+
+@pytest.mark.parametrize("protocol", ["fedmf", "fedncf", "gnn4fr"])
+def test_every_kind_of_protocol_writes_every_rankable_users_list(protocol: str, tmp_path: Path) -> None:
+    """Items from the server (FedMF), a model scored by its own function (FedNCF), GNN4FR's nodes."""
+    sizes = ["dataset_options.n_users=20", "dataset_options.n_items=15", "dataset_options.mean_degree=4.0"]
+    cfg = load_config(None, [*sizes, "checkpoint_every=0"], protocol=protocol, dataset="synthetic", epochs=1)
+    outputs = {n: NodeOutput(tmp_path / "nodes", K, embeddings=True, name=str(n)) for n in (1, 2, 3)}
+    run = run_on_nodes(cfg, tmp_path / "server", lambda c, d: LoopbackLearner(c, d, 3, outputs=outputs))
+    data = prepare_interactions(cfg)
+    seen = data.train + (data.valid if data.valid is not None else 0)
+    rankable = {str(u) for u in range(data.n_users) if seen[u].nnz < data.n_items}
+    nodes = _node_lists(tmp_path / "nodes")
+    assert {u for lists in nodes.values() for u in lists} == rankable
+    for lists in nodes.values():
+        for user, ranked in lists.items():
+            items = [int(i) for i, _ in ranked]
+            scores = [s for _, s in ranked]
+            assert (
+                len(ranked) == min(K, data.n_items - seen[int(user)].nnz) and scores == sorted(scores)[::-1]
+            )
+            assert not set(items) & set(seen[int(user)].indices.tolist())  # seen items never recommended
+    assert run.result.summary["flower"]["node_recommendations"]["users"] == len(rankable)
+    manifest = json.loads((tmp_path / "nodes" / "node-1" / "node.json").read_text())
+    written = (tmp_path / "nodes" / "node-1" / "embeddings.npz").exists()
+    assert written == (protocol != "fedncf") and (manifest["embeddings"] == "embeddings.npz") == written

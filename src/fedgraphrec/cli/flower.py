@@ -127,6 +127,10 @@ def _report_nodes(summary: dict[str, object], node_out: Path) -> None:
             f"supernodes: {counts['nodes_written']} wrote their {counts['users']} users' recommendations "
             f"to {node_out}/node-*/ (not part of the run folder: each node's own output)"
         )
+    if isinstance(counts, dict) and counts.get("nodes_failed"):
+        err.print(
+            f"warning: {counts['nodes_failed']} SuperNode(s) could not write to {node_out} (see the log)"
+        )
 
 
 @flower_app.command("simulate")

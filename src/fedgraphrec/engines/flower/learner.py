@@ -113,7 +113,8 @@ class FlowerLearner(ProtocolLearner):
 
         Returns:
             ``nodes`` asked, ``nodes_written`` (nodes whose operator configured an output folder),
-            ``users`` with a list (summed over nodes); also kept in :attr:`node_outputs`.
+            ``users`` with a list (summed over nodes), ``nodes_failed`` (nodes that could not write
+            their folder; each logs why); also kept in :attr:`node_outputs`.
 
         Raises:
             RuntimeError: a node's reply carried anything but counts.
@@ -131,6 +132,7 @@ class FlowerLearner(ProtocolLearner):
             "nodes": len(replies),
             "nodes_written": sum(int(r.fields.get("written", 0)) for r in replies.values()),
             "users": sum(int(r.fields.get("users", 0)) for r in replies.values()),
+            "nodes_failed": sum(int(r.fields.get("failed", 0)) for r in replies.values()),
         }
         return self.node_outputs
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -67,6 +68,7 @@ ENDED = "ended"
 """The key of a node's run record that says its session ended with :data:`RECOMMEND_STAGE`."""
 
 _TRUE = ("1", "true", "yes", "on")
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,9 @@ def _request_items(protocol: str, program: ClientProgram[Any], request: Message)
         check_content(protocol, RECOMMEND_STAGE, name, expected[name], part)
 
 
-def _scores(program: ClientProgram[Any], request: Message) -> tuple[np.ndarray, ScoreRows, Any]:
+def _scores(
+    program: ClientProgram[Any], request: Message
+) -> tuple[np.ndarray, ScoreRows, tuple[torch.Tensor, torch.Tensor] | None]:
     """``(client ids, score rows by position, (U, V) or None)``: how this shard ranks items."""
     scorer = program.scorer(request)
     if scorer is not None:  # models that do not score by a dot product (NeuMF)
@@ -180,6 +184,49 @@ def _replace(path: Path, write: Callable[[Path], object]) -> None:
     os.replace(tmp, path)
 
 
+def _write_files(
+    folder: Path,
+    ids: np.ndarray,
+    items: np.ndarray,
+    scores: np.ndarray,
+    tables: tuple[torch.Tensor, torch.Tensor] | None,
+    data: Interactions,
+) -> int:
+    """``recommendations.csv`` (and ``embeddings.npz`` when ``tables`` are given); users with a list."""
+    folder.mkdir(parents=True, exist_ok=True)
+    users = 0
+
+    def write_csv(path: Path) -> None:
+        nonlocal users
+        with path.open("w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(["user", "rank", "item", "score"])
+            user_ids = _original(data.user_ids, ids)
+            for row in range(len(ids)):
+                ranked = np.flatnonzero(items[row] >= 0)
+                users += bool(len(ranked))
+                names = _original(data.item_ids, items[row, ranked])
+                for rank, (item, score) in enumerate(zip(names, scores[row, ranked], strict=True), 1):
+                    out.writerow([user_ids[row], rank, item, repr(float(score))])
+
+    _replace(folder / "recommendations.csv", write_csv)
+    if tables is not None:
+        U, V = tables
+        arrays: dict[str, Any] = {
+            "user_ids": _plain(_original(data.user_ids, ids)),
+            "users": U.detach().numpy(),
+            "item_ids": _plain(_original(data.item_ids, np.arange(data.n_items))),
+            "items": torch.as_tensor(V).detach().numpy(),
+        }
+
+        def write_npz(path: Path) -> None:
+            with path.open("wb") as f:
+                np.savez(f, **arrays)
+
+        _replace(folder / "embeddings.npz", write_npz)
+    return users
+
+
 def write_node_output(
     protocol: str,
     program: ClientProgram[Any],
@@ -199,7 +246,8 @@ def write_node_output(
         record: what ``node.json`` states about the session (step, evaluation rounds).
 
     Returns:
-        A reply with the fields ``written`` (0 or 1), ``users`` (users with a list) and ``k`` only.
+        A reply with the fields ``written`` (0 or 1), ``users`` (users with a list) and ``k`` only
+        (and ``failed = 1`` when the node could not write its folder: the node logs why).
     """
     _request_items(protocol, program, request)
     if output is None:
@@ -210,48 +258,29 @@ def write_node_output(
         seen = seen + sp.csr_matrix(data.valid, dtype=np.float32)
     seen = sp.csr_matrix(seen[ids])
     items, scores = top_k(score_rows, np.arange(len(ids), dtype=np.int64), output.k, data.n_items, seen)
-    folder = output.out_dir / f"node-{output.name or 'local'}"
-    folder.mkdir(parents=True, exist_ok=True)
-    users = 0
-
-    def write_csv(path: Path) -> None:
-        nonlocal users
-        with path.open("w", newline="") as f:
-            out = csv.writer(f)
-            out.writerow(["user", "rank", "item", "score"])
-            user_ids = _original(data.user_ids, ids)
-            for row in range(len(ids)):
-                ranked = np.flatnonzero(items[row] >= 0)
-                users += bool(len(ranked))
-                names = _original(data.item_ids, items[row, ranked])
-                for rank, (item, score) in enumerate(zip(names, scores[row, ranked], strict=True), 1):
-                    out.writerow([user_ids[row], rank, item, repr(float(score))])
-
-    _replace(folder / "recommendations.csv", write_csv)
-    files = ["recommendations.csv"]
-    if output.embeddings and tables is not None:
-        U, V = tables
-        arrays = {"user_ids": _plain(_original(data.user_ids, ids)), "users": U.detach().numpy()}
-        if V is not None:
-            arrays["item_ids"] = _plain(_original(data.item_ids, np.arange(data.n_items)))
-            arrays["items"] = torch.as_tensor(V).detach().numpy()
-
-        def write_npz(path: Path) -> None:
-            with path.open("wb") as f:
-                np.savez(f, **arrays)
-
-        _replace(folder / "embeddings.npz", write_npz)
-        files.append("embeddings.npz")
+    if not output.embeddings:
+        embeddings = "not asked"
+    elif tables is None:
+        embeddings = "not written: this model does not score by a dot product of embeddings"
+    else:
+        embeddings = "embeddings.npz"
     manifest = {
         "protocol": protocol,
         "clients": len(ids),
-        "users_with_recommendations": users,
         "k": output.k,
         "seen": "train + valid" if data.valid is not None else "train",
         "model": "last",
         "ids": "original" if data.user_ids is not None else "identity",
         **{str(k): v for k, v in record.items()},
-        "files": files,
+        "recommendations": "recommendations.csv",
+        "embeddings": embeddings,
     }
-    _replace(folder / "node.json", lambda p: p.write_text(json.dumps(manifest, indent=1) + "\n"))
+    folder = output.out_dir / f"node-{output.name or 'local'}"
+    try:
+        users = _write_files(folder, ids, items, scores, tables if output.embeddings else None, data)
+        manifest["users_with_recommendations"] = users
+        _replace(folder / "node.json", lambda p: p.write_text(json.dumps(manifest, indent=1) + "\n"))
+    except OSError as exc:  # the operator's folder: say so here; the server's run still completes
+        _LOG.error("%s: could not write this node's recommendations to %s: %s", protocol, folder, exc)
+        return Message(fields={"written": 0, "users": 0, "k": output.k, "failed": 1})
     return Message(fields={"written": 1, "users": users, "k": output.k})
