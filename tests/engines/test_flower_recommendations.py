@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,11 @@ from fedgraphrec.cli._app import app
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.data.types import Interactions
 from fedgraphrec.engines.flower import node as node_module
+from fedgraphrec.engines.flower.local import APP_DIR, local_federation
 from fedgraphrec.engines.flower.loopback import LoopbackLearner
 from fedgraphrec.engines.flower.node import handle_party
 from fedgraphrec.engines.flower.node_output import RECOMMEND_STAGE, NodeOutput
-from fedgraphrec.engines.flower.party_app import run_on_nodes
+from fedgraphrec.engines.flower.party_app import deploy, run_on_nodes
 from fedgraphrec.evaluation.recommend import dot_scores, top_k
 from fedgraphrec.runtime.flower.parts import decode_message, encode_message
 from fedgraphrec.runtime.message import Message
@@ -253,3 +255,40 @@ def test_every_kind_of_protocol_writes_every_rankable_users_list(protocol: str, 
     manifest = json.loads((tmp_path / "nodes" / "node-1" / "node.json").read_text())
     written = (tmp_path / "nodes" / "node-1" / "embeddings.npz").exists()
     assert written == (protocol != "fedncf") and (manifest["embeddings"] == "embeddings.npz") == written
+
+
+@pytest.mark.deploy
+@pytest.mark.skipif(not APP_DIR.exists(), reason="deploy/flower is part of a source checkout")
+def test_deployed_supernodes_write_where_their_operators_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real SuperNode processes: each one's ``--node-config`` names its folder, list length and name."""
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    cfg = _cfg(epochs=1)
+    configs = [
+        f"out-dir='{tmp_path / 'machine-a'}' recommend-k={K} node-name='a'",
+        f"out-dir='{tmp_path / 'machine-b'}' recommend-k={K}",
+    ]
+    with local_federation(tmp_path / "fed", 2, configs) as fed:
+        summary = deploy(cfg, tmp_path / "flower", 2, fed.connection, env=fed.env, timeout=120, limit_s=900)
+    assert summary["flower"]["node_recommendations"]["nodes_written"] == 2
+    nodes = {**_node_lists(tmp_path / "machine-a"), **_node_lists(tmp_path / "machine-b")}
+    assert "node-a" in nodes and len(nodes) == 2  # node b is named by its Flower node id
+    trainer = Trainer(
+        cfg, tmp_path / "local", progress=False, learner=lambda c, d: ProtocolLearner(c, d, nodes=2)
+    )
+    trainer.fit()
+    learner: Any = trainer.learner
+    U, V = learner.embeddings()
+    data = trainer.data
+    assert data.valid is not None
+    items, scores = top_k(
+        dot_scores(U, V), np.arange(data.n_users), K, data.n_items, sp.csr_matrix(data.train + data.valid)
+    )
+    ref = {
+        str(u): [(str(i), float(s)) for i, s in zip(items[u], scores[u], strict=True) if i >= 0]
+        for u in range(data.n_users)
+    }
+    _assert_same_lists(nodes, {u: lst for u, lst in ref.items() if lst})
+    _assert_no_user_rows(tmp_path / "flower", U, nodes)

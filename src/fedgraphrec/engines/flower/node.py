@@ -274,7 +274,8 @@ def party_query(
     The node's output at the end of training comes from its ``--node-config`` (``out-dir``,
     ``recommend-k``, ``export-embeddings``, ``node-name``) over ``output`` (the ClientApp's default;
     :meth:`NodeOutput.resolve`), named by ``node-name``, else Flower's ``partition-id``, else its
-    node id.
+    node id. It is read on every message, so a malformed one fails the node's first message: the run
+    stops before training, not after it.
 
     For fault tests, ``node_config["crash-at"] = "<stage>|<step>"`` kills this SuperNode's process
     group when that request arrives (start the SuperNode in a session of its own, as
