@@ -44,6 +44,17 @@ ProtocolArg = Annotated[
 ]
 SupernodesOpt = Annotated[int, typer.Option(help="SuperNodes hosting the clients (u on the u mod n-th).")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds one round may take before a node counts as lost.")]
+NodeOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Where the simulated SuperNodes write their users' recommendations at the end, one "
+        "node-<N>/ folder each (default: the run folder's name + '-supernodes', beside it).",
+    ),
+]
+NodeKOpt = Annotated[int, typer.Option(min=1, help="Length of each user's list the SuperNodes write.")]
+NodeEmbeddingsOpt = Annotated[
+    bool, typer.Option(help="The simulated SuperNodes also write their users' embeddings (npz).")
+]
 
 
 def _engine() -> None:
@@ -134,6 +145,21 @@ def _report(summary: dict[str, object], run_dir: Path) -> None:
     err.print(f"wrote {run_dir}/")
 
 
+def _report_nodes(summary: dict[str, object], node_out: Path) -> None:
+    """Where the simulated SuperNodes wrote their users' lists (the counts are in the summary)."""
+    flower = summary.get("flower")
+    counts = flower.get("node_recommendations") if isinstance(flower, dict) else None
+    if isinstance(counts, dict) and counts.get("nodes_written"):
+        err.print(
+            f"supernodes: {counts['nodes_written']} wrote their {counts['users']} users' recommendations "
+            f"to {node_out}/node-*/ (not part of the run folder: each node's own output)"
+        )
+    if isinstance(counts, dict) and counts.get("nodes_failed"):
+        err.print(
+            f"warning: {counts['nodes_failed']} SuperNode(s) could not write to {node_out} (see the log)"
+        )
+
+
 @flower_app.command("simulate")
 def flower_simulate(
     protocol: ProtocolArg,
@@ -148,10 +174,15 @@ def flower_simulate(
     overwrite: OverwriteOpt = False,
     round_timeout: TimeoutOpt = 600.0,
     data_dir: DataDirOpt = None,
+    node_out: NodeOutOpt = None,
+    node_k: NodeKOpt = 20,
+    node_embeddings: NodeEmbeddingsOpt = False,
 ) -> None:
     """Train PROTOCOL in Flower's simulation runtime (Ray backend); writes train's run folder.
 
-    For SuperNodes on other machines use ``flower deploy``.
+    At the end each simulated SuperNode writes its own users' top-K recommendations to
+    ``--node-out`` (beside the run folder, not in it). For SuperNodes on other machines use
+    ``flower deploy`` (each node's operator then sets its own ``out-dir`` in ``--node-config``).
     """
     use_data_dir(data_dir)
     _engine()
@@ -159,14 +190,22 @@ def flower_simulate(
         cfg, run_dir = _run(
             protocol, dataset, config, setting, epochs, seed, crypto, out_dir, data_dir, overwrite
         )
+        base = run_dir if run_dir.name else run_dir.resolve()  # "--out ." has no name to extend
+        nodes_dir = node_out or base.with_name(base.name + "-supernodes")
         with _run_folder(run_dir, overwrite):
             if protocol == "p4gcn":
                 summary = _p4gcn(None, cfg, run_dir.resolve(), round_timeout)
             else:
+                from fedgraphrec.engines.flower.node_output import NodeOutput
                 from fedgraphrec.engines.flower.party_app import simulate
 
-                summary = simulate(cfg, run_dir, supernodes, timeout=round_timeout).result.summary
+                output = NodeOutput(nodes_dir, node_k, node_embeddings)
+                summary = simulate(
+                    cfg, run_dir, supernodes, timeout=round_timeout, node_output=output
+                ).result.summary
     _report(summary, run_dir)
+    if protocol != "p4gcn":  # P4GCN's organisations write no per-user output
+        _report_nodes(summary, nodes_dir)
 
 
 @flower_app.command("deploy")

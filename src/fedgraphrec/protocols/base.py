@@ -43,6 +43,7 @@ from fedgraphrec.runtime.transport import Transport
 
 __all__ = [
     "EVALUATE_ITEMS",
+    "EVALUATE_STAGE",
     "ClientProgram",
     "EvalSplits",
     "NodeData",
@@ -54,6 +55,8 @@ __all__ = [
 ]
 
 S = TypeVar("S")
+EVALUATE_STAGE = "evaluate"
+"""The federated evaluation stage (:meth:`ServerProgram.evaluate`); it follows the prediction stages."""
 EVALUATE_ITEMS = Expect("evaluate/items", kind="item_embedding", shape="broadcast", optional=True)
 """What a node may receive in ``evaluate`` (:meth:`ServerProgram.evaluation_parts`): the final items."""
 Schedule = Literal["minibatch", "round"]
@@ -349,7 +352,7 @@ class ServerProgram(ABC):
         request = Message(dict(self.evaluation_parts()), fields={"ks": [int(k) for k in ks]})
         self.transport.begin_step(self.transport.net.step)
         live = [n for n in self.nodes if n not in self.transport.lost]
-        replies = self.transport.round("evaluate", dict.fromkeys(live, request))
+        replies = self.transport.round(EVALUATE_STAGE, dict.fromkeys(live, request))
         totals: dict[str, float] = {}
         for reply in replies.values():
             for key, value in reply.fields.items():

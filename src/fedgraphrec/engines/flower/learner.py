@@ -6,7 +6,9 @@ difference in where the nodes are — :meth:`FlowerLearner.connect` builds a
 client programs in this process — and one in how it evaluates: the nodes score their own clients
 (:meth:`FlowerLearner.evaluate_federated`, which the loop uses when a learner has it), since the
 ServerApp never holds a client's representation. Everything else (the server program, the step or
-round, the ledger, transcripts) is the in-process learner's code.
+round, the ledger, transcripts) is the in-process learner's code. After the last epoch
+:meth:`FlowerLearner.recommend_on_nodes` has every node write its own users' recommendations on its
+own disk (:mod:`.node_output`); the ServerApp gets counts.
 
 What the ServerApp process holds: the server program's state, the ledger, and the transcript of what
 it sent and received (``real`` mode: ciphertexts for sealed parts). It also loads the dataset (the
@@ -30,6 +32,7 @@ from flwr.serverapp import Grid
 
 from fedgraphrec.data.types import Interactions
 from fedgraphrec.engines.flower.node import EXPORT_STAGE
+from fedgraphrec.engines.flower.node_output import RECOMMEND_STAGE
 from fedgraphrec.protocols.base import shard_of
 from fedgraphrec.runtime.flower.records import Traffic
 from fedgraphrec.runtime.flower.transport import ROUND_TIMEOUT_S, FlowerTransport
@@ -68,6 +71,8 @@ class FlowerLearner(ProtocolLearner):
         self.node_ids = sorted(int(n) for n in nodes)
         self.timeout = timeout
         self.traffic = Traffic()
+        self.node_outputs: dict[str, int] | None = None
+        """What the nodes reported of their end-of-training recommendations (:meth:`recommend_on_nodes`)."""
         super().__init__(cfg, data)
 
     def connect(
@@ -97,6 +102,39 @@ class FlowerLearner(ProtocolLearner):
         """The prediction stages, then every node scores its clients (the server averages)."""
         self.server.predict()
         return self.server.evaluate(ks)
+
+    def recommend_on_nodes(self) -> dict[str, int]:
+        """The run's last stage: every node writes its own users' recommendations, on its own disk.
+
+        Call it after the last epoch's evaluation (the nodes then hold the final representations).
+        The request carries what the evaluation request carries (the final items, where the server
+        holds them) and nothing else: each node's folder, list length and whether it writes come
+        from the node's own configuration (:mod:`.node_output`). The replies hold counts only.
+
+        Returns:
+            ``nodes`` asked, ``nodes_written`` (nodes whose operator configured an output folder),
+            ``users`` with a list (summed over nodes), ``nodes_failed`` (nodes that could not write
+            their folder; each logs why); also kept in :attr:`node_outputs`.
+
+        Raises:
+            RuntimeError: a node's reply carried anything but counts.
+        """
+        request = Message(dict(self.server.evaluation_parts()))
+        self.transport.begin_step(self.net.step)
+        live = [n for n in self.node_ids if n not in self.transport.lost]
+        replies = self.transport.round(RECOMMEND_STAGE, dict.fromkeys(live, request), allow_loss=True)
+        for node, reply in replies.items():
+            if reply.parts:
+                raise RuntimeError(
+                    f"{RECOMMEND_STAGE}: node {node} replied with rows; it must reply counts only"
+                )
+        self.node_outputs = {
+            "nodes": len(replies),
+            "nodes_written": sum(int(r.fields.get("written", 0)) for r in replies.values()),
+            "users": sum(int(r.fields.get("users", 0)) for r in replies.values()),
+            "nodes_failed": sum(int(r.fields.get("failed", 0)) for r in replies.values()),
+        }
+        return self.node_outputs
 
     def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Every client's final representation, fetched in the clear — tests only (privacy-breaking).
@@ -133,7 +171,10 @@ class FlowerLearner(ProtocolLearner):
 
     def run_summary(self) -> dict[str, Any]:
         """What the loop adds to ``summary.json``: Flower's measured traffic and per-round latency."""
-        return flower_summary(self.traffic, len(self.node_ids), self.transport.lost)
+        summary = flower_summary(self.traffic, len(self.node_ids), self.transport.lost)
+        if self.node_outputs is not None:  # counts only: the lists are on the nodes' own disks
+            summary["flower"]["node_recommendations"] = dict(self.node_outputs)
+        return summary
 
 
 def flower_summary(traffic: Traffic, nodes: int, lost: Iterable[int] = ()) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from flwr.app import RecordDict
 from fedgraphrec.data.types import Interactions
 from fedgraphrec.engines.flower.learner import FlowerLearner
 from fedgraphrec.engines.flower.node import handle_party
+from fedgraphrec.engines.flower.node_output import NodeOutput
 from fedgraphrec.runtime.flower.transport import FlowerTransport
 from fedgraphrec.runtime.network import Adversary
 from fedgraphrec.runtime.transport import Transport
@@ -65,10 +66,13 @@ class LoopbackGrid:
 
     Args:
         nodes: the node ids.
+        outputs: per node id, where it writes its users' recommendations at the end of training
+            (its operator's choice; a node without one writes nothing).
     """
 
-    def __init__(self, nodes: list[int]) -> None:
+    def __init__(self, nodes: list[int], outputs: Mapping[int, NodeOutput] | None = None) -> None:
         self.states = {int(n): RecordDict() for n in nodes}
+        self.outputs = {int(n): o for n, o in (outputs or {}).items()}
 
     def get_node_ids(self) -> list[int]:
         """The node ids."""
@@ -80,7 +84,13 @@ class LoopbackGrid:
         for m in messages:
             node = m.metadata.dst_node_id
             try:
-                reply = handle_party(m.content, self.states[node])
+                own = self.outputs.get(node)  # a node nobody configured writes nothing
+                state = self.states[node]
+                reply = (
+                    handle_party(m.content, state)
+                    if own is None
+                    else handle_party(m.content, state, output=own)
+                )
             except Exception as exc:  # Flower turns a ClientApp's exception into an error reply
                 out.append(_Message(None, _Metadata(0, node), _Error(f"{type(exc)}:<'{exc}'>")))
                 continue
@@ -94,14 +104,22 @@ class _LoopbackTransport(FlowerTransport):
 
 
 class LoopbackLearner(FlowerLearner):
-    """A :class:`FlowerLearner` over a :class:`LoopbackGrid`, with an adversary attached before set-up."""
+    """A :class:`FlowerLearner` over a :class:`LoopbackGrid` (node ids ``1..nodes``), an adversary attached.
+
+    ``outputs``: per node id, where that node writes its users' recommendations (:class:`NodeOutput`).
+    """
 
     def __init__(
-        self, cfg: TrainConfig, data: Interactions, nodes: int = 2, adversary: Adversary | None = None
+        self,
+        cfg: TrainConfig,
+        data: Interactions,
+        nodes: int = 2,
+        adversary: Adversary | None = None,
+        outputs: Mapping[int, NodeOutput] | None = None,
     ) -> None:
         self.adversary = adversary
         ids = list(range(1, nodes + 1))
-        super().__init__(cfg, data, LoopbackGrid(ids), ids)  # type: ignore[arg-type]
+        super().__init__(cfg, data, LoopbackGrid(ids, outputs), ids)  # type: ignore[arg-type]
 
     transport_class = _LoopbackTransport
 

@@ -31,6 +31,10 @@ Simulation shortcuts that remain, stated plainly:
 :data:`EXPORT_STAGE` (tests only, off unless the ClientApp is built with ``allow_export=True``)
 returns the shard's final representations in the clear so a test can compare them with the
 in-process run: it breaks the protocol's privacy by design.
+
+:data:`~fedgraphrec.engines.flower.node_output.RECOMMEND_STAGE` is the run's last request: the node
+writes its own users' recommendations where its operator said (:mod:`.node_output`), replies with
+counts only, and refuses every later request.
 """
 
 from __future__ import annotations
@@ -50,7 +54,15 @@ from flwr.app import Message as FlowerMessage
 from flwr.clientapp import ClientApp
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.protocols.base import ClientProgram, NodeData
+from fedgraphrec.data.types import Interactions
+from fedgraphrec.engines.flower.node_output import (
+    ENDED,
+    RECOMMEND_STAGE,
+    NodeOutput,
+    check_recommend,
+    write_node_output,
+)
+from fedgraphrec.protocols.base import EVALUATE_STAGE, ClientProgram, NodeData
 from fedgraphrec.protocols.registry import REGISTRY, ProtocolEntry, resolve_refs
 from fedgraphrec.runtime.endpoint import NodeEndpoint
 from fedgraphrec.runtime.expect import FlowState
@@ -74,18 +86,24 @@ _STATE = "party.state"
 
 
 @lru_cache(maxsize=2)
+def _interactions(cfg_json: str) -> Interactions:
+    """The run's dataset as this node loads it (once per process: an actor serves many messages)."""
+    from fedgraphrec.training.data import prepare_interactions
+
+    return prepare_interactions(config_from_dict(json.loads(cfg_json)))
+
+
+@lru_cache(maxsize=2)
 def _node_data(cfg_json: str, init_key: str = "") -> NodeData:
     """The node's view of the run's data (loaded once per process: an actor serves many messages).
 
     ``init_key`` (hex, from the hello; empty in seeded runs) keys the secure initial tables, so
     every process of every node derives the same tables whenever it rebuilds them.
     """
-    from fedgraphrec.training.data import prepare_interactions
-
     cfg = config_from_dict(json.loads(cfg_json))
     if secure_init(cfg) and not init_key:  # fresh tables per process would differ between messages
         raise RuntimeError("hello: this run draws secure initial tables but the hello carries no init_key")
-    return node_data(cfg, prepare_interactions(cfg), init_key=bytes.fromhex(init_key) if init_key else None)
+    return node_data(cfg, _interactions(cfg_json), init_key=bytes.fromhex(init_key) if init_key else None)
 
 
 def _state_class(program: ClientProgram[Any]) -> type:
@@ -155,12 +173,15 @@ def handle_party(
     specs: Mapping[str, str | ProtocolEntry] | None = None,
     allow_export: bool = False,
     node_config: Mapping[str, Any] | None = None,
+    output: NodeOutput | None = None,
 ) -> RecordDict:
     """Answer one request (``content``) with the node's stored ``state``; returns the reply's content.
 
     The session is fixed by the first hello, once per run: a second hello (which would reset the
     node's stage order and crypto mode) is refused, and so is a hello whose protective settings are
-    weaker than the node's own configuration (``node_config``; :func:`check_hello`).
+    weaker than the node's own configuration (``node_config``; :func:`check_hello`). It ends with
+    the recommendation request, which writes the node's users' lists to ``output`` (the node
+    operator's choice; ``None``: nothing is written) and after which every request is refused.
 
     Raises:
         RuntimeError: a request reached the node before its hello, or names another protocol.
@@ -185,6 +206,8 @@ def handle_party(
         run["init_key"] = str(hello["init_key"]) if "init_key" in hello else ""
     if run is None:
         raise RuntimeError(f"{header.get('stage')!r}: this node never got the run's hello")
+    if run.get(ENDED) and header.get("stage") != RECOMMEND_STAGE:
+        raise IntegrityError(f"{header.get('stage')!r}: this node's session ended with its recommendations")
     cfg_json = str(run["config"])
     cfg = config_from_dict(json.loads(cfg_json))
     spec = protocol_spec(cfg.protocol)
@@ -204,6 +227,11 @@ def handle_party(
         if not allow_export:
             raise PermissionError("this node does not export its clients' representations")
         reply = _export(program)
+    elif stage == RECOMMEND_STAGE:
+        check_recommend(spec.name, run, program.stage_flow(), step)
+        done = {"step": step, "evaluations": int(str(run.get("evaluations", 0)))}
+        reply = write_node_output(spec.name, program, request, _interactions(cfg_json), output, done)
+        run[ENDED] = 1
     else:
         # the stage order and the per-key message count live for the run, not for this message
         usage = KeyUsage(int(run.get("sealed_step", -(1 << 62))), int(run.get("sealed_count", 0)))  # type: ignore[arg-type]
@@ -212,6 +240,8 @@ def handle_party(
         reply = endpoint.handle(program, stage, step, request)
         run.update(endpoint.flow.to_record())
         run["sealed_step"], run["sealed_count"] = usage.step, usage.sealed
+        if stage == EVALUATE_STAGE:  # what the node's recommendations follow (node.json)
+            run["evaluations"] = int(str(run.get("evaluations", 0))) + 1
     if hasattr(program, "state"):
         stored = state_to_arrays(program.state)
         state[_STATE] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in stored.items()})
@@ -237,8 +267,15 @@ def party_query(
     context: Context,
     specs: Mapping[str, str | ProtocolEntry] | None = None,
     allow_export: bool = False,
+    output: NodeOutput | None = None,
 ) -> FlowerMessage:
     """The ``query.party`` handler: :func:`handle_party` on the message and the node's context.
+
+    The node's output at the end of training comes from its ``--node-config`` (``out-dir``,
+    ``recommend-k``, ``export-embeddings``, ``node-name``) over ``output`` (the ClientApp's default;
+    :meth:`NodeOutput.resolve`), named by ``node-name``, else Flower's ``partition-id``, else its
+    node id. It is read on every message, so a malformed one fails the node's first message: the run
+    stops before training, not after it.
 
     For fault tests, ``node_config["crash-at"] = "<stage>|<step>"`` kills this SuperNode's process
     group when that request arrives (start the SuperNode in a session of its own, as
@@ -249,23 +286,30 @@ def party_query(
         header = msg.content.config_records["header"]
         if crash == f"{header.get('stage')!s}|{header.get('step')!s}":
             os.killpg(os.getpgrp(), signal.SIGKILL)
-    content = handle_party(msg.content, context.state, specs, allow_export, dict(context.node_config))
+    node_config = dict(context.node_config)
+    own = NodeOutput.resolve(node_config, output, str(context.node_id))
+    content = handle_party(msg.content, context.state, specs, allow_export, node_config, own)
     return FlowerMessage(content, reply_to=msg)
 
 
-def make_client_app(specs: Mapping[str, str] | None = None, allow_export: bool = False) -> ClientApp:
+def make_client_app(
+    specs: Mapping[str, str] | None = None, allow_export: bool = False, output: NodeOutput | None = None
+) -> ClientApp:
     """A ClientApp serving ``query.party`` for this process's protocols and ``specs``.
 
     ``specs``: ``name -> "module:attr"`` of a :class:`~fedgraphrec.protocols.registry.ProtocolEntry`.
 
     ``allow_export`` lets the server fetch the clients' final representations in the clear
     (:data:`EXPORT_STAGE`): for tests comparing engines only.
+
+    ``output``: where every node of this ClientApp writes its users' recommendations at the end of
+    training, unless its ``--node-config`` says otherwise (``flower simulate``'s simulated nodes).
     """
     app = ClientApp()
     extra: dict[str, str | ProtocolEntry] = {**REGISTRY, **(specs or {})}  # what this process registered
 
     @app.query("party")
     def _party(msg: FlowerMessage, context: Context) -> FlowerMessage:
-        return party_query(msg, context, extra, allow_export)
+        return party_query(msg, context, extra, allow_export, output)
 
     return app

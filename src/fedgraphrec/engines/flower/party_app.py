@@ -7,7 +7,9 @@ same :class:`~fedgraphrec.training.Trainer` as ``fedgraphrec train``, which writ
 (``config.toml``, ``metrics.jsonl``, ``summary.json``, ``curves.png``, the ledger, ``transcripts/``
 with ``transcripts=true`` — here: what the ServerApp process sent and received). ``summary.json``
 adds ``engine = "flower"`` and Flower's measured traffic and per-round latency under ``"flower"``;
-``flower.json``, written last, has every round's latency and Flower-counted bytes.
+``flower.json``, written last, has every round's latency and Flower-counted bytes. After the last
+epoch every SuperNode writes its own users' recommendations on its own disk, where its operator
+configured (:mod:`.node_output`); the run folder gets the nodes' counts only.
 
 * :func:`simulate` — Flower's simulation runtime in this process (``run_simulation``, Ray backend):
   the ServerApp runs in a thread here, the SuperNodes' ClientApps in Ray actors;
@@ -24,8 +26,8 @@ import json
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +35,25 @@ import torch
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from fedgraphrec.data.types import Interactions
 from fedgraphrec.engines.flower.learner import FlowerLearner
 from fedgraphrec.engines.flower.node import make_client_app
+from fedgraphrec.engines.flower.node_output import NodeOutput
 from fedgraphrec.runtime.flower.transport import ROUND_TIMEOUT_S
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.loading import config_from_dict
 from fedgraphrec.training.trainer import RunResult, Trainer
 
-__all__ = ["PartyRun", "deploy", "make_server_app", "run_from_config", "run_on_grid", "simulate", "submit"]
+__all__ = [
+    "PartyRun",
+    "deploy",
+    "make_server_app",
+    "run_from_config",
+    "run_on_grid",
+    "run_on_nodes",
+    "simulate",
+    "submit",
+]
 
 TRACE = "flower.json"
 """Every Flower round's latency and bytes; the last file a Flower run writes."""
@@ -69,6 +82,38 @@ def wait_for_nodes(grid: Grid, n: int, limit_s: float = 120.0) -> list[int]:
         time.sleep(0.2)
 
 
+def run_on_nodes(
+    cfg: TrainConfig,
+    out: str | Path,
+    make_learner: Callable[[TrainConfig, Interactions], FlowerLearner],
+    export: bool = False,
+) -> PartyRun:
+    """``fedgraphrec train``'s loop with ``make_learner``'s nodes, then the nodes' own recommendations.
+
+    After the last epoch (its evaluation ran the prediction stages) the ServerApp asks every node to
+    write its users' recommendations (:meth:`FlowerLearner.recommend_on_nodes`), inside the loop so
+    the run folder's ledger and transcripts include that round; ``summary.json`` gets the nodes'
+    counts. ``export`` (tests only) first fetches the clients' final representations in the clear;
+    the nodes must allow it.
+    """
+    made: list[FlowerLearner] = []
+    exported: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def learner(c: TrainConfig, data: Interactions) -> FlowerLearner:
+        made.append(make_learner(c, data))
+        return made[0]
+
+    def at_epoch_end(epoch: int) -> None:
+        if epoch == cfg.epochs or trainer.state.stopped_early:  # the run's last epoch
+            if export:
+                exported.append(made[0].embeddings())
+            made[0].recommend_on_nodes()
+
+    trainer = Trainer(cfg, out, progress=False, learner=learner, on_epoch_end=at_epoch_end)
+    result = trainer.fit()
+    return PartyRun(result, exported[0] if exported else None, made[0])
+
+
 def run_on_grid(
     grid: Grid,
     cfg: TrainConfig,
@@ -79,23 +124,19 @@ def run_on_grid(
 ) -> PartyRun:
     """Train ``cfg`` over ``supernodes`` SuperNodes of ``grid`` and write the run folder ``out``.
 
-    ``export`` (tests only) fetches the clients' final representations in the clear afterwards; the
-    nodes must allow it.
+    The nodes write their own users' recommendations at the end (:func:`run_on_nodes`).
+    ``export`` (tests only) fetches the clients' final representations in the clear; the nodes must
+    allow it.
     """
     cfg.validate()
     nodes = wait_for_nodes(grid, supernodes)
-    made: list[FlowerLearner] = []
-
-    def learner(c: TrainConfig, data: Any) -> FlowerLearner:
-        made.append(FlowerLearner(c, data, grid, nodes, timeout))
-        return made[0]
-
-    result = Trainer(cfg, out, progress=False, learner=learner).fit()
-    fl = made[0]
-    embeddings = fl.embeddings() if export else None
-    trace = [vars(r) for r in fl.traffic.rounds]
-    (Path(out) / TRACE).write_text(json.dumps({"nodes": fl.node_ids, "rounds": trace}, indent=1) + "\n")
-    return PartyRun(result, embeddings, fl)
+    run = run_on_nodes(cfg, out, lambda c, data: FlowerLearner(c, data, grid, nodes, timeout), export)
+    assert run.learner is not None
+    trace = [vars(r) for r in run.learner.traffic.rounds]
+    (Path(out) / TRACE).write_text(
+        json.dumps({"nodes": run.learner.node_ids, "rounds": trace}, indent=1) + "\n"
+    )
+    return run
 
 
 def make_server_app(
@@ -124,12 +165,16 @@ def simulate(
     specs: Mapping[str, str] | None = None,
     export: bool = False,
     timeout: float = ROUND_TIMEOUT_S,
+    node_output: NodeOutput | None = None,
 ) -> PartyRun:
     """``cfg`` in Flower's simulation runtime with ``supernodes`` virtual SuperNodes (Ray backend).
 
     The virtual SuperNodes serve the protocols registered in this process
     (:mod:`fedgraphrec.protocols.registry`, plus ``specs``: ``name -> "module:attr"`` of an entry);
     ``export`` (tests only) lets them hand over their clients' final representations.
+    ``node_output``: where the simulated nodes write their users' recommendations at the end, each
+    in ``node-<partition id>/`` (``None``: they write nothing). Flower's simulation gives its
+    virtual nodes no ``--node-config`` of their own, so this is the ClientApp's default.
     """
     from flwr.simulation import run_simulation
 
@@ -137,7 +182,9 @@ def simulate(
         raise ValueError(f"supernodes must be at least 1, got {supernodes}")
     sink: list[PartyRun] = []
     server = make_server_app(cfg, out, supernodes, sink, timeout, export)
-    client = make_client_app(specs, allow_export=export)
+    if node_output is not None:  # the Ray actors' working folder may differ from this process's
+        node_output = replace(node_output, out_dir=node_output.out_dir.resolve())
+    client = make_client_app(specs, allow_export=export, output=node_output)
     backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 2}}
     run_simulation(server, client, supernodes, "ray", backend)  # type: ignore[arg-type, unused-ignore]
     if not sink:
