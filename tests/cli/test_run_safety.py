@@ -262,3 +262,14 @@ def test_settings_of_an_unknown_protocol_lists_the_known_ones():
     line = _refused(["settings", "lpgnc"])
     assert "unknown protocol 'lpgnc'" in line and "lpgcn" in line and "central" in line
     assert "unknown --format" in _refused(["settings", "lpgcn", "--format", "yaml"])
+
+
+def test_settings_in_the_terminal_show_no_raw_restructuredtext() -> None:
+    """The docstrings' ``:math:`\\alpha``` and ``:func:`~...``` roles render as text in a terminal."""
+    table = CliRunner().invoke(app, ["settings", "lpgcn"])
+    as_json = CliRunner().invoke(app, ["settings", "lpgcn", "--format", "json"])
+    for res in (table, as_json):
+        assert res.exit_code == 0, res.output
+        assert ":math:" not in res.stdout and ":func:" not in res.stdout and "``" not in res.stdout
+    alpha = next(r for r in json.loads(as_json.stdout) if r["setting"] == "alpha")
+    assert alpha["meaning"] == "virtual items per client α."
