@@ -3,7 +3,9 @@
 The numbers below were recorded with the simulated-population implementation this one replaced
 (commit 6c8fe0a, where the group's flooding went through ``Network.transmit``); the peer-program path
 was checked equal to it bit for bit (one-bit and no sharing over two epochs; float sharing step by
-step to rounding) before the old path was deleted. One epoch of one-bit DGREC on a 40-user toy.
+step to rounding) before the old path was deleted. One epoch of one-bit DGREC on a 40-user toy, on
+the reference path (``step_path="reference"``: individual encodings flooded; the fast path draws
+the same distributions from other random numbers, tests/protocols/test_dgrec_fast.py).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def _data() -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
 def test_one_epoch_matches_the_recorded_run() -> None:
     train, social, tags = _data()
     s = DGRECSettings(
-        d=4, n_interests=3, d_interest=3, hidden=(4, 4), public_ratio=0.5, sharing="one_bit", hops=2, lr=0.05
+        d=4, n_interests=3, d_interest=3, hidden=(4, 4), public_ratio=0.5, sharing="one_bit", hops=2, lr=0.05,
+        step_path="reference",
     )
     net = Network(40)
     rec = DGREC(train, social, tags, s, seed=3, network=net)

@@ -11,7 +11,8 @@ Gaussian, FedPerGNN's Laplace LDP, DGREC's one-bit and Laplace sharing) therefor
   those generators drew before (``noise_source = "seeded"`` in the run output);
 * :class:`SecureNoise` derives every draw from a ChaCha20 keystream (``cryptography``) under a 256-bit
   key and nonce from :func:`os.urandom`, fresh per source (``noise_source = "csprng"``). Uniforms take
-  53 random bits; Gaussians use the Box–Muller transform and Laplace the inverse CDF of those uniforms.
+  53 random bits; raw bits (:meth:`SecureNoise.bits`) are keystream words; Gaussians use the
+  Box–Muller transform and Laplace the inverse CDF of those uniforms.
 
 Limit: both sources produce IEEE doubles, so neither defends against floating-point attacks on the
 low-order bits of noisy outputs (Mironov 2012); the library does not implement the snapping mechanism.
@@ -62,6 +63,10 @@ class NoiseSource(Protocol):
         """``Laplace(0, scale)`` float64 draws."""
         ...
 
+    def bits(self, n: int) -> np.ndarray:
+        """``n`` uint64 words of independent fair random bits (e.g. Binomial(k, ½) as a popcount)."""
+        ...
+
 
 class SeededNoise:
     """Noise from the run's named generators: reproducible, **not** a guarantee against whoever has the seed.
@@ -93,6 +98,14 @@ class SeededNoise:
         if self.rng is None:
             raise RuntimeError("this seeded noise source has no numpy generator")
         return self.rng.laplace(0.0, scale, shape)
+
+    def bits(self, n: int) -> np.ndarray:
+        """Two ``randint(0, 2^32)`` draws of the torch generator per word (low half first)."""
+        if self.generator is None:
+            raise RuntimeError("this seeded noise source has no torch generator")
+        half = torch.randint(0, 1 << 32, (2 * n,), generator=self.generator, dtype=torch.int64)
+        w = half.numpy().astype(np.uint64)
+        return w[0::2] | (w[1::2] << np.uint64(32))
 
 
 class SecureNoise:
@@ -137,6 +150,10 @@ class SecureNoise:
         """Inverse CDF of keystream uniforms."""
         u = torch.from_numpy(self._unit(math.prod(shape)).reshape(shape))
         return laplace_from_uniform(u, scale).numpy()
+
+    def bits(self, n: int) -> np.ndarray:
+        """``n`` keystream words."""
+        return np.frombuffer(self._stream.update(bytes(8 * n)), dtype=np.uint64).copy()
 
 
 def noise_source(

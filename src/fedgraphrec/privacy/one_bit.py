@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 
 from fedgraphrec.privacy.noise_source import NoiseSource, SeededNoise
@@ -40,6 +41,7 @@ __all__ = [
     "ldp_epsilon",
     "paper_rdp_epsilon",
     "prob_plus_one",
+    "sum_of_zero_encodings",
 ]
 
 
@@ -81,6 +83,42 @@ def encode(
         generator = SeededNoise(generator=generator)
     bits = generator.uniform(tuple(p.shape), p.dtype) < p
     return (bits.to(torch.int8) * 2 - 1).to(grad.device)
+
+
+def sum_of_zero_encodings(counts: np.ndarray, source: NoiseSource) -> np.ndarray:
+    """The sum of ``counts[i]`` independent encodings of a zero coordinate, drawn exactly (int64).
+
+    Derivation, from :func:`encode`: ``P(+1 | g) = 1/2 + (e^β-1)/(2(e^β+1)δ) · clip(g, δ)``, so at
+    ``g = 0`` (a coordinate whose gradient, hence clipped gradient, is exactly zero) ``P(+1) = 1/2``
+    whatever δ and β, and the encodings of different senders use independent thresholds. The sum
+    of ``n`` such ``±1`` values is therefore ``2X - n`` with ``X ~ Binomial(n, 1/2)``, and ``X`` is
+    the number of ones among ``n`` fair random bits: a popcount of ``n`` bits of the
+    ``source``'s :meth:`~fedgraphrec.privacy.noise_source.NoiseSource.bits`. (In floating point
+    :func:`encode` computes ``p = 0·x + 0.5 = 0.5`` exactly, and a seeded float32 threshold is a
+    multiple of 2^-24 in ``[0, 1)``, so its ``P(u < 0.5)`` is exactly 1/2 too; a CSPRNG threshold,
+    53 bits rounded to float32, falls below 0.5 with a probability off 1/2 by less than 2^-25.)
+    One draw of ``n`` bits replaces ``n`` uniform draws and comparisons.
+
+    Args:
+        counts: how many senders' zero encodings each coordinate sums (any shape, each ``>= 0``).
+        source: the noise source (seeded stream or CSPRNG).
+
+    Raises:
+        ValueError: a negative count.
+    """
+    n = np.asarray(counts, dtype=np.int64)
+    flat = n.reshape(-1)
+    if flat.size == 0:
+        return np.zeros(n.shape, np.int64)
+    if (flat < 0).any():
+        raise ValueError(f"counts must be >= 0, got a minimum of {int(flat.min())}")
+    words = max(1, (int(flat.max()) + 63) // 64)
+    raw = source.bits(flat.size * words).reshape(flat.size, words)
+    keep = np.clip(flat[:, None] - 64 * np.arange(words)[None, :], 0, 64).astype(np.uint64)
+    full = np.uint64(np.iinfo(np.uint64).max)
+    mask = np.where(keep == 64, full, (np.uint64(1) << np.minimum(keep, np.uint64(63))) - np.uint64(1))
+    ones = np.bitwise_count(raw & mask).sum(1, dtype=np.int64)
+    return (2 * ones - flat).reshape(n.shape)
 
 
 def decode_scale(delta: float, beta: float) -> float:

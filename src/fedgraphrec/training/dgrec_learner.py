@@ -118,6 +118,7 @@ class DGRECLearner:
             "variant": s.variant,
             "settings": {**asdict(s), "model": asdict(s.local_model)},
             "data": self.data.sizes(),
+            "dgrec_path": rec.path,
             "noise_source": rec.noise.name,
             "noise_note": NOISE_NOTE[rec.noise.name],
             "randomness": {

@@ -38,6 +38,7 @@ __all__ = [
     "UserPeer",
     "float_bytes",
     "flood",
+    "flood_routes",
     "flood_tree",
     "message_bytes",
     "share_public_items",
@@ -80,6 +81,53 @@ def flood_tree(links: Mapping[int, set[int]], root: int) -> dict[int, set[int]]:
     if len(seen) != len(links):
         raise ValueError(f"links: the group is not connected ({len(links) - len(seen)} members unreachable)")
     return tree
+
+
+def flood_routes(links: Mapping[int, set[int]], hops: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Who sends to whom in each round of :func:`flood`, from the flooding tree's distances alone.
+
+    A message of origin ``o`` reaches member ``w`` in round ``dist(o, w) - 1`` (``dist``: the
+    distance in :func:`flood_tree` of ``links`` from its first member, the centre), sent by ``w``'s
+    neighbour on the tree path from ``o``: its child towards ``o`` when ``o`` lies below ``w``, its
+    parent otherwise. Returns ``(round, senders, receivers)`` for every round that carries messages,
+    in round order (the rounds :func:`flood` books in the ledger, one message per pair).
+
+    Raises:
+        RuntimeError: two members farther apart than ``2·hops`` (the flood would not deliver).
+    """
+    members = list(links)
+    tree = flood_tree(links, members[0])
+    at = {v: i for i, v in enumerate(members)}
+    m = len(members)
+    parent = np.full(m, -1, np.int64)
+    depth = np.zeros(m, np.int64)
+    order = [members[0]]
+    for v in order:  # breadth-first over the tree (the list grows while it is read)
+        for w in tree[v]:
+            if w != members[0] and parent[at[w]] < 0:
+                parent[at[w]], depth[at[w]] = at[v], depth[at[v]] + 1
+                order.append(w)
+    anc = np.full((m, int(depth.max()) + 2), -1, np.int64)  # anc[v, k]: v's ancestor at depth k
+    for v in order:
+        i = at[v]
+        if parent[i] >= 0:
+            anc[i] = anc[parent[i]]
+        anc[i, depth[i]] = i
+    common = ((anc[:, None, :] == anc[None, :, :]) & (anc[:, None, :] >= 0)).sum(-1)
+    dist = depth[:, None] + depth[None, :] - 2 * (common - 1)
+    if dist.max() > 2 * hops:
+        raise RuntimeError("flooding did not deliver every gradient within 2H rounds")
+    o, w = np.nonzero(dist > 0)
+    below = anc[o, depth[w]] == w
+    sender = np.where(below, anc[o, depth[w] + 1], parent[w])
+    ids = np.asarray(members, dtype=np.int64)
+    rounds = dist[o, w] - 1
+    out = []
+    for r in range(2 * hops):
+        sel = rounds == r
+        if sel.any():
+            out.append((r, ids[sender[sel]], ids[w[sel]]))
+    return out
 
 
 class UserPeer:

@@ -17,9 +17,10 @@ from typing import Any
 from fedgraphrec.protocols.dgrec.model import ModelConfig
 from fedgraphrec.protocols.settings import HIDING, ProtocolSettings
 
-__all__ = ["SHARING", "VARIANTS", "DGRECSettings"]
+__all__ = ["SHARING", "STEP_PATHS", "VARIANTS", "DGRECSettings"]
 
 SHARING = ("one_bit", "laplace", "clipped", "plain", "none")
+STEP_PATHS = ("auto", "reference")
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "dgrec": {},
@@ -79,6 +80,11 @@ class DGRECSettings(ProtocolSettings, ModelConfig):
         sharing: ``one_bit`` (DGREC), ``laplace``, ``clipped``, ``plain`` or ``none``.
         centres_per_epoch: group centres per epoch, drawn without replacement from the users with
             training items (at most that many; ``None``: every one of them).
+        step_path: ``"auto"``: the exact fast group step (:mod:`.fast_step`: sparse gradients, the
+            group's sum of encodings drawn directly, the ledger from the flooding tree) wherever no
+            individual message is observed (no transcripts; sharing other than ``laplace``), else the
+            reference step (individual encodings flooded peer to peer); ``"reference"``: always the
+            reference step. The run summary's ``dgrec_path`` says which ran.
         secure_noise: draw the one-bit encodings' Bernoulli thresholds and the Laplace noise from the
             OS CSPRNG instead of the run seed (the stated LDP ε then holds against whoever knows the
             seed; runs no longer repeat bit for bit). Unset: follow the run's ``reproducible``
@@ -101,6 +107,7 @@ class DGRECSettings(ProtocolSettings, ModelConfig):
     hypergraph: bool = True
     sharing: str = "one_bit"
     centres_per_epoch: int | None = 300
+    step_path: str = "auto"
     secure_noise: bool | None = field(default=None, metadata=HIDING)
     secure_sampling: bool | None = field(default=None, metadata=HIDING)
 
@@ -110,6 +117,8 @@ class DGRECSettings(ProtocolSettings, ModelConfig):
             raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {self.variant!r}")
         if self.sharing not in SHARING:
             raise ValueError(f"sharing must be one of {SHARING}, got {self.sharing!r}")
+        if self.step_path not in STEP_PATHS:
+            raise ValueError(f"step_path must be one of {STEP_PATHS}, got {self.step_path!r}")
         if self.lr <= 0 or self.batch < 1:
             raise ValueError(f"lr must be > 0 and batch >= 1, got lr={self.lr}, batch={self.batch}")
         if len(tuple(self.hidden)) != 2:

@@ -19,7 +19,14 @@ item–tag bipartite graph with trainable tag embeddings), ``sharing="laplace"``
 the model's ``item_graph`` / ``attention`` / ``pearson`` flags.
 
 Every member then applies SGD with the aggregate (private parameters — DMF's user vector — with its own
-gradient). One epoch = ``centres_per_epoch`` centres drawn without replacement from users with
+gradient).
+
+Two paths compute a group step (:attr:`DGREC.path`, the setting ``step_path``): the *reference* path
+above (individual encodings, flooding between peer programs, transcripts), which audits, attacks and
+``transcripts=true`` runs use, and the exact *fast* path (:mod:`.fast_step`: gradients on the
+touched rows only, the group's sum of encodings drawn directly, the flood's ledger rows from its
+tree), which runs wherever no individual message is observed and gives every quantity a party uses
+the same distribution. One epoch = ``centres_per_epoch`` centres drawn without replacement from users with
 training items (all of them by default). Evaluation is full ranking with each user's own model.
 """
 
@@ -35,6 +42,7 @@ from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.evaluation.ranking import evaluate_scores
 from fedgraphrec.privacy.noise_source import laplace_from_uniform, noise_source
 from fedgraphrec.privacy.one_bit import decode, encode
+from fedgraphrec.protocols.dgrec.fast_step import FAST_SHARING, FastGroupStep, check_finite, minibatch
 from fedgraphrec.protocols.dgrec.gossip import UserPeer, float_bytes, flood, message_bytes, share_public_items
 from fedgraphrec.protocols.dgrec.hypergraph import UserHypergraphs, build_hypergraphs, public_split
 from fedgraphrec.protocols.dgrec.model import UserModels
@@ -102,6 +110,18 @@ class DGREC:
         self.noise = noise_source(bool(settings.secure_noise), generator=self._enc)
         self._ids = torch_generator(seed, "message-ids")  # float sharing's message ids
         self.step_no = 0
+        self._fast = (
+            FastGroupStep(self.models, self.graphs, self.train, settings, self.noise, self.network.ledger)
+            if settings.sharing in FAST_SHARING
+            else None
+        )
+
+    @property
+    def path(self) -> str:
+        """``"fast"`` where no individual message is observed (no transcripts), else ``"reference"``."""
+        if self._fast is None or self.s.step_path == "reference" or self.network.transcript.enabled:
+            return "reference"
+        return "fast"
 
     def _share_public(self) -> None:
         """Set-up: each user's peer sends its public item list to its 1-hop neighbours."""
@@ -127,6 +147,17 @@ class DGREC:
         exclude the user's training items, so ``n_neg · mean`` is an unbiased estimate of Eq. 2.
         """
         b, n_items = self.s.batch, self.train.shape[1]
+        if self.path == "fast":  # the fast step's vectorised draw (same distribution, other numbers)
+            pos, neg = minibatch(self.train, users, b, rng)
+        else:
+            pos, neg = self._batch_loop(users, rng)
+        has = torch.from_numpy((self.deg[users] > 0).astype(np.float32))
+        n_neg = torch.from_numpy((n_items - self.deg[users]).astype(np.float32))
+        return torch.from_numpy(pos), torch.from_numpy(neg), has, n_neg
+
+    def _batch_loop(self, users: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The reference path's minibatch, user by user (the draws recorded runs were made with)."""
+        b, n_items = self.s.batch, self.train.shape[1]
         pos = np.zeros((len(users), b), np.int64)
         neg = rng.integers(0, n_items, size=pos.shape)
         for r, u in enumerate(users):
@@ -138,9 +169,7 @@ class DGREC:
                     while hit.any():
                         neg[r, hit] = rng.integers(0, n_items, size=int(hit.sum()))
                         hit = np.isin(neg[r], it)
-        has = torch.from_numpy((self.deg[users] > 0).astype(np.float32))
-        n_neg = torch.from_numpy((n_items - self.deg[users]).astype(np.float32))
-        return torch.from_numpy(pos), torch.from_numpy(neg), has, n_neg
+        return pos, neg
 
     def _losses(
         self, p: dict[str, torch.Tensor], users: np.ndarray, rng: np.random.Generator
@@ -174,18 +203,19 @@ class DGREC:
     def group_step(self, links: dict[int, set[int]], rng: np.random.Generator) -> int:
         """Local gradients, sharing and SGD updates of one sampled group ``links``; returns ``|U|``.
 
-        Split from :meth:`step` so that a diagnostic can train a fixed group (no sampling).
+        Split from :meth:`step` so that a diagnostic can train a fixed group (no sampling). Runs on
+        :attr:`path`.
         """
         s = self.s
         users = np.asarray(sorted(links), dtype=np.int64)
+        if self._fast is not None and self.path == "fast":
+            self.loss[users] = self._fast(links, rng).numpy()
+            self.count[users] += 1
+            return len(users)
         idx = torch.from_numpy(users)
         p = {k: v[idx].clone().requires_grad_(True) for k, v in self.models.params.items()}
         losses = self._losses(p, users, rng)
-        if not torch.isfinite(losses).all():  # else NaN reaches the Eq.-4 weights and numpy fails obscurely
-            bad = users[~torch.isfinite(losses).numpy()][:5].tolist()
-            raise FloatingPointError(
-                f"non-finite local loss of users {bad} (diverged: is lr={s.lr} too large?)"
-            )
+        check_finite(losses, users, s.lr)  # else NaN reaches the Eq.-4 weights and numpy fails obscurely
         losses.sum().backward()
         self.loss[users] = losses.detach().numpy()
         self.count[users] += 1
