@@ -226,34 +226,48 @@ class FastGroupStep:
             if k != "E":
                 params[k][idx] -= lr * g
 
-    def _shared_update(
-        self, users: np.ndarray, t: Touched, touched: torch.Tensor, grads: dict[str, torch.Tensor]
-    ) -> None:
-        """Every member applies the group aggregate of the shared parameters, its own of the private."""
-        s, params, m = self.s, self.models.params, len(users)
-        n_rows, d = params["E"].shape[1:]
+    def aggregate(
+        self, m: int, t: Touched, touched: torch.Tensor, dense: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
+        """The group aggregate every member computes, per shared parameter (float64).
+
+        Args:
+            m: the group size.
+            t: the touched rows.
+            touched: ``[K, d]`` the members' item-table gradients on their touched rows (``t`` order).
+            dense: each shared parameter other than ``E``: the members' gradients ``[m, ...]``.
+
+        ``one_bit``: the decoded mean ``δ(e^β+1)/(e^β-1) · Σ encodings / m``, the sum drawn as the
+        module docstring says; ``clipped`` / ``plain``: the mean of the (clipped) gradients.
+        """
+        s = self.s
+        n_rows, d = self.models.params["E"].shape[1:]
         rows = torch.from_numpy(t.row)
-        shared = self.models.shared_names
-        dense = [name for name in shared if name != "E"]  # touched by every member
         if s.sharing == "one_bit":
             bits = encode(touched, s.delta, s.beta, self.noise).to(torch.int64)
             total = torch.zeros((n_rows, d), dtype=torch.int64).index_add_(0, rows, bits)
             k = np.bincount(t.row, minlength=n_rows)
             rest = sum_of_zero_encodings(np.broadcast_to((m - k)[:, None], (n_rows, d)), self.noise)
             sums = {"E": total + torch.from_numpy(rest)}
-            for name in dense:
-                flat = grads[name].reshape(m, -1)
-                sums[name] = encode(flat, s.delta, s.beta, self.noise).to(torch.int64).sum(0)
+            for name, g in dense.items():
+                sums[name] = encode(g.reshape(m, -1), s.delta, s.beta, self.noise).to(torch.int64).sum(0)
             scale = decode_scale(s.delta, s.beta)
-            agg = {name: scale * (v.to(torch.float64) / m) for name, v in sums.items()}
-        else:
-            clip = s.sharing == "clipped"
-            vals = touched.clamp(-s.delta, s.delta) if clip else touched
-            total_f = torch.zeros((n_rows, d), dtype=torch.float64).index_add_(0, rows, vals.double())
-            agg = {"E": total_f / m}
-            for name in dense:
-                flat = grads[name].reshape(m, -1)
-                agg[name] = (flat.clamp(-s.delta, s.delta) if clip else flat).double().sum(0) / m
+            return {name: scale * (v.to(torch.float64) / m) for name, v in sums.items()}
+        clip = s.sharing == "clipped"
+        vals = touched.clamp(-s.delta, s.delta) if clip else touched
+        agg = {"E": torch.zeros((n_rows, d), dtype=torch.float64).index_add_(0, rows, vals.double()) / m}
+        for name, g in dense.items():
+            flat = g.reshape(m, -1)
+            agg[name] = (flat.clamp(-s.delta, s.delta) if clip else flat).double().sum(0) / m
+        return agg
+
+    def _shared_update(
+        self, users: np.ndarray, t: Touched, touched: torch.Tensor, grads: dict[str, torch.Tensor]
+    ) -> None:
+        """Every member applies the group aggregate of the shared parameters, its own of the private."""
+        s, params = self.s, self.models.params
+        shared = self.models.shared_names
+        agg = self.aggregate(len(users), t, touched, {k: grads[k] for k in shared if k != "E"})
         idx = torch.from_numpy(users)
         for name in shared:
             step = s.lr * agg[name].float().reshape(params[name].shape[1:])
