@@ -58,16 +58,18 @@ def _planted(n_users: int = 80, n_items: int = 120, groups: int = 4) -> tuple[sp
     )
 
 
-def _dgrec(loss_scale: str, sharing: str = "one_bit") -> tuple[DGREC, sp.csr_matrix]:
+def _dgrec(loss_scale: str, sharing: str = "one_bit", step_path: str = "auto") -> tuple[DGREC, sp.csr_matrix]:
     train, test, social, tags = _planted()
     model = dict(d=8, n_interests=3, d_interest=6, hidden=(16, 8), loss_scale=loss_scale)
-    s = DGRECSettings(**model, hops=2, fanout=3, lr=0.6, sharing=sharing, max_items=64)  # type: ignore[arg-type]
+    s = DGRECSettings(**model, hops=2, fanout=3, lr=0.6, sharing=sharing, max_items=64, step_path=step_path)  # type: ignore[arg-type]
     return DGREC(train, social, tags, s, seed=0), test
 
 
-def test_one_bit_dgrec_beats_random_and_popularity_on_a_planted_structure() -> None:
-    """One epoch (every user a centre once) of one-bit DGREC at the paper's δ = 0.1, β = 1."""
-    rec, test = _dgrec("eq2")
+@pytest.mark.parametrize("path", ["fast", "reference"])
+def test_one_bit_dgrec_beats_random_and_popularity_on_a_planted_structure(path: str) -> None:
+    """One epoch (every user a centre once) of one-bit DGREC at the paper's δ = 0.1, β = 1, on each path."""
+    rec, test = _dgrec("eq2", step_path="auto" if path == "fast" else "reference")
+    assert rec.path == path
     rec.epoch(0)
     ours = rec.evaluate(test, [rec.train])["recall@20"]
     chance = expected_random_recall(rec.train, test)
@@ -94,8 +96,9 @@ def test_eq2_loss_is_the_per_pair_mean_times_the_number_of_unobserved_items() ->
     assert torch.allclose(rest, values["mean"] - values["mean-bpr"], atol=1e-5)
 
 
-def test_negatives_are_drawn_from_the_unobserved_items_only() -> None:
-    rec, _ = _dgrec("eq2")
+@pytest.mark.parametrize("step_path", ["auto", "reference"])
+def test_negatives_are_drawn_from_the_unobserved_items_only(step_path: str) -> None:
+    rec, _ = _dgrec("eq2", step_path=step_path)
     users = np.arange(80)
     pos, neg, has, n_neg = rec._batch(users, numpy_rng(0, "probe"))
     for r, u in enumerate(users):

@@ -23,9 +23,11 @@ def _data() -> DGRECData:
     return DGRECData(inter, social, sp.identity(25, format="csr"))
 
 
-def _learner(crypto: str = "accounted", reproducible: bool | None = None) -> DGRECLearner:
-    s = DGRECSettings.for_variant("dmf", d=4, centres_per_epoch=8).for_run(0, crypto, reproducible)
-    return DGRECLearner(s, _data(), transcripts=False)
+def _learner(
+    crypto: str = "accounted", reproducible: bool | None = None, transcripts: bool = False, **given: object
+) -> DGRECLearner:
+    s = DGRECSettings.for_variant("dmf", d=4, centres_per_epoch=8, **given).for_run(0, crypto, reproducible)
+    return DGRECLearner(s, _data(), transcripts=transcripts)
 
 
 def test_a_checkpoint_resumes_the_same_run() -> None:
@@ -63,3 +65,12 @@ def test_reproducible_follows_the_crypto_mode_unless_given() -> None:
     real = _learner("real")
     assert real.rec.noise.name == "csprng" and real.settings.secure_sampling
     assert _learner("real", reproducible=True).rec.noise.name == "seeded"
+
+
+def test_the_summary_says_which_group_step_ran() -> None:
+    """Fast where no individual message is observed; the reference with transcripts, laplace or forced."""
+    assert _learner().run_summary()["dgrec_path"] == "fast"
+    assert _learner("real").run_summary()["dgrec_path"] == "fast"  # CSPRNG draws on the fast path too
+    assert _learner(transcripts=True).run_summary()["dgrec_path"] == "reference"
+    assert _learner(step_path="reference").run_summary()["dgrec_path"] == "reference"
+    assert _learner(sharing="laplace").run_summary()["dgrec_path"] == "reference"
