@@ -23,8 +23,7 @@ import torch
 
 from fedgraphrec.evaluation.reference import REFERENCES
 from fedgraphrec.protocols.dgrec.settings import VARIANTS, DGRECSettings
-from fedgraphrec.reproduce.dgrec_runs import run_and_save, summarize
-from fedgraphrec.training.dgrec import run
+from fedgraphrec.reproduce.dgrec_runs import run, run_and_save, summarize
 
 
 def _sets(items: list[str]) -> dict[str, Any]:

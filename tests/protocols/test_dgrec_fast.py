@@ -79,7 +79,14 @@ def test_touched_row_gradients_and_losses_equal_the_dense_ones_bit_for_bit(name:
     has = torch.from_numpy((rec.deg[users] > 0).astype(np.float32))
     n_neg = torch.from_numpy((rec.train.shape[1] - rec.deg[users]).astype(np.float32))
     ref = rec.models.losses(
-        dense, g.items[idx], g.mask[idx], g.prop[idx], torch.from_numpy(pos), torch.from_numpy(neg), has, n_neg
+        dense,
+        g.items[idx],
+        g.mask[idx],
+        g.prop[idx],
+        torch.from_numpy(pos),
+        torch.from_numpy(neg),
+        has,
+        n_neg,
     )
     ref.sum().backward()
     fast, p, t = rec._fast.losses(users, pos, neg)
@@ -231,7 +238,7 @@ def test_ledger_rows_of_the_fast_step_equal_the_floods(sharing: str) -> None:
     rng = np.random.default_rng(3)
     for centre in range(0, 40, 4):
         links = sample_group(recs["auto"].social, centre, 2, 3, np.ones(40), rng)
-        for path, rec in recs.items():
+        for rec in recs.values():
             rec.group_step(links, numpy_rng(0, "group", centre))
     fast, ref = nets["auto"].ledger, nets["reference"].ledger
     assert fast.rows() == ref.rows()

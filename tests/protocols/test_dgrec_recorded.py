@@ -46,7 +46,14 @@ def _data() -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
 def test_one_epoch_matches_the_recorded_run() -> None:
     train, social, tags = _data()
     s = DGRECSettings(
-        d=4, n_interests=3, d_interest=3, hidden=(4, 4), public_ratio=0.5, sharing="one_bit", hops=2, lr=0.05,
+        d=4,
+        n_interests=3,
+        d_interest=3,
+        hidden=(4, 4),
+        public_ratio=0.5,
+        sharing="one_bit",
+        hops=2,
+        lr=0.05,
         step_path="reference",
     )
     net = Network(40)

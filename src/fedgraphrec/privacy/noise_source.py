@@ -100,12 +100,11 @@ class SeededNoise:
         return self.rng.laplace(0.0, scale, shape)
 
     def bits(self, n: int) -> np.ndarray:
-        """Two ``randint(0, 2^32)`` draws of the torch generator per word (low half first)."""
+        """``random_`` over the whole int64 range on the torch generator: one 64-bit draw a word."""
         if self.generator is None:
             raise RuntimeError("this seeded noise source has no torch generator")
-        half = torch.randint(0, 1 << 32, (2 * n,), generator=self.generator, dtype=torch.int64)
-        w = half.numpy().astype(np.uint64)
-        return w[0::2] | (w[1::2] << np.uint64(32))
+        words = torch.empty(n, dtype=torch.int64).random_(-(2**63), None, generator=self.generator)
+        return words.numpy().view(np.uint64)
 
 
 class SecureNoise:

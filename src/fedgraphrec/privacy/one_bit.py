@@ -112,12 +112,16 @@ def sum_of_zero_encodings(counts: np.ndarray, source: NoiseSource) -> np.ndarray
         return np.zeros(n.shape, np.int64)
     if (flat < 0).any():
         raise ValueError(f"counts must be >= 0, got a minimum of {int(flat.min())}")
-    words = max(1, (int(flat.max()) + 63) // 64)
-    raw = source.bits(flat.size * words).reshape(flat.size, words)
-    keep = np.clip(flat[:, None] - 64 * np.arange(words)[None, :], 0, 64).astype(np.uint64)
+    top = int(flat.max())
+    words = max(1, (top + 63) // 64)
+    # masks[c]: the first c bits of a row of `words` words (one row per count that occurs)
+    keep = np.clip(np.arange(top + 1)[:, None] - 64 * np.arange(words)[None, :], 0, 64).astype(np.uint64)
     full = np.uint64(np.iinfo(np.uint64).max)
-    mask = np.where(keep == 64, full, (np.uint64(1) << np.minimum(keep, np.uint64(63))) - np.uint64(1))
-    ones = np.bitwise_count(raw & mask).sum(1, dtype=np.int64)
+    masks = np.where(keep == 64, full, (np.uint64(1) << np.minimum(keep, np.uint64(63))) - np.uint64(1))
+    raw = source.bits(flat.size * words).reshape(flat.size, words)
+    ones = np.zeros(flat.size, np.int64)
+    for w in range(words):
+        ones += np.bitwise_count(raw[:, w] & masks[:, w][flat])
     return (2 * ones - flat).reshape(n.shape)
 
 

@@ -117,16 +117,16 @@ def flood_routes(links: Mapping[int, set[int]], hops: int) -> list[tuple[int, np
     dist = depth[:, None] + depth[None, :] - 2 * (common - 1)
     if dist.max() > 2 * hops:
         raise RuntimeError("flooding did not deliver every gradient within 2H rounds")
-    o, w = np.nonzero(dist > 0)
-    below = anc[o, depth[w]] == w
-    sender = np.where(below, anc[o, depth[w] + 1], parent[w])
+    origin, dest = np.nonzero(dist > 0)
+    below = anc[origin, depth[dest]] == dest  # the origin lies in the receiver's subtree
+    sender = np.where(below, anc[origin, depth[dest] + 1], parent[dest])
     ids = np.asarray(members, dtype=np.int64)
-    rounds = dist[o, w] - 1
+    rounds = dist[origin, dest] - 1
     out = []
     for r in range(2 * hops):
         sel = rounds == r
         if sel.any():
-            out.append((r, ids[sender[sel]], ids[w[sel]]))
+            out.append((r, ids[sender[sel]], ids[dest[sel]]))
     return out
 
 
