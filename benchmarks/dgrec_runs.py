@@ -4,7 +4,10 @@ r"""DGREC research runs: one JSON per run in a folder, the table of a folder, an
         --out results/dgrec/runs [--centres 300] [--public-ratio 1.0] [--set lr=0.6 ...] [--secure-noise]
     python benchmarks/dgrec_runs.py summarize --out results/dgrec/runs
     python benchmarks/dgrec_runs.py sweep --dataset flixster --lr 0.6 --epochs 6 --centres 300 \\
-        [--variant dgrec] [--seed 0] [--set beta=2 ...]     # one JSON line, test metrics every epoch
+        [--variant dgrec] [--seed 0] [--set beta=2 ...]     # one JSON line, metrics every epoch
+
+Every run holds out ``--valid-fraction`` (default 0.1) of each user's training interactions; choose
+learning rates and budgets on the ``valid`` metrics, never on ``test``.
 
 One run with a standard run folder is ``fedgraphrec train dgrec --variant VARIANT``; the paper tables
 are ``fedgraphrec reproduce dgrec-*``. ``--set KEY=VALUE`` takes any
@@ -23,7 +26,7 @@ import torch
 
 from fedgraphrec.evaluation.reference import REFERENCES
 from fedgraphrec.protocols.dgrec.settings import VARIANTS, DGRECSettings
-from fedgraphrec.reproduce.dgrec_runs import run, run_and_save, summarize
+from fedgraphrec.reproduce.dgrec_runs import VALID_FRACTION, run, run_and_save, summarize
 
 
 def _sets(items: list[str]) -> dict[str, Any]:
@@ -48,6 +51,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--set", dest="sets", action="append", default=[], help="DGRECSettings KEY=VALUE")
     ap.add_argument("--secure-noise", action="store_true", help="LDP randomness from the OS CSPRNG")
+    ap.add_argument(
+        "--valid-fraction", type=float, default=VALID_FRACTION, help="training share held out for selection"
+    )
     ap.add_argument("--out", default="results/dgrec/runs")
     a = ap.parse_args(argv)
     given = _sets(a.sets) | ({} if a.lr is None else {"lr": a.lr})
@@ -56,16 +62,17 @@ def main(argv: list[str] | None = None) -> None:
     elif a.what == "run":
         res = run_and_save(
             a.dataset, a.variant, a.seed, a.epochs, a.out, a.centres, a.public_ratio,
-            secure_noise=a.secure_noise, **given,
+            secure_noise=a.secure_noise, valid_fraction=a.valid_fraction, **given,
         )  # fmt: skip
         print(json.dumps({k: res[k] for k in ("variant", "seed", "metrics", "seconds") if k in res}))
     else:
         torch.set_num_threads(1)
         t0 = time.time()
         s = DGRECSettings.for_variant(a.variant, centres_per_epoch=a.centres, **given)
-        r = run(a.dataset, s, a.seed, a.epochs, eval_every=1)
+        r = run(a.dataset, s, a.seed, a.epochs, eval_every=1, valid_fraction=a.valid_fraction)
         line = {"ds": a.dataset, "lr": s.lr, "ep": a.epochs, "cen": a.centres, "extra": _sets(a.sets)}
-        line |= {"seed": a.seed, "variant": a.variant, "m": r["metrics"], "curve": r["curve"]}
+        line |= {"seed": a.seed, "variant": a.variant, "valid": r["valid_metrics"], "m": r["metrics"]}
+        line |= {"curve": r["curve"]}
         print(json.dumps({**line, "s": time.time() - t0}), flush=True)
 
 

@@ -105,3 +105,41 @@ def test_train_runner_passes_fig3_arguments_and_refuses_unknown_ones(monkeypatch
     assert (seen["hops"], seen["fanout"], seen["n_interests"], seen["d_interest"]) == (2, 1, 12, 5)
     with pytest.raises(ValueError, match="--hop"):
         train_runner("dgrec", "flixster", "dgrec", 0, ("--epochs", "1", "--hop", "2"), tmp_path)
+
+
+SMALL = {"d": 4, "n_interests": 2, "d_interest": 3, "hidden": (4, 4), "max_items": 16, "hops": 2}
+
+
+def test_a_run_holds_out_validation_from_training_and_reports_it_each_evaluation() -> None:
+    """The model trains on train minus a seeded validation share; valid metrics sit beside test ones."""
+    from fedgraphrec.reproduce.dgrec_runs import run
+    from fedgraphrec.training.dgrec import load_data
+
+    full = load_data("synthetic-ratings").sizes()
+    s = settings_for("dgrec", centres_per_epoch=10, **SMALL)  # type: ignore[arg-type]
+    res = run("synthetic-ratings", s, seed=0, epochs=2, eval_every=1, valid_fraction=0.2)
+    sizes = res["data"]  # the learner's own data
+    assert sizes["valid"] > 0 and sizes["train"] + sizes["valid"] == full["train"]
+    assert sizes["test"] == full["test"]
+    assert all(set(c["valid"]) == set(c["test"]) == {"recall@20", "ndcg@20"} for c in res["curve"])
+    assert res["valid_metrics"] == res["curve"][-1]["valid"] and res["valid_fraction"] == 0.2
+    none = run("synthetic-ratings", s, seed=0, epochs=1, valid_fraction=0.0)
+    assert none["data"]["train"] == full["train"] and none["valid_metrics"] == {}
+
+
+def test_train_dgrec_with_a_validation_fraction_trains_on_the_carved_training_split(tmp_path) -> None:
+    """``fedgraphrec train dgrec --set valid_fraction=…``: the peers never hold a validation row."""
+    from fedgraphrec.training.dgrec import load_data
+    from fedgraphrec.training.loading import load_config
+    from fedgraphrec.training.trainer import Trainer
+
+    sets = ["valid_fraction=0.2", "epochs=1", "centres_per_epoch=5", "d=4", "n_interests=2", "d_interest=3"]
+    cfg = load_config(None, sets, protocol="dgrec", dataset="synthetic-ratings")
+    trainer = Trainer(cfg, tmp_path / "run", progress=False)
+    rec = trainer.learner.rec  # type: ignore[union-attr]
+    valid = trainer.data.valid
+    assert valid is not None and valid.nnz > 0
+    assert (
+        rec.train.nnz == trainer.data.train.nnz == load_data("synthetic-ratings").sizes()["train"] - valid.nnz
+    )
+    assert rec.train.multiply(valid).nnz == 0

@@ -8,6 +8,12 @@ data of :mod:`fedgraphrec.training.dgrec` (the variants:
 ``fedgraphrec train dgrec --variant VARIANT``. Besides the variants, the runner knows the two
 reference rankings of :mod:`fedgraphrec.evaluation.reference` (``popularity``, ``random``), written
 in the same JSON form on the same split, so every DGREC table carries them.
+
+Model selection never looks at the test split: a run carves a seeded per-user ``valid_fraction``
+(default 0.1) of the training interactions into a validation split
+(:func:`~fedgraphrec.data.splits.carve_validation`, as the other runners' ``valid_fraction``), the
+model trains on the rest, and every evaluated epoch records validation metrics beside the test
+metrics (``curve[i]["valid"]``, ``valid_metrics``): learning rates and budgets are chosen on those.
 """
 
 from __future__ import annotations
@@ -21,17 +27,19 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from fedgraphrec.data.splits import carve_validation
 from fedgraphrec.data.types import Interactions
 from fedgraphrec.evaluation.reference import REFERENCES, expected_random_recall, reference_metrics
 from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 from fedgraphrec.protocols.settings import ProtocolSettings
 from fedgraphrec.training.config import EvalSettings, TrainConfig
 from fedgraphrec.training.dgrec import load_data
-from fedgraphrec.training.dgrec_learner import DGRECLearner
+from fedgraphrec.training.dgrec_learner import DGRECData, DGRECLearner
 from fedgraphrec.training.learner_base import AnyLearner
 from fedgraphrec.training.trainer import fit_in_scratch
 
 __all__ = [
+    "VALID_FRACTION",
     "metric_cells",
     "reference_run",
     "run",
@@ -42,6 +50,9 @@ __all__ = [
 ]
 
 K = TypeVar("K")
+
+VALID_FRACTION = 0.1
+"""The share of each user's training interactions a DGREC run holds out for model selection."""
 
 
 def train_epochs(
@@ -58,7 +69,8 @@ def train_epochs(
 
     Evaluation (recall@20 / ndcg@20 on the test split, full ranking with the training items masked)
     runs every ``eval_every`` epochs (0: only at the end); the curve holds each epoch's loss, the
-    cumulative seconds and the test metrics where evaluated. The run folder is scratch.
+    cumulative seconds and the test metrics where evaluated (and the validation metrics when
+    ``data`` has a validation split). The run folder is scratch.
     """
     if eval_every < 0:
         raise ValueError(f"eval_every must be >= 0, got {eval_every}")
@@ -74,6 +86,8 @@ def train_epochs(
     for record in result.history:
         seconds += record["train_seconds"] + record.get("eval_seconds", 0.0)
         point: dict[str, Any] = {"epoch": record["epoch"], "loss": record["loss"]}
+        if "valid" in record:
+            point["valid"] = {k: float(record["valid"][k]) for k in ("recall@20", "ndcg@20")}
         if "test" in record:
             metrics = {k: float(record["test"][k]) for k in ("recall@20", "ndcg@20")}
             point["test"] = metrics
@@ -81,13 +95,26 @@ def train_epochs(
     return curve, metrics, trained
 
 
-def run(dataset: str, settings: DGRECSettings, seed: int, epochs: int, eval_every: int = 0) -> dict[str, Any]:
-    """Train one variant for ``epochs`` epochs (evaluated every ``eval_every``); its record."""
-    data = load_data(dataset)
+def run(
+    dataset: str,
+    settings: DGRECSettings,
+    seed: int,
+    epochs: int,
+    eval_every: int = 0,
+    valid_fraction: float = VALID_FRACTION,
+) -> dict[str, Any]:
+    """Train one variant for ``epochs`` epochs (evaluated every ``eval_every``); its record.
+
+    ``valid_fraction`` of each user's training interactions (seeded by ``seed``) is held out as the
+    validation split the record's ``valid_metrics`` and curve report (0: none, train on all).
+    """
+    full = load_data(dataset)
+    inter = carve_validation(full.interactions, valid_fraction, seed=seed)
+    data = DGRECData(inter, full.social, full.tags)
     t0 = time.time()
     curve, metrics, learner = train_epochs(
         lambda cfg, _: DGRECLearner(cfg.program_settings(), data, transcripts=False),
-        data.interactions, settings, protocol="dgrec", seed=seed, epochs=epochs, eval_every=eval_every,
+        inter, settings, protocol="dgrec", seed=seed, epochs=epochs, eval_every=eval_every,
     )  # fmt: skip
     assert isinstance(learner, DGRECLearner)
     summary = learner.run_summary()
@@ -101,6 +128,8 @@ def run(dataset: str, settings: DGRECSettings, seed: int, epochs: int, eval_ever
         "loss_curve": [c["loss"] for c in curve],
         "curve": curve,
         "metrics": metrics,
+        "valid_fraction": valid_fraction,
+        "valid_metrics": next((c["valid"] for c in reversed(curve) if "valid" in c), {}),
         "seconds": time.time() - t0,
     }
 
@@ -134,6 +163,7 @@ def run_and_save(
     public_ratio: float = 1.0,
     eval_every: int = 0,
     secure_noise: bool = False,
+    valid_fraction: float = VALID_FRACTION,
     **settings: Any,
 ) -> dict[str, Any]:
     """Run one variant (or reference ranking) and write ``<out>/<dataset>_<variant>_r<ratio>_s<seed>.json``.
@@ -141,7 +171,7 @@ def run_and_save(
     ``settings``: :class:`~fedgraphrec.protocols.dgrec.settings.DGRECSettings` fields (``lr``,
     ``delta``, ``beta``, ``hops``, ``fanout``, ``n_interests``, ``d_interest``, ``loss_scale``, …); a
     missing one keeps the variant's value. ``secure_noise`` draws the LDP randomness from the OS
-    CSPRNG (the record's ``noise_source`` says which).
+    CSPRNG (the record's ``noise_source`` says which). ``valid_fraction``: as :func:`run`.
     """
     torch.set_num_threads(1)
     if variant in REFERENCES:
@@ -154,7 +184,7 @@ def run_and_save(
             secure_noise=secure_noise,
             **settings,
         )
-        res = run(dataset, s, seed, epochs, eval_every)
+        res = run(dataset, s, seed, epochs, eval_every, valid_fraction)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{dataset}_{variant}_r{public_ratio}_s{seed}.json").write_text(

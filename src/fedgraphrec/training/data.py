@@ -24,15 +24,18 @@ def prepare_interactions(cfg: TrainConfig) -> Interactions:
     rows before any split instead). The loader's counts (duplicates, test-only users/items) reach
     the run summary through :meth:`Interactions.stats` (``dataset_stats``).
 
-    DGREC trains on the interactions of its side-information loader (:func:`~.dgrec.load_data`).
+    DGREC trains on the interactions of its side-information loader (:func:`~.dgrec.load_data`),
+    with validation carved from their training part in the same way.
     """
+    data: Interactions | Ratings
     if cfg.protocol == "dgrec":
-        return load_data(cfg.dataset, **cfg.dataset_options).interactions
-    options = dict(cfg.dataset_options)
-    threshold = options.pop("implicit_threshold", None)  # a view option, not the loader's
-    data = load_dataset(cfg.dataset, data_dir=cfg.data_dir or None, **options)
-    if isinstance(data, Ratings):
-        data = data.to_interactions(threshold=threshold)
+        data = load_data(cfg.dataset, **cfg.dataset_options).interactions
+    else:
+        options = dict(cfg.dataset_options)
+        threshold = options.pop("implicit_threshold", None)  # a view option, not the loader's
+        data = load_dataset(cfg.dataset, data_dir=cfg.data_dir or None, **options)
+        if isinstance(data, Ratings):
+            data = data.to_interactions(threshold=threshold)
     if cfg.eval.valid_fraction > 0 and data.valid is None:
         data = carve_validation(data, cfg.eval.valid_fraction, seed=cfg.seed)
     return data

@@ -43,7 +43,8 @@ class DGRECData:
     """What DGREC trains on: the interactions and the side information.
 
     Attributes:
-        interactions: the train/test split (user × item).
+        interactions: the train/test split (user × item), with the validation split when one was
+            carved (DGREC trains on ``train`` only).
         social: symmetric user × user adjacency (the inter-user graph).
         tags: item × tag incidence (the hyperedges).
     """
@@ -54,11 +55,12 @@ class DGRECData:
 
     def sizes(self) -> dict[str, int]:
         """Sizes for run records and reports."""
-        train, test = self.interactions.train, self.interactions.test
+        train, test, valid = self.interactions.train, self.interactions.test, self.interactions.valid
         return {
             "users": int(train.shape[0]),
             "items": int(train.shape[1]),
             "train": int(train.nnz),
+            "valid": int(valid.nnz) if valid is not None else 0,
             "test": int(test.nnz),
             "test_users": int((np.diff(test.tocsr().indptr) > 0).sum()),
             "social_links": int(self.social.nnz),

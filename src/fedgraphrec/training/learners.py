@@ -14,7 +14,7 @@ from fedgraphrec.protocols.p4gcn.settings import P4GCNSettings
 from fedgraphrec.training.central import CentralLearner
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.dgrec import load_data
-from fedgraphrec.training.dgrec_learner import DGRECLearner
+from fedgraphrec.training.dgrec_learner import DGRECData, DGRECLearner
 from fedgraphrec.training.learner_base import RoundLearner
 from fedgraphrec.training.p4gcn_learner import P4GCNLearner, RatingLearner, make_rating_learner
 from fedgraphrec.training.protocol_learner import ProtocolLearner
@@ -40,8 +40,8 @@ def make_learner(
     if cfg.protocol == "dgrec":
         settings = cfg.program_settings()
         assert isinstance(settings, DGRECSettings)
-        side = load_data(cfg.dataset, **cfg.dataset_options)
-        return DGRECLearner(settings, side, transcripts=cfg.transcripts)
+        side = load_data(cfg.dataset, **cfg.dataset_options)  # the run's interactions: validation carved
+        return DGRECLearner(settings, DGRECData(data, side.social, side.tags), transcripts=cfg.transcripts)
     if cfg.protocol == "central" and getattr(cfg.settings, "model", "") == "multvae":
         return MultVAELearner(cfg, data)
     if cfg.protocol == "central":
