@@ -32,3 +32,20 @@ def test_secure_noise_differs_per_source_and_has_the_right_distributions() -> No
     lap = a.laplace(0.3, (n,))
     assert abs(lap.mean()) < 0.005 and np.abs(lap).mean() == pytest.approx(0.3, rel=0.02)
     assert a.standard_normal((3, 5)).shape == (3, 5) and a.standard_normal((7,)).shape == (7,)
+
+
+@pytest.mark.parametrize("secure", [False, True])
+def test_raw_bits_are_fair_in_every_position_and_seeded_bits_replay(secure: bool) -> None:
+    """Each of the 64 bit positions is a fair coin (two-sided z-test, α = 1e-3 over all positions)."""
+    src = SecureNoise() if secure else SeededNoise(generator=torch.Generator().manual_seed(7))
+    n = 40_000
+    words = src.bits(n)
+    assert words.dtype == np.uint64 and words.shape == (n,)
+    ones = ((words[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).sum(0)
+    z = (ones - n / 2) / np.sqrt(n / 4)
+    assert np.abs(z).max() < 4.0  # two-sided 1e-3 / 64 per position: |z| < 3.97
+    if not secure:
+        again = SeededNoise(generator=torch.Generator().manual_seed(7)).bits(n)
+        np.testing.assert_array_equal(words, again)
+        with pytest.raises(RuntimeError, match="no torch generator"):
+            SeededNoise(np.random.default_rng(0)).bits(2)
