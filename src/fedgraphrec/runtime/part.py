@@ -11,6 +11,8 @@ relies on is in :mod:`~fedgraphrec.runtime.blocks`.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
@@ -38,6 +40,17 @@ def _dtype_of(value: Any) -> torch.dtype:
     if isinstance(value, torch.Tensor):
         return value.dtype
     return torch.from_numpy(np.zeros(0, dtype=np.asarray(value).dtype)).dtype
+
+
+@functools.lru_cache(maxsize=256)
+def _row_layout(tail: tuple[int, ...], dtype: torch.dtype) -> tuple[int, int]:
+    """The codec header of a block of rows shaped ``(k, *tail)`` and the bytes of one row.
+
+    Static per row shape and dtype, so the ledger's sizes of every part are two multiplications.
+    """
+    width = math.prod(tail) if tail else 1
+    per_row = width * torch.empty((), dtype=dtype).element_size()
+    return encoded_size((0, width) if tail else (0,), dtype), per_row
 
 
 @dataclass
@@ -175,12 +188,12 @@ class Part:
         if self.shape == "broadcast" and self.counts is None:
             size = encoded_size(tuple(value.shape), _dtype_of(value))
             return np.full(n, size, dtype=np.int64)
-        width = int(np.prod(value.shape[1:])) if value.ndim > 1 else 1
-        per_row = width * torch.empty((), dtype=_dtype_of(value)).element_size()
-        header = encoded_size((0, width) if value.ndim > 1 else (0,), _dtype_of(value))
-        rows = np.ones(n, dtype=np.int64) if self.counts is None else self.counts
-        out = header + rows * per_row
-        return out + ciphertext_size(0) if self.protection == "sealed" else out
+        header, per_row = _row_layout(tuple(value.shape[1:]), _dtype_of(value))
+        if self.protection == "sealed":
+            header += ciphertext_size(0)
+        if self.counts is None:
+            return np.full(n, header + per_row, dtype=np.int64)
+        return header + self.counts * per_row
 
     def uniform_size(self) -> int | None:
         """The size every logical message has, when the part says so without a per-message array.
@@ -199,12 +212,8 @@ class Part:
             return None
         if self.value is None:
             return None
-        value = self.value
-        width = int(np.prod(value.shape[1:])) if value.ndim > 1 else 1
-        dtype = _dtype_of(value)
-        size = encoded_size((0, width) if value.ndim > 1 else (0,), dtype)
-        size += width * torch.empty((), dtype=dtype).element_size()
-        return size + ciphertext_size(0) if self.protection == "sealed" else size
+        header, per_row = _row_layout(tuple(self.value.shape[1:]), _dtype_of(self.value))
+        return header + per_row + ciphertext_size(0) if self.protection == "sealed" else header + per_row
 
     def with_sizes(self, sizes: np.ndarray) -> Part:
         """A copy whose ledger sizes are ``sizes`` (a sealed part in transit keeps its plaintext's)."""

@@ -113,17 +113,35 @@ class StageParts(ExpectedParts):
         value = torch.as_tensor(relay.value)
         if value is own_rows:  # in process: the very rows this node sent, nothing to place
             return self.product(name, own_rows, nonzero)
-        senders, first = np.unique(st.nb_user, return_index=True)
-        pick = first if relay.index is None else relay.index[first]
-        rows = value[torch.from_numpy(pick)].to(own_rows.dtype)
-        local = np.isin(senders, self.clients)
+        first_local, at_local, first_remote = self._placement()
         table = own_rows.clone()
-        table[torch.from_numpy(np.searchsorted(self.clients, senders[local]))] = rows[torch.from_numpy(local)]
-        if not local.all():
-            table = torch.cat([table, rows[torch.from_numpy(~local)]])
+        table[at_local] = self._relayed_rows(value, relay.index, first_local, own_rows.dtype)
+        if len(first_remote):
+            table = torch.cat([table, self._relayed_rows(value, relay.index, first_remote, own_rows.dtype)])
         if nonzero is not None:  # and the rows received from the other nodes
             nonzero = torch.nonzero(table.any(dim=1)).flatten().numpy()
         return self.product(name, table, nonzero)
+
+    def _placement(self) -> tuple[np.ndarray, torch.Tensor, np.ndarray]:
+        """Where each distinct neighbour's relayed row goes in the neighbour table (static after set-up).
+
+        The first routing pair of every neighbour hosted here (its relayed row replaces the
+        shard's own row, at the returned shard positions) and of every neighbour hosted
+        elsewhere (appended after the shard's rows, by client id).
+        """
+        hit = self._cache.get("placement")
+        if hit is None:
+            senders, first = np.unique(self.state.nb_user, return_index=True)
+            local = np.isin(senders, self.clients)
+            at = torch.from_numpy(np.searchsorted(self.clients, senders[local]))
+            hit = self._cache["placement"] = (first[local], at, first[~local])
+        return hit  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _relayed_rows(value: torch.Tensor, index: np.ndarray | None, first: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+        """Rows ``first`` of the relayed messages (read through the part's view, if any)."""
+        pick = first if index is None else index[first]
+        return value[torch.from_numpy(pick)].to(dtype)
 
     def _accumulate_items(self, table: torch.Tensor, layer: int) -> None:
         ss = self.state.step
