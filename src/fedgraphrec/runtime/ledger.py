@@ -47,6 +47,7 @@ class Ledger:
         # seconds each client spent sealing and opening (real crypto mode; measured, not checkpointed)
         self.client_crypto_seconds = np.zeros(n_clients, dtype=np.float64)
         self._counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._crypto_counts: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
 
     def _per_client(
         self, ids: np.ndarray, sizes: np.ndarray | None, uniform: int | None, n: int
@@ -158,9 +159,14 @@ class Ledger:
     def charge_crypto(self, client_ids: np.ndarray, seconds: float) -> None:
         """Split ``seconds`` of AEAD work evenly over the messages of ``client_ids`` (one id a message)."""
         ids = np.asarray(client_ids, dtype=np.int64)
-        ids = ids[(ids >= 0) & (ids < self.n_clients)]
-        if len(ids):  # one bincount, not an unbuffered add per message
-            self.client_crypto_seconds += np.bincount(ids, minlength=self.n_clients) * (seconds / len(ids))
+        hit = self._crypto_counts.get(id(ids))
+        if hit is None or hit[0] is not ids:  # a static route's read-only ids are counted once
+            kept = ids[(ids >= 0) & (ids < self.n_clients)]
+            hit = (ids, np.bincount(kept, minlength=self.n_clients), len(kept))
+            if not ids.flags.writeable and len(self._crypto_counts) < 256:
+                self._crypto_counts[id(ids)] = hit
+        if hit[2]:  # one bincount, not an unbuffered add per message
+            self.client_crypto_seconds += hit[1] * (seconds / hit[2])
 
     def per_client_cost(self, epochs: int = 1) -> dict[str, dict[str, float]]:
         """What one client sends, receives and both, per epoch: mean, p50, p99 and max over clients.

@@ -55,6 +55,8 @@ class StageParts(ExpectedParts):
         hit = self._cache.get("conv_senders")  # static after set-up
         if hit is None:
             hit = self._cache["conv_senders"] = grouped(self.state.conv_owner)
+            for a in hit:  # read-only: the transport and ledger may recognise them by identity
+                a.flags.writeable = False
         senders, counts = hit
         return {"items": Part(phase, kind, CONV_CLIENT, SERVER, rows, counts=counts, senders=senders)}
 
@@ -66,10 +68,20 @@ class StageParts(ExpectedParts):
             SERVER,
             rows,
             protection="sealed",
-            senders=self.clients,
+            senders=self._senders(),
             seal_to_role=CONV_CLIENT,
         )
         return {"users": part}
+
+    def _senders(self) -> np.ndarray:
+        """The shard's client ids as a read-only view (one object for every part they send)."""
+        hit = self._cache.get("senders")
+        if hit is None or hit[0] is not self.clients:
+            view = self.clients.view()
+            view.flags.writeable = False
+            hit = self._cache["senders"] = (self.clients, view)
+        ids: np.ndarray = hit[1]
+        return ids
 
     def _local_table(self, conv: torch.Tensor, request: Message) -> torch.Tensor:
         """The local item table: own convolution-items' rows, then the synchronised ones received."""

@@ -105,7 +105,7 @@ class TrainingRounds(SetupRounds):
         hit = cache.get(id(pick))
         if hit is None or hit[0] is not pick or hit[1] is not part.senders:
             senders = part.senders[pick]
-            senders.flags.writeable = to.flags.writeable = False
+            senders.flags.writeable = to.flags.writeable = pick.flags.writeable = False
             hit = cache[id(pick)] = (pick, part.senders, senders)
         return part.forward(pick, to, CONV_CLIENT, senders=hit[2])
 
