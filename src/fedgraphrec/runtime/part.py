@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
@@ -40,6 +41,15 @@ def _dtype_of(value: Any) -> torch.dtype:
     if isinstance(value, torch.Tensor):
         return value.dtype
     return torch.from_numpy(np.zeros(0, dtype=np.asarray(value).dtype)).dtype
+
+
+def _as_index(at: np.ndarray) -> torch.Tensor:
+    """``at`` as a tensor to index with, read-only arrays included (a static route's; only read)."""
+    if at.flags.writeable:
+        return torch.from_numpy(at)
+    with warnings.catch_warnings():  # torch warns about writes through it; an index is never written
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(at)
 
 
 @functools.lru_cache(maxsize=256)
@@ -301,14 +311,14 @@ class Part:
         at = np.asarray(which, dtype=np.int64)
         if self.index is not None:
             at = self.index[at]
-        return self.value[torch.from_numpy(at) if isinstance(self.value, torch.Tensor) else at]
+        return self.value[_as_index(at) if isinstance(self.value, torch.Tensor) else at]
 
     def rows(self) -> Any:
         """The part's rows as one tensor or array (a view is copied out: ``value[index]``)."""
         if self.index is None or self.value is None:
             return self.value
         if isinstance(self.value, torch.Tensor):
-            return self.value[torch.from_numpy(self.index)]
+            return self.value[_as_index(self.index)]
         return self.value[self.index]
 
     @staticmethod
