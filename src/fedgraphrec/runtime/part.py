@@ -140,7 +140,7 @@ class Part:
             raise ValueError(f"{self.kind}: shape must be rows, broadcast or blobs, got {self.shape!r}")
         for name in ("senders", "receivers", "counts", "seal_to", "index"):
             ids = getattr(self, name)
-            if ids is not None:
+            if ids is not None and not (type(ids) is np.ndarray and ids.dtype == np.int64):
                 setattr(self, name, np.asarray(ids, dtype=np.int64))
         if self.shape == "broadcast" and self.protection == "sealed":
             raise ValueError(f"{self.kind}: a broadcast is a copy per receiver; seal rows instead")
@@ -189,9 +189,9 @@ class Part:
             return self._sizes
         n = self.n_messages
         if self.sealed is not None and all(b is not None for b in self.sealed):
-            return np.fromiter((len(b) for b in self.sealed), dtype=np.int64, count=n)  # type: ignore[arg-type]
+            return np.fromiter(map(len, self.sealed), dtype=np.int64, count=n)  # type: ignore[arg-type]
         if self.shape == "blobs":
-            blobs = np.fromiter((len(b) for b in self.value), dtype=np.int64, count=n)
+            blobs = np.fromiter(map(len, self.value), dtype=np.int64, count=n)
             sealed_here = self.protection == "sealed" and not self.presealed  # the transport adds the AEAD
             return blobs + ciphertext_size(0) if sealed_here else blobs
         value = self.value

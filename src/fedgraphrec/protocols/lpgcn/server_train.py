@@ -220,9 +220,10 @@ class TrainingRounds(SetupRounds):
             return
         part = reply["negatives"]
         assert part.senders is not None
-        counts = np.fromiter(
-            (len(b) // TOKEN_BYTES for b in part.value), dtype=np.int64, count=len(part.value)
-        )
+        lengths = np.fromiter(map(len, part.value), dtype=np.int64, count=len(part.value))
+        if (lengths % TOKEN_BYTES).any():
+            raise IntegrityError("loss/negative-requests: a request is not a whole number of item tokens")
+        counts = lengths // TOKEN_BYTES
         tokens = np.frombuffer(b"".join(part.value), dtype=np.uint8).reshape(-1, TOKEN_BYTES)
         cols = self.token_index.find(tokens)
         if (cols < 0).any():
