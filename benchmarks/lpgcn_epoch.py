@@ -196,7 +196,10 @@ def main() -> None:
         if reference is not None:
             line["accounted"] = report["accounted_ratio_total"]
         line[args.crypto] = report["ratio_total"]
-        print("epoch / central (median of %d):" % args.repeats, "  ".join(f"{k} {v:.2f}x" for k, v in line.items()))
+        print(
+            f"epoch / central (median of {args.repeats}):",
+            "  ".join(f"{k} {v:.2f}x" for k, v in line.items()),
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (a loaded machine makes ratios noisy)")
     if len(batches) < n_epoch:
         print(f"(epoch figures extrapolated from {len(batches)} of {n_epoch} batches)")

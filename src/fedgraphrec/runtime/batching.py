@@ -66,7 +66,11 @@ def seal_batch(channel: GroupChannel, binding: Binding, part: Part) -> Part:
 
 
 def open_batch(
-    channel: GroupChannel, binding: Binding, part: Part, receiver_names: str, memo: dict[Any, Any] | None = None
+    channel: GroupChannel,
+    binding: Binding,
+    part: Part,
+    receiver_names: str,
+    memo: dict[Any, Any] | None = None,
 ) -> Part:
     """The delivered messages of a batched part, checked against what was sealed (module docstring).
 

@@ -171,7 +171,9 @@ class NodeEndpoint:
         binding = Binding(self.protocol, phase, step)
         if part.batched:
             t0 = time.perf_counter()
-            delivered = open_batch(channel, binding, part, f"{part.receiver_role} on this node", self._checked)
+            delivered = open_batch(
+                channel, binding, part, f"{part.receiver_role} on this node", self._checked
+            )
             self.aead_bytes += sum(len(b) for b in part.sealed or [] if b is not None)
             self._charge(part.receivers, time.perf_counter() - t0)
             return delivered

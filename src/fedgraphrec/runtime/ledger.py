@@ -92,11 +92,12 @@ class Ledger:
             n_msgs, total, uniform = count, int(sizes) * count, int(sizes)
             sz = None
         else:
-            sz = np.atleast_1d(np.asarray(sizes, dtype=np.int64))
-            if (sz < 0).any():
-                raise ValueError("message sizes must be non-negative")
+            sz = _int64_vector(sizes)
             n_msgs, total = len(sz), int(sz.sum())
-            uniform = int(sz[0]) if n_msgs and sz[0] == sz.min() == sz.max() else None
+            low, high = (int(sz.min()), int(sz.max())) if n_msgs else (0, 0)
+            if low < 0:
+                raise ValueError("message sizes must be non-negative")
+            uniform = low if n_msgs and low == high else None
         row = self._rows[(phase, sender, receiver)]
         row[0] += n_msgs * repeat
         row[1] += total * repeat
@@ -222,3 +223,10 @@ class Ledger:
             for r in self.rows():
                 w.writerow([r.phase, r.sender, r.receiver, r.messages, r.payload_bytes])
         (folder / "ledger.json").write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def _int64_vector(sizes: np.ndarray | Sequence[int] | int) -> np.ndarray:
+    """``sizes`` as a one-dimensional int64 array (as it is, when it already is one)."""
+    if type(sizes) is np.ndarray and sizes.ndim == 1 and sizes.dtype == np.int64:
+        return sizes
+    return np.atleast_1d(np.asarray(sizes, dtype=np.int64))

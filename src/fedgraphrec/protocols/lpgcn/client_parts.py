@@ -147,10 +147,12 @@ class StageParts(ExpectedParts):
             local = np.isin(senders, self.clients)
             at = torch.from_numpy(np.searchsorted(self.clients, senders[local]))
             hit = self._cache["placement"] = (first[local], at, first[~local])
-        return hit  # type: ignore[no-any-return]
+        return hit
 
     @staticmethod
-    def _relayed_rows(value: torch.Tensor, index: np.ndarray | None, first: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    def _relayed_rows(
+        value: torch.Tensor, index: np.ndarray | None, first: np.ndarray, dtype: torch.dtype
+    ) -> torch.Tensor:
         """Rows ``first`` of the relayed messages (read through the part's view, if any)."""
         pick = first if index is None else index[first]
         return value[torch.from_numpy(pick)].to(dtype)

@@ -363,7 +363,17 @@ class ClientBase(ClientProgram[LPGCNState]):
 
     def forget_operators(self) -> None:
         """Drop cached operators and indices (after the state changed)."""
-        prefixes = ("op:", "sp:", "spT:", "idx:", "local_index", "conv_tokens", "conv_senders", "placement", "route")
+        prefixes = (
+            "op:",
+            "sp:",
+            "spT:",
+            "idx:",
+            "local_index",
+            "conv_tokens",
+            "conv_senders",
+            "placement",
+            "route",
+        )
         for key in [k for k in self._cache if k.startswith(prefixes)]:
             del self._cache[key]
 
