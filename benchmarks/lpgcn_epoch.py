@@ -1,11 +1,15 @@
 """LP-GCN epoch time against the centralized LightGCN epoch on the same batches, in one run.
 
-Both start from the same initial tables (the run seed's ``init`` stream) and consume the same
-minibatches (LightGCN's user-uniform sampler); LP-GCN runs as its party programs over the
-in-process transport (one node hosting every client by default). The timed work is interleaved in
-blocks of minibatches so machine noise hits both sides alike; the report gives total and
-median-per-batch ratios, LP-GCN's set-up time (once per run, not per epoch), bytes per client per
-epoch from the ledger, and the peak resident memory of the process.
+Both start from the same initial tables (the run seed's ``init`` stream; a ``real`` run draws its
+own) and consume the same minibatches (LightGCN's user-uniform sampler); LP-GCN runs as its party
+programs over the in-process transport (one node hosting every client by default). The timed work
+is interleaved in blocks of minibatches so machine noise hits every side alike, and the pass over
+the batches is repeated (``--repeats``, default 3; the order of the sides alternates by block and
+by pass). The report gives each side's median epoch time over the passes and the median ratios
+(``--crypto real`` runs the ``accounted`` twin alongside: central / accounted / real side by side),
+LP-GCN's set-up time (once per run, not per epoch), bytes per client per epoch from the ledger,
+and the peak resident memory of the process. The parameter deviation is the ``accounted`` run's
+from the centralized one (a ``real`` run starts from tables of its own).
 
 Examples::
 
@@ -77,6 +81,7 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=1, help="in-process nodes hosting the clients")
     ap.add_argument("--batches", type=int, default=0, help="time only this many batches (0: one epoch)")
     ap.add_argument("--block", type=int, default=10, help="batches per interleaved block")
+    ap.add_argument("--repeats", type=int, default=3, help="timed passes over the batches (medians)")
     ap.add_argument("--no-central", action="store_true", help="time LP-GCN alone (memory runs)")
     ap.add_argument("--reference-seconds", type=float, default=0.0, help="an external epoch time to compare")
     ap.add_argument("--json", type=Path)
@@ -116,27 +121,36 @@ def main() -> None:
         times["lpgcn_accounted"] = []
         sides.append(("lpgcn_accounted", lambda b: reference.train_batch(*b)))
     sides += [] if args.no_central else [("central", step_central)]
-    for start in range(0, len(batches), args.block):
-        block = batches[start : start + args.block]
-        for name, step in sides if (start // args.block) % 2 == 0 else sides[::-1]:
-            for b in block:
-                t = time.perf_counter()
-                step(b)
-                times[name].append(time.perf_counter() - t)
+    passes: list[dict[str, float]] = []  # each side's seconds in every timed pass
+    for _ in range(args.repeats):
+        spent = dict.fromkeys(times, 0.0)
+        for start in range(0, len(batches), args.block):
+            block = batches[start : start + args.block]
+            for name, step in sides if (start // args.block + len(passes)) % 2 == 0 else sides[::-1]:
+                for b in block:
+                    t = time.perf_counter()
+                    step(b)
+                    times[name].append(time.perf_counter() - t)
+                    spent[name] += times[name][-1]
+        passes.append(spent)
     if not args.no_central:
         oracle = central.parameters_for_verification()
+        # the accounted run starts from the central run's tables; a real run draws its own
+        same_start = reference if reference is not None else fed
         dev = max(
-            ((a - oracle[k]).abs().max() / oracle[k].abs().max()).item() for k, a in fed.tables().items()
+            ((a - oracle[k]).abs().max() / oracle[k].abs().max()).item()
+            for k, a in same_start.tables().items()
         )
     scale = n_epoch / len(batches)
-    per_client = (ledger.client_sent + ledger.client_received - setup_bytes) * scale
+    per_client = (ledger.client_sent + ledger.client_received - setup_bytes) * scale / args.repeats
     report = {
         "dataset": args.dataset,
         "config": vars(args) | {"json": str(args.json) if args.json else None},
         "batches_per_epoch": n_epoch,
         "timed_batches": len(batches),
         "setup_seconds": setup_s,
-        "lpgcn_epoch_seconds": sum(times["lpgcn"]) * scale,
+        "repeats": args.repeats,
+        "lpgcn_epoch_seconds": statistics.median(p["lpgcn"] for p in passes) * scale,
         "lpgcn_median_batch_seconds": statistics.median(times["lpgcn"]),
         "bytes_per_client_per_epoch_mean": float(per_client.mean()),
         "peak_rss_gib": peak_rss_gib(),
@@ -146,18 +160,24 @@ def main() -> None:
     }
     if not args.no_central:
         report |= {
-            "central_epoch_seconds": sum(times["central"]) * scale,
+            "central_epoch_seconds": statistics.median(p["central"] for p in passes) * scale,
             "central_median_batch_seconds": statistics.median(times["central"]),
-            "ratio_total": sum(times["lpgcn"]) / sum(times["central"]),
+            "ratio_total": statistics.median(p["lpgcn"] / p["central"] for p in passes),
             "ratio_median": statistics.median(times["lpgcn"]) / statistics.median(times["central"]),
+            "ratio_per_pass": [p["lpgcn"] / p["central"] for p in passes],
             "max_relative_parameter_deviation": dev,
         }
+        if reference is not None:
+            report["accounted_ratio_total"] = statistics.median(
+                p["lpgcn_accounted"] / p["central"] for p in passes
+            )
+            report["accounted_ratio_per_pass"] = [p["lpgcn_accounted"] / p["central"] for p in passes]
     if reference is not None:
         gbps = aead_throughput()
         # every byte is sealed once and opened once: the floor pays each direction on half the count
-        aead = (sum(e.aead_bytes for e in endpoints) - aead0) * scale / 2
+        aead = (sum(e.aead_bytes for e in endpoints) - aead0) * scale / 2 / args.repeats
         floor = aead * (1 / gbps["seal"] + 1 / gbps["open"]) / 1e9
-        accounted = sum(times["lpgcn_accounted"]) * scale
+        accounted = statistics.median(p["lpgcn_accounted"] for p in passes) * scale
         report |= {
             "accounted_epoch_seconds": accounted,
             "aead_gb_per_s": gbps,
@@ -169,7 +189,18 @@ def main() -> None:
         report["speedup_vs_reference"] = args.reference_seconds / report["lpgcn_epoch_seconds"]
     for k, v in report.items():
         if k != "config":
-            print(f"{k:>36}: {v:.4g}" if isinstance(v, float) else f"{k:>36}: {v}")
+            shown = [round(x, 3) for x in v] if isinstance(v, list) else v
+            print(f"{k:>36}: {v:.4g}" if isinstance(v, float) else f"{k:>36}: {shown}")
+    if not args.no_central:  # the three side by side, each the median over the passes
+        line = {"central": 1.0}
+        if reference is not None:
+            line["accounted"] = report["accounted_ratio_total"]
+        line[args.crypto] = report["ratio_total"]
+        print(
+            f"epoch / central (median of {args.repeats}):",
+            "  ".join(f"{k} {v:.2f}x" for k, v in line.items()),
+        )
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (a loaded machine makes ratios noisy)")
     if len(batches) < n_epoch:
         print(f"(epoch figures extrapolated from {len(batches)} of {n_epoch} batches)")
     if args.json:

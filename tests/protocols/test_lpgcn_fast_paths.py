@@ -76,3 +76,18 @@ def test_a_route_changed_after_a_clean_step_is_still_rejected():
     w.server._route = swapped
     with pytest.raises(IntegrityError, match="unexpected sender"):
         w.step(*next(batches))
+
+
+def test_token_lookup_on_the_first_bytes_confirms_the_whole_token():
+    from fedgraphrec.protocols.lpgcn.holdings import TokenIndex
+
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 256, (50, 16), dtype=np.uint8)
+    index = TokenIndex(tokens)
+    forged = tokens[[4, 9]].copy()
+    forged[:, 12] ^= 1  # the same first 8 bytes as two known tokens, another token all the same
+    assert index.find(tokens[[9, 4, 49]]).tolist() == [9, 4, 49]
+    assert index.find(forged).tolist() == [-1, -1]
+    shared = tokens.copy()
+    shared[7, :8] = shared[3, :8]  # two tokens alike in their first 8 bytes: the whole-key search
+    assert TokenIndex(shared).find(shared[[3, 7, 8]]).tolist() == [3, 7, 8]

@@ -84,6 +84,8 @@ class NodeEndpoint:
         """Plaintext bytes this endpoint sealed and opened (the AEAD's work, for cost floors)."""
         self.charge = charge
         self._channel: tuple[bytes, GroupChannel] | None = None
+        self._checked: dict[object, object] = {}
+        """Batch headers that passed the checks, per phase and receiver (:func:`.batching.open_batch`)."""
         self.flow = FlowState()
         """Where the node is in its program's stage order (the whole run's; restored on Flower)."""
 
@@ -169,7 +171,9 @@ class NodeEndpoint:
         binding = Binding(self.protocol, phase, step)
         if part.batched:
             t0 = time.perf_counter()
-            delivered = open_batch(channel, binding, part, f"{part.receiver_role} on this node")
+            delivered = open_batch(
+                channel, binding, part, f"{part.receiver_role} on this node", self._checked
+            )
             self.aead_bytes += sum(len(b) for b in part.sealed or [] if b is not None)
             self._charge(part.receivers, time.perf_counter() - t0)
             return delivered

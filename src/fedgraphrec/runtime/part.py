@@ -11,6 +11,9 @@ relies on is in :mod:`~fedgraphrec.runtime.blocks`.
 
 from __future__ import annotations
 
+import functools
+import math
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
@@ -38,6 +41,26 @@ def _dtype_of(value: Any) -> torch.dtype:
     if isinstance(value, torch.Tensor):
         return value.dtype
     return torch.from_numpy(np.zeros(0, dtype=np.asarray(value).dtype)).dtype
+
+
+def _as_index(at: np.ndarray) -> torch.Tensor:
+    """``at`` as a tensor to index with, read-only arrays included (a static route's; only read)."""
+    if at.flags.writeable:
+        return torch.from_numpy(at)
+    with warnings.catch_warnings():  # torch warns about writes through it; an index is never written
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(at)
+
+
+@functools.lru_cache(maxsize=256)
+def _row_layout(tail: tuple[int, ...], dtype: torch.dtype) -> tuple[int, int]:
+    """The codec header of a block of rows shaped ``(k, *tail)`` and the bytes of one row.
+
+    Static per row shape and dtype, so the ledger's sizes of every part are two multiplications.
+    """
+    width = math.prod(tail) if tail else 1
+    per_row = width * torch.empty((), dtype=dtype).element_size()
+    return encoded_size((0, width) if tail else (0,), dtype), per_row
 
 
 @dataclass
@@ -117,7 +140,7 @@ class Part:
             raise ValueError(f"{self.kind}: shape must be rows, broadcast or blobs, got {self.shape!r}")
         for name in ("senders", "receivers", "counts", "seal_to", "index"):
             ids = getattr(self, name)
-            if ids is not None:
+            if ids is not None and not (type(ids) is np.ndarray and ids.dtype == np.int64):
                 setattr(self, name, np.asarray(ids, dtype=np.int64))
         if self.shape == "broadcast" and self.protection == "sealed":
             raise ValueError(f"{self.kind}: a broadcast is a copy per receiver; seal rows instead")
@@ -166,21 +189,21 @@ class Part:
             return self._sizes
         n = self.n_messages
         if self.sealed is not None and all(b is not None for b in self.sealed):
-            return np.fromiter((len(b) for b in self.sealed), dtype=np.int64, count=n)  # type: ignore[arg-type]
+            return np.fromiter(map(len, self.sealed), dtype=np.int64, count=n)  # type: ignore[arg-type]
         if self.shape == "blobs":
-            blobs = np.fromiter((len(b) for b in self.value), dtype=np.int64, count=n)
+            blobs = np.fromiter(map(len, self.value), dtype=np.int64, count=n)
             sealed_here = self.protection == "sealed" and not self.presealed  # the transport adds the AEAD
             return blobs + ciphertext_size(0) if sealed_here else blobs
         value = self.value
         if self.shape == "broadcast" and self.counts is None:
             size = encoded_size(tuple(value.shape), _dtype_of(value))
             return np.full(n, size, dtype=np.int64)
-        width = int(np.prod(value.shape[1:])) if value.ndim > 1 else 1
-        per_row = width * torch.empty((), dtype=_dtype_of(value)).element_size()
-        header = encoded_size((0, width) if value.ndim > 1 else (0,), _dtype_of(value))
-        rows = np.ones(n, dtype=np.int64) if self.counts is None else self.counts
-        out = header + rows * per_row
-        return out + ciphertext_size(0) if self.protection == "sealed" else out
+        header, per_row = _row_layout(tuple(value.shape[1:]), _dtype_of(value))
+        if self.protection == "sealed":
+            header += ciphertext_size(0)
+        if self.counts is None:
+            return np.full(n, header + per_row, dtype=np.int64)
+        return header + self.counts * per_row
 
     def uniform_size(self) -> int | None:
         """The size every logical message has, when the part says so without a per-message array.
@@ -199,12 +222,8 @@ class Part:
             return None
         if self.value is None:
             return None
-        value = self.value
-        width = int(np.prod(value.shape[1:])) if value.ndim > 1 else 1
-        dtype = _dtype_of(value)
-        size = encoded_size((0, width) if value.ndim > 1 else (0,), dtype)
-        size += width * torch.empty((), dtype=dtype).element_size()
-        return size + ciphertext_size(0) if self.protection == "sealed" else size
+        header, per_row = _row_layout(tuple(self.value.shape[1:]), _dtype_of(self.value))
+        return header + per_row + ciphertext_size(0) if self.protection == "sealed" else header + per_row
 
     def with_sizes(self, sizes: np.ndarray) -> Part:
         """A copy whose ledger sizes are ``sizes`` (a sealed part in transit keeps its plaintext's)."""
@@ -292,14 +311,14 @@ class Part:
         at = np.asarray(which, dtype=np.int64)
         if self.index is not None:
             at = self.index[at]
-        return self.value[torch.from_numpy(at) if isinstance(self.value, torch.Tensor) else at]
+        return self.value[_as_index(at) if isinstance(self.value, torch.Tensor) else at]
 
     def rows(self) -> Any:
         """The part's rows as one tensor or array (a view is copied out: ``value[index]``)."""
         if self.index is None or self.value is None:
             return self.value
         if isinstance(self.value, torch.Tensor):
-            return self.value[torch.from_numpy(self.index)]
+            return self.value[_as_index(self.index)]
         return self.value[self.index]
 
     @staticmethod

@@ -103,7 +103,13 @@ class Transport(ABC):
     def _lying(self) -> LyingAdversary | None:
         """The attached adversary when it lies about more than payloads (:class:`LyingAdversary`)."""
         adv = self.net.adversary
-        return adv if isinstance(adv, LyingAdversary) else None
+        if adv is None:  # the honest server: no structural check (a Protocol's isinstance is slow)
+            return None
+        known = self.__dict__.get("_lying_of")
+        if known is None or known[0] is not adv:  # checked once per attached adversary
+            known = self.__dict__["_lying_of"] = (adv, adv if isinstance(adv, LyingAdversary) else None)
+        lying: LyingAdversary | None = known[1]
+        return lying
 
     def _plan(self, stage: str, requests: Mapping[int, Message]) -> list[tuple[str, Mapping[int, Message]]]:
         """The rounds to deliver for the program's round: itself, unless a lying server reschedules.

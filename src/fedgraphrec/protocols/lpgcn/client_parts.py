@@ -55,6 +55,8 @@ class StageParts(ExpectedParts):
         hit = self._cache.get("conv_senders")  # static after set-up
         if hit is None:
             hit = self._cache["conv_senders"] = grouped(self.state.conv_owner)
+            for a in hit:  # read-only: the transport and ledger may recognise them by identity
+                a.flags.writeable = False
         senders, counts = hit
         return {"items": Part(phase, kind, CONV_CLIENT, SERVER, rows, counts=counts, senders=senders)}
 
@@ -66,10 +68,20 @@ class StageParts(ExpectedParts):
             SERVER,
             rows,
             protection="sealed",
-            senders=self.clients,
+            senders=self._senders(),
             seal_to_role=CONV_CLIENT,
         )
         return {"users": part}
+
+    def _senders(self) -> np.ndarray:
+        """The shard's client ids as a read-only view (one object for every part they send)."""
+        hit = self._cache.get("senders")
+        if hit is None or hit[0] is not self.clients:
+            view = self.clients.view()
+            view.flags.writeable = False
+            hit = self._cache["senders"] = (self.clients, view)
+        ids: np.ndarray = hit[1]
+        return ids
 
     def _local_table(self, conv: torch.Tensor, request: Message) -> torch.Tensor:
         """The local item table: own convolution-items' rows, then the synchronised ones received."""
@@ -113,17 +125,37 @@ class StageParts(ExpectedParts):
         value = torch.as_tensor(relay.value)
         if value is own_rows:  # in process: the very rows this node sent, nothing to place
             return self.product(name, own_rows, nonzero)
-        senders, first = np.unique(st.nb_user, return_index=True)
-        pick = first if relay.index is None else relay.index[first]
-        rows = value[torch.from_numpy(pick)].to(own_rows.dtype)
-        local = np.isin(senders, self.clients)
+        first_local, at_local, first_remote = self._placement()
         table = own_rows.clone()
-        table[torch.from_numpy(np.searchsorted(self.clients, senders[local]))] = rows[torch.from_numpy(local)]
-        if not local.all():
-            table = torch.cat([table, rows[torch.from_numpy(~local)]])
+        table[at_local] = self._relayed_rows(value, relay.index, first_local, own_rows.dtype)
+        if len(first_remote):
+            table = torch.cat([table, self._relayed_rows(value, relay.index, first_remote, own_rows.dtype)])
         if nonzero is not None:  # and the rows received from the other nodes
             nonzero = torch.nonzero(table.any(dim=1)).flatten().numpy()
         return self.product(name, table, nonzero)
+
+    def _placement(self) -> tuple[np.ndarray, torch.Tensor, np.ndarray]:
+        """Where each distinct neighbour's relayed row goes in the neighbour table (static after set-up).
+
+        The first routing pair of every neighbour hosted here (its relayed row replaces the
+        shard's own row, at the returned shard positions) and of every neighbour hosted
+        elsewhere (appended after the shard's rows, by client id).
+        """
+        hit = self._cache.get("placement")
+        if hit is None:
+            senders, first = np.unique(self.state.nb_user, return_index=True)
+            local = np.isin(senders, self.clients)
+            at = torch.from_numpy(np.searchsorted(self.clients, senders[local]))
+            hit = self._cache["placement"] = (first[local], at, first[~local])
+        return hit
+
+    @staticmethod
+    def _relayed_rows(
+        value: torch.Tensor, index: np.ndarray | None, first: np.ndarray, dtype: torch.dtype
+    ) -> torch.Tensor:
+        """Rows ``first`` of the relayed messages (read through the part's view, if any)."""
+        pick = first if index is None else index[first]
+        return value[torch.from_numpy(pick)].to(dtype)
 
     def _accumulate_items(self, table: torch.Tensor, layer: int) -> None:
         ss = self.state.step

@@ -184,7 +184,14 @@ class ClientBase(ClientProgram[LPGCNState]):
     # ------------------------------------------------------------------ keys and tokens
     def group_key(self) -> SharedKey | None:
         """:math:`S`, once unwrapped (``None`` before, and in ``accounted`` mode)."""
-        return SharedKey.from_bytes(self.state.key) if self.state.key else None
+        raw = self.state.key
+        if not raw:
+            return None
+        hit = self._cache.get("group_key")  # rebuilt when the key bytes change (set-up, a reload)
+        if hit is None or hit[0] is not raw:
+            hit = self._cache["group_key"] = (raw, SharedKey.from_bytes(raw))
+        key: SharedKey = hit[1]
+        return key
 
     def keypair(self, position: int) -> ClientKeyPair:
         """The key pair of the shard's client at ``position``."""
@@ -356,7 +363,17 @@ class ClientBase(ClientProgram[LPGCNState]):
 
     def forget_operators(self) -> None:
         """Drop cached operators and indices (after the state changed)."""
-        prefixes = ("op:", "sp:", "spT:", "idx:", "local_index", "conv_tokens", "conv_senders")
+        prefixes = (
+            "op:",
+            "sp:",
+            "spT:",
+            "idx:",
+            "local_index",
+            "conv_tokens",
+            "conv_senders",
+            "placement",
+            "route",
+        )
         for key in [k for k in self._cache if k.startswith(prefixes)]:
             del self._cache[key]
 

@@ -138,15 +138,41 @@ class TokenIndex:
         self._width = int(np.asarray(tokens).shape[1]) if np.asarray(tokens).ndim == 2 else TOKEN_BYTES
         self._order = np.argsort(keys, kind="stable")
         self._sorted = keys[self._order]
+        self._rows = _rows(tokens, self._width)
+        # fast path: the keys' first 8 bytes as one integer, when they tell every key apart (HMAC
+        # tokens and item ids do); every hit is then confirmed on the whole key
+        head = _head(self._rows)
+        self._head_order = np.argsort(head, kind="stable")
+        self._head_sorted = head[self._head_order]
+        self._fast = self._width >= 8 and bool((np.diff(self._head_sorted) != 0).all())
 
     def find(self, tokens: np.ndarray) -> np.ndarray:
         """Position of every key (``-1`` for keys not in the set)."""
-        keys = _void(tokens, self._width)
         if not len(self._sorted):
-            return np.full(len(keys), -1, dtype=np.int64)
+            return np.full(len(_void(tokens, self._width)), -1, dtype=np.int64)
+        if self._fast:
+            rows = _rows(tokens, self._width)
+            head = _head(rows)
+            at = np.searchsorted(self._head_sorted, head).clip(max=len(self._head_sorted) - 1)
+            pos = self._head_order[at]
+            hit = (self._rows[pos] == rows).all(axis=1)  # the whole key, not only its first bytes
+            return np.where(hit, pos, -1).astype(np.int64)
+        keys = _void(tokens, self._width)
         at = np.searchsorted(self._sorted, keys).clip(max=len(self._sorted) - 1)
         hit = self._sorted[at] == keys
         return np.where(hit, self._order[at], -1).astype(np.int64)
+
+
+def _rows(tokens: np.ndarray, width: int) -> np.ndarray:
+    """The keys as a contiguous ``(k, width)`` uint8 array."""
+    return np.ascontiguousarray(np.asarray(tokens, dtype=np.uint8).reshape(-1, width))
+
+
+def _head(rows: np.ndarray) -> np.ndarray:
+    """The first 8 bytes of every key as one unsigned integer (an empty array for narrower keys)."""
+    if rows.shape[1] < 8:
+        return np.zeros(len(rows), dtype=np.uint64)
+    return np.ascontiguousarray(rows[:, :8]).view(np.uint64).ravel()
 
 
 def token_order(tokens: np.ndarray) -> np.ndarray:

@@ -105,7 +105,7 @@ class TrainingRounds(SetupRounds):
         hit = cache.get(id(pick))
         if hit is None or hit[0] is not pick or hit[1] is not part.senders:
             senders = part.senders[pick]
-            senders.flags.writeable = to.flags.writeable = False
+            senders.flags.writeable = to.flags.writeable = pick.flags.writeable = False
             hit = cache[id(pick)] = (pick, part.senders, senders)
         return part.forward(pick, to, CONV_CLIENT, senders=hit[2])
 
@@ -220,9 +220,10 @@ class TrainingRounds(SetupRounds):
             return
         part = reply["negatives"]
         assert part.senders is not None
-        counts = np.fromiter(
-            (len(b) // TOKEN_BYTES for b in part.value), dtype=np.int64, count=len(part.value)
-        )
+        lengths = np.fromiter(map(len, part.value), dtype=np.int64, count=len(part.value))
+        if (lengths % TOKEN_BYTES).any():
+            raise IntegrityError("loss/negative-requests: a request is not a whole number of item tokens")
+        counts = lengths // TOKEN_BYTES
         tokens = np.frombuffer(b"".join(part.value), dtype=np.uint8).reshape(-1, TOKEN_BYTES)
         cols = self.token_index.find(tokens)
         if (cols < 0).any():
