@@ -120,6 +120,10 @@ class TrainConfig:
             ``summary.json``'s ``randomness`` says which source each kind of draw used.
         verify: run the centralized oracle in lockstep and log the largest parameter deviation.
         transcripts: keep what each party received (for audits; memory-hungry on large data).
+        device_profile: replay the epochs of this many clients (sampled from the seed) as devices
+            would, one AEAD per message sent or received and one key derivation per rotating key,
+            and report their measured per-device cost (``summary.json``'s
+            ``communication.per_device``; :mod:`fedgraphrec.runtime.device_profile`). 0: off.
         threads: torch intra-op threads (0: leave torch's default).
         checkpoint_every: epochs between checkpoints (0: none).
         eval: the ``[eval]`` table (:class:`EvalSettings`).
@@ -138,6 +142,7 @@ class TrainConfig:
     reproducible: bool | None = None
     verify: bool = False
     transcripts: bool = False
+    device_profile: int = 0
     threads: int = 0
     checkpoint_every: int = 1
     eval: EvalSettings = field(default_factory=EvalSettings)
@@ -218,6 +223,14 @@ class TrainConfig:
             ),
             (self.checkpoint_every >= 0, f"checkpoint_every must be >= 0; got {self.checkpoint_every}"),
             (self.threads >= 0, f"threads must be >= 0; got {self.threads}"),
+            (
+                self.device_profile >= 0,
+                f"device_profile must be >= 0 (0: off); got {self.device_profile}",
+            ),
+            (
+                not (self.device_profile and self.protocol == "central"),
+                "device_profile: protocol central sends no messages; there is no device to replay",
+            ),
         ]
         for ok, message in checks:
             if not ok:
