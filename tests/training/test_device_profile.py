@@ -98,6 +98,8 @@ def test_replay_covers_exactly_the_messages_the_sampled_clients_sent_and_receive
             assert row[f"bytes_{name}"] * 2 == size, (protocol, c, name)
             replayed_any += messages
     assert replayed_any > 0  # the sampled clients took part in something
+    if protocol in ("lpgcn", "gnn4fr"):  # rows sealed under the group's per-step key: one HKDF per step
+        assert device["key_derivations"]["max"] >= 1
     assert device["seconds"]["total"]["max"] > 0
 
 
@@ -134,3 +136,34 @@ def test_bad_device_profile_is_a_config_error_naming_it(value, needle):
 def test_device_profile_with_central_is_refused():
     with pytest.raises(ConfigError, match="device_profile: protocol central"):
         config("central", "device_profile=2")
+
+
+def test_dgrec_peers_are_replayed_one_aead_per_message():
+    """DGREC (no server): every peer message is replayed; its per-link keys are not counted (documented)."""
+    import scipy.sparse as sp
+
+    from fedgraphrec.data.types import Interactions
+    from fedgraphrec.protocols.dgrec.settings import DGRECSettings
+    from fedgraphrec.training.device_profile import network_of
+    from fedgraphrec.training.dgrec_learner import DGRECData, DGRECLearner
+
+    rng = np.random.default_rng(0)
+    train = (sp.random(30, 25, density=0.2, random_state=rng, format="csr") > 0).astype(np.float64).tocsr()
+    social = (sp.random(30, 30, density=0.2, random_state=rng, format="csr") > 0).astype(np.float64).tocsr()
+    inter = Interactions(name="toy", n_users=30, n_items=25, train=train, test=sp.csr_matrix((30, 25)))
+    s = DGRECSettings.for_variant("dmf", d=4, centres_per_epoch=8).for_run(0, "accounted", None)
+    learner = DGRECLearner(s, DGRECData(inter, social, sp.identity(25, format="csr")), transcripts=False)
+    net = network_of(learner)
+    assert net is not None
+    watch = DeviceWatch(learner.ledger, [0, 5, 9], "dgrec", clock=lambda: net.step)
+    booked = 0
+    for epoch in range(2):
+        watch.begin_epoch()
+        before = learner.ledger.client_sent[[0, 5, 9]].sum() + learner.ledger.client_received[[0, 5, 9]].sum()
+        learner.train_round(epoch)
+        rows = watch.end_epoch()
+        after = learner.ledger.client_sent[[0, 5, 9]].sum() + learner.ledger.client_received[[0, 5, 9]].sum()
+        assert rows[:, 0].sum() + rows[:, 1].sum() == after - before
+        booked += after - before
+    assert booked > 0 and watch.ledger_agrees
+    assert watch.summary()["messages"]["sent"]["max"] > 0

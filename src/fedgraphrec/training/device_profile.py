@@ -1,11 +1,11 @@
 """The ``device_profile`` run option: which clients' work is replayed per message, and on what.
 
-``device_profile = N`` (a run field of :class:`~fedgraphrec.training.config.TrainConfig`) samples
+``device_profile = N`` (``[eval]``, :class:`~fedgraphrec.training.config.EvalSettings`) samples
 ``N`` clients from the run's seed (stream ``"device_profile"``, so the same clients every time the
 run is repeated), attaches a :class:`~fedgraphrec.runtime.device_profile.DeviceWatch` to the
 learner's ledger and lets the training loop replay their epochs one AEAD per message. It lives in
-the run configuration, not in a protocol's settings, because it measures the run and changes
-nothing the protocol's programs compute (like ``transcripts`` and ``verify``).
+the ``[eval]`` table, not in a protocol's settings, because it measures the run and changes nothing
+the protocol's programs compute; ``--set device_profile=8`` is its shorthand.
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ def network_of(learner: Any) -> Network | None:
 
 
 def device_watch(cfg: TrainConfig, learner: Any) -> DeviceWatch | None:
-    """A watch over ``min(cfg.device_profile, clients)`` seeded clients, or ``None`` when off or clientless.
+    """A watch over ``min(device_profile, clients)`` seeded clients; ``None`` when off or clientless.
 
     Keys rotate with the network's step (:meth:`Network.begin_step`), which the watch reads at
     every booked batch.
     """
     ledger = getattr(learner, "ledger", None)
-    if not cfg.device_profile or ledger is None or not ledger.n_clients:
+    if not cfg.eval.device_profile or ledger is None or not ledger.n_clients:
         return None
-    n = min(cfg.device_profile, ledger.n_clients)
+    n = min(cfg.eval.device_profile, ledger.n_clients)
     clients = sorted(
         numpy_rng(cfg.seed, "device_profile").choice(ledger.n_clients, n, replace=False).tolist()
     )

@@ -287,7 +287,7 @@ class Trainer:
         if self.state.best_epoch < 0:  # no selection rule applied: the last evaluated model is the one
             self.models.write_best(self.state.epoch)
         summary = self._summary()
-        if cfg.device_profile and "communication" in summary:
+        if cfg.eval.device_profile and "communication" in summary:
             summary["communication"]["per_device"] = no_devices(cfg) if watch is None else watch.summary()
         self.run.write_summary(summary)
         plot_curves(
