@@ -132,7 +132,7 @@ def test_demo_runs(tmp_path):
     summary = json.loads((tmp_path / "demo" / "summary.json").read_text())
     crypto = summary["communication"]["per_client_per_epoch"]["crypto_seconds"]  # real crypto: measured
     assert 0 < crypto["p50"] <= crypto["max"]
-    assert "crypto CPU per client per epoch" in res.output
+    assert "crypto CPU per client (batched, in-process) per epoch" in res.output
 
 
 @pytest.mark.datasets

@@ -176,5 +176,6 @@ def test_lpgcn_settings_round_trip_with_a_hiding_override(tmp_path):
 
 def test_eval_settings_are_their_own_table():
     assert {f.name for f in dataclasses.fields(EvalSettings)} == {
-        "ks", "metric", "select", "patience", "eval_every", "eval_initial", "valid_fraction", "log_every"
+        "ks", "metric", "select", "patience", "eval_every", "eval_initial", "valid_fraction", "log_every",
+        "device_profile",
     }  # fmt: skip

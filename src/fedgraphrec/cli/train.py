@@ -234,6 +234,20 @@ def _size(n_bytes: float) -> str:
     return f"{n_bytes:.1f} GiB"
 
 
+def _print_devices(device: object) -> None:
+    """The ``device_profile`` line: the replayed per-device cost (one AEAD per message), if measured."""
+    if not isinstance(device, dict) or not device.get("devices"):
+        return
+    secs, total = device["seconds"]["total"], device["bytes"]["total"]
+    keys = ("p50", "p99", "max")
+    err.print(
+        f"{device['label']} per epoch, {device['devices']} devices (p50 / p99 / max): "
+        + " / ".join(f"{1000 * secs[k]:.2f} ms" for k in keys)
+        + "; bytes "
+        + " / ".join(_size(total[k]) for k in keys)
+    )
+
+
 def print_summary(summary: dict[str, object]) -> None:
     """The test metrics as a table, then verification, communication, dropouts and notes on stderr."""
     title = f"{summary['protocol']}/{summary['model']} on {summary['dataset']}"
@@ -262,9 +276,10 @@ def print_summary(summary: dict[str, object]) -> None:
             crypto = cost.get("crypto_seconds", {})
             if crypto.get("max", 0.0) > 0:
                 err.print(
-                    "crypto CPU per client per epoch (mean / p50 / p99 / max): "
+                    "crypto CPU per client (batched, in-process) per epoch (mean / p50 / p99 / max): "
                     + " / ".join(f"{1000 * crypto[k]:.2f} ms" for k in ("mean", "p50", "p99", "max"))
                 )
+        _print_devices(comm.get("per_device"))
     if summary.get("clients_lost") or summary.get("clients_recovered"):
         err.print(
             f"[yellow]dropouts:[/] {summary['clients_lost']} sampled clients were lost before uploading "

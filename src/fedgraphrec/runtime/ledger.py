@@ -15,10 +15,28 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
-__all__ = ["Ledger", "LedgerRow"]
+__all__ = ["Ledger", "LedgerRow", "MessageWatch"]
+
+
+class MessageWatch(Protocol):
+    """Sees every recorded batch (:class:`~fedgraphrec.runtime.device_profile.DeviceWatch`)."""
+
+    def observe(
+        self,
+        phase: str,
+        roles: tuple[str, str],
+        sizes: np.ndarray | None,
+        uniform: int | None,
+        ids: tuple[np.ndarray | None, np.ndarray | None],
+        repeat: int,
+        step_key: bool,
+    ) -> None:
+        """One :meth:`Ledger.record` call: sizes (or one ``uniform`` size), sender and receiver ids."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -48,6 +66,8 @@ class Ledger:
         self.client_crypto_seconds = np.zeros(n_clients, dtype=np.float64)
         self._counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._crypto_counts: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+        self.watch: MessageWatch | None = None
+        """Sees every batch as it is recorded (``device_profile``'s per-device replay; ``None``: off)."""
 
     def _per_client(
         self, ids: np.ndarray, sizes: np.ndarray | None, uniform: int | None, n: int
@@ -74,6 +94,7 @@ class Ledger:
         receivers: np.ndarray | None = None,
         count: int | None = None,
         repeat: int = 1,
+        step_key: bool = False,
     ) -> None:
         """Record a batch of messages with byte ``sizes`` (one entry per message).
 
@@ -81,7 +102,8 @@ class Ledger:
         role; they feed the per-client totals. ``count`` with a scalar ``sizes`` records ``count``
         messages of that size without materialising a per-message array. ``repeat`` counts every
         listed message ``repeat`` times (e.g. a client sending one share to each of ``n - 1`` peers
-        through the server), again without an ``n²`` array.
+        through the server), again without an ``n²`` array. ``step_key``: the messages are sealed
+        under the group's per-step key (a device derives one per step); only :attr:`watch` reads it.
         """
         if repeat < 1:
             raise ValueError(f"repeat must be at least 1, got {repeat}")
@@ -107,6 +129,8 @@ class Ledger:
             if len(ids) != n_msgs:
                 raise ValueError(f"{len(ids)} client ids for {n_msgs} messages")
             totals += self._per_client(np.asarray(ids), sz, uniform, len(totals)) * repeat
+        if self.watch is not None:
+            self.watch.observe(phase, (sender, receiver), sz, uniform, (senders, receivers), repeat, step_key)
 
     def rows(self) -> list[LedgerRow]:
         """One row per (phase, sender, receiver), in first-recorded order."""

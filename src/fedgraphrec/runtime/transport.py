@@ -195,6 +195,7 @@ class Transport(ABC):
             receivers=part.receivers if part.receiver_role != SERVER else None,
             count=None if uniform is None else part.n_messages,
             repeat=part.repeat,
+            step_key=part.protection == "sealed" and not part.presealed,
         )
         if not net.transcript.enabled:
             return

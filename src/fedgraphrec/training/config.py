@@ -51,6 +51,10 @@ class EvalSettings:
             has none (0 keeps all of train).
         log_every: write a metrics line every this many epochs (evaluated epochs always); round-based
             protocols run thousands of one-round epochs.
+        device_profile: also measure what a device pays: replay the epochs of this many clients
+            (sampled from the seed) one AEAD per message sent or received and one key derivation per
+            rotating key, and report their per-device cost (``summary.json``'s
+            ``communication.per_device``; :mod:`fedgraphrec.runtime.device_profile`). 0: off.
     """
 
     ks: list[int] = field(default_factory=lambda: [20])
@@ -61,6 +65,7 @@ class EvalSettings:
     eval_initial: bool = False
     valid_fraction: float = 0.0
     log_every: int = 1
+    device_profile: int = 0
 
     def validate(self, kind: str = "ranking") -> None:
         """Check ranges and choices (``kind``: the protocol's, which decides the metrics)."""
@@ -80,6 +85,7 @@ class EvalSettings:
                 f"valid_fraction must be in [0, 1); got {self.valid_fraction}",
             ),
             (self.log_every > 0, f"log_every must be positive; got {self.log_every}"),
+            (self.device_profile >= 0, f"device_profile must be >= 0 (0: off); got {self.device_profile}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -218,6 +224,10 @@ class TrainConfig:
             ),
             (self.checkpoint_every >= 0, f"checkpoint_every must be >= 0; got {self.checkpoint_every}"),
             (self.threads >= 0, f"threads must be >= 0; got {self.threads}"),
+            (
+                not (self.eval.device_profile and self.protocol == "central"),
+                "device_profile: protocol central sends no messages; there is no device to replay",
+            ),
         ]
         for ok, message in checks:
             if not ok:

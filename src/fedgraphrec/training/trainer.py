@@ -23,6 +23,7 @@ from fedgraphrec.protocols.settings import MinibatchSettings
 from fedgraphrec.training.checkpoint import SECRETS, load_checkpoint, save_checkpoint
 from fedgraphrec.training.config import ConfigError, TrainConfig, config_differences
 from fedgraphrec.training.data import prepare_data
+from fedgraphrec.training.device_profile import device_watch, no_devices
 from fedgraphrec.training.learner_base import AnyLearner, BatchStats, Learner
 from fedgraphrec.training.learners import make_learner
 from fedgraphrec.training.loading import config_from_dict
@@ -251,6 +252,7 @@ class Trainer:
                 record: dict[str, Any] = {"epoch": 0, "loss": None}
                 self._evaluate(record)
                 self._log(record)
+        watch = device_watch(cfg, self.learner)  # device_profile: replayed per message, after each epoch
         n_batches = (
             1
             if self._rounds is not None
@@ -260,7 +262,11 @@ class Trainer:
             for epoch in range(self.state.epoch, cfg.epochs):
                 if self.state.stopped_early:
                     break
+                if watch is not None:
+                    watch.begin_epoch()
                 record = self._train_epoch(epoch, bar)
+                if watch is not None:
+                    watch.end_epoch()
                 self.state.epoch = epoch + 1
                 evaluate = (epoch + 1) % cfg.eval.eval_every == 0 or epoch + 1 == cfg.epochs
                 if evaluate:
@@ -281,6 +287,8 @@ class Trainer:
         if self.state.best_epoch < 0:  # no selection rule applied: the last evaluated model is the one
             self.models.write_best(self.state.epoch)
         summary = self._summary()
+        if cfg.eval.device_profile and "communication" in summary:
+            summary["communication"]["per_device"] = no_devices(cfg) if watch is None else watch.summary()
         self.run.write_summary(summary)
         plot_curves(
             self.history,
