@@ -264,8 +264,12 @@ def main() -> None:
     if args.replot:
         saved = json.loads((args.out / "scaling.json").read_text())
         runs, command = saved["runs"], saved.get("command", "")
+        commands = [c for c in command.split(" ; ") if c]
         for extra in (json.loads(m.read_text()) for m in args.merge):  # e.g. full-size runs made apart
-            runs, command = runs + extra["runs"], f"{command} ; {extra.get('command', '')}"
+            runs = runs + extra["runs"]
+            commands += [c for c in extra.get("command", "").split(" ; ") if c and c not in commands]
+        runs = list({(r["method"], r.get("dataset"), r["fraction"]): r for r in runs}.values())  # one per run
+        command = " ; ".join(dict.fromkeys(commands))
         report(runs, args.out, command, whole or saved.get("whole_epochs"))
         return
     if args.child:
