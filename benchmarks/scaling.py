@@ -1,17 +1,22 @@
-"""How cost grows with the population: epoch time, peak memory and per-client bytes vs users.
+"""How cost grows with the population: per-client bytes, epoch time and peak memory vs users.
 
-Runs centralized LightGCN, LP-GCN, GNN4FR and FedGRec (``--methods`` adds FedMF, FedNCF,
-FedPerGNN, P-GCN) on seeded user samples of a LightGCN-format dataset (Gowalla by default: 10 %,
-25 %, 50 %, 100 % of the users, each keeping all its own interactions; ``data.splits.sample_users``),
-each (method, fraction) in a fresh process so its peak resident memory is its own. A run trains
-``--batches`` minibatches (round protocols: ``--rounds`` rounds) through the same learner the
-training loop uses (``training.make_learner``) and extrapolates to a full epoch (minibatch time ×
-minibatches per epoch; a round protocol's "epoch" is one round); per-client bytes per epoch come
-from the ledger the same way, without the set-up traffic. It then fits ``cost ∝ users^b`` (least
-squares on log-log) per method and metric and writes ``scaling.json``, ``scaling.md`` and
-``scaling.png``.
+Runs centralized LightGCN, LP-GCN, GNN4FR and FedGRec by default; ``--methods`` takes every
+horizontal protocol of the registry (``fedgrec``, ``federank``, ``fcf``, ``fedmf``, ``fedncf``,
+``fedpergnn``, ``pgcn``) and ``p4gcn``. The horizontal ones run on seeded user samples of a
+LightGCN-format dataset (Gowalla by default, each user keeping all its interactions;
+``data.splits.sample_users``); P4GCN on user samples of ``--rating-dataset`` (Epinions by default;
+``scaling_model.sample_rating_users``), in bytes per organisation. Each (method, fraction) runs in
+a fresh process so its peak resident memory is its own. A run trains ``--batches`` minibatches
+(round protocols: ``--rounds`` rounds; P4GCN: iterations) through the learner the training loop
+uses and extrapolates to an epoch (mean step × steps per epoch; a round protocol's "epoch" is one
+round); bytes come from the ledger the same way, without the set-up traffic, with every phase kept.
+The report (``scaling_report.py``) fits ``bytes ∝ users^b`` on the samples, sets each protocol's
+formula (``scaling_model.FORMULAS``) beside it, extrapolates to the full dataset and shows a
+measured full-size run beside the fit; ``--whole-epochs`` adds whole epochs as a check of the
+extrapolation and ``--neighbours`` writes GNN4FR's neighbour counts. Bytes are counts (the machine's
+load does not change them); each run records the load average its times were measured under.
 
-Examples::
+Examples (the committed sweep's commands are in ``results/benchmarks/README.md``)::
 
     FEDGRAPHREC_DATA=../shared/datasets python benchmarks/scaling.py --out results/benchmarks/scaling
     python benchmarks/scaling.py --fractions 0.1 0.25 --methods central lpgcn --batches 5 --out /tmp/s
