@@ -33,7 +33,7 @@ from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.p4gcn_learner import rating_splits
 from fedgraphrec.training.recommendations import EmbeddingTable, Recommendations, id_array, read_pairs
 from fedgraphrec.training.rundir import RunDir, default_run_dir
-from fedgraphrec.training.scoring import FLOWER_NOTE, evaluate_embeddings_on, evaluate_scorer_on
+from fedgraphrec.training.scoring import FLOWER_NOTE, split_target
 from fedgraphrec.training.snapshot import Snapshot, load_snapshot
 
 __all__ = ["Run", "load_run", "train"]
@@ -284,19 +284,20 @@ class Run:
         model = self.model
         if isinstance(self.dataset, Ratings):
             return self._evaluate_ratings(str(on))
-        if str(on) in ("test", "valid"):
-            if model.users is not None and model.items is not None:
-                return evaluate_embeddings_on(model.users, model.items, self.dataset, ks, str(on))
-            return evaluate_scorer_on(self._stored_rows(), self.dataset, ks, str(on))
-        target, counts = self._target(Path(on), split)
-        exclude = [self.seen()]
+        counts: dict[str, int] = {}
+        if str(on) in ("test", "valid"):  # the run's own split, masked as the training loop masked it
+            target, exclude = split_target(self.dataset, str(on))
+        else:
+            target, counts = self._target(Path(on), split)
+            exclude = [self.seen()]
         if model.users is not None and model.items is not None:
             result = evaluate_embeddings(
                 model.users.float(), model.items.float(), target, exclude, ks=tuple(ks)
             )
         else:
             n_users, n_items = target.shape
-            result = evaluate_scores(self._stored_rows(), n_users, n_items, target, exclude, ks=tuple(ks))
+            rows = self._stored_rows()
+            result = evaluate_scores(rows, n_users, n_items, target, exclude, ks=tuple(ks), chunk_size=256)
         return {**result.metrics, **counts}
 
     def _stored_rows(self) -> ScoreRows:
