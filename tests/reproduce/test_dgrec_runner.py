@@ -123,6 +123,9 @@ def test_a_run_holds_out_validation_from_training_and_reports_it_each_evaluation
     assert sizes["test"] == full["test"]
     assert all(set(c["valid"]) == set(c["test"]) == {"recall@20", "ndcg@20"} for c in res["curve"])
     assert res["valid_metrics"] == res["curve"][-1]["valid"] and res["valid_fraction"] == 0.2
+    chosen = res["curve"][res["selected_epoch"] - 1]
+    assert res["selected_metrics"] == chosen["test"]
+    assert chosen["valid"]["recall@20"] == max(c["valid"]["recall@20"] for c in res["curve"])
     none = run("synthetic-ratings", s, seed=0, epochs=1, valid_fraction=0.0)
     assert none["data"]["train"] == full["train"] and none["valid_metrics"] == {}
 
@@ -143,3 +146,19 @@ def test_train_dgrec_with_a_validation_fraction_trains_on_the_carved_training_sp
         rec.train.nnz == trainer.data.train.nnz == load_data("synthetic-ratings").sizes()["train"] - valid.nnz
     )
     assert rec.train.multiply(valid).nnz == 0
+
+
+def test_the_epoch_is_selected_on_validation_and_tables_report_the_test_metrics_there() -> None:
+    from fedgraphrec.reproduce.dgrec_runs import select_on_valid
+    from fedgraphrec.reproduce.report import reported
+
+    def point(epoch: int, valid: float, test: float) -> dict[str, object]:
+        return {"epoch": epoch, "valid": {"recall@20": valid}, "test": {"recall@20": test, "ndcg@20": test / 2}}
+
+    # test is best at epoch 3, validation at epoch 2 (and again at 4: the first of a tie wins)
+    curve = [point(1, 0.1, 0.1), point(2, 0.3, 0.2), point(3, 0.2, 0.9), point(4, 0.3, 0.5), {"epoch": 5}]
+    assert select_on_valid(curve) == (2, {"recall@20": 0.2, "ndcg@20": 0.1})
+    assert select_on_valid([{"epoch": 1, "test": {"recall@20": 0.5}}]) is None
+    record = {"metrics": {"recall@20": 0.5}, "selected_metrics": {"recall@20": 0.2}}
+    assert reported(record) == {"recall@20": 0.2}
+    assert reported({"metrics": {"recall@20": 0.5}}) == {"recall@20": 0.5}

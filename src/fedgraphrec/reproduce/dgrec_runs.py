@@ -14,6 +14,10 @@ Model selection never looks at the test split: a run carves a seeded per-user ``
 (:func:`~fedgraphrec.data.splits.carve_validation`, as the other runners' ``valid_fraction``), the
 model trains on the rest, and every evaluated epoch records validation metrics beside the test
 metrics (``curve[i]["valid"]``, ``valid_metrics``): learning rates and budgets are chosen on those.
+A run evaluated at several epochs also records the epoch whose validation recall@20 is highest
+(``selected_epoch``) and the test metrics there (``selected_metrics``, :func:`select_on_valid`):
+the number of epochs is chosen on validation as early stopping would, and the tables report
+``selected_metrics`` where a run has them.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from fedgraphrec.data.types import Interactions
 from fedgraphrec.evaluation.reference import REFERENCES, expected_random_recall, reference_metrics
 from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 from fedgraphrec.protocols.settings import ProtocolSettings
+from fedgraphrec.reproduce.report import reported
 from fedgraphrec.training.config import EvalSettings, TrainConfig
 from fedgraphrec.training.dgrec import load_data
 from fedgraphrec.training.dgrec_learner import DGRECData, DGRECLearner
@@ -45,6 +50,7 @@ __all__ = [
     "run",
     "run_and_save",
     "run_groups",
+    "select_on_valid",
     "summarize",
     "train_epochs",
 ]
@@ -95,6 +101,18 @@ def train_epochs(
     return curve, metrics, trained
 
 
+def select_on_valid(curve: Sequence[Mapping[str, Any]]) -> tuple[int, dict[str, float]] | None:
+    """The evaluated epoch with the highest validation recall@20 (first on ties) and its test metrics.
+
+    ``None`` when no evaluated epoch has validation metrics.
+    """
+    points = [c for c in curve if "valid" in c and "test" in c]
+    if not points:
+        return None
+    best = max(points, key=lambda c: (c["valid"]["recall@20"], -c["epoch"]))
+    return int(best["epoch"]), dict(best["test"])
+
+
 def run(
     dataset: str,
     settings: DGRECSettings,
@@ -118,6 +136,7 @@ def run(
     )  # fmt: skip
     assert isinstance(learner, DGRECLearner)
     summary = learner.run_summary()
+    selected = select_on_valid(curve)
     return {
         "dataset": dataset,
         "data": summary.pop("data"),
@@ -130,6 +149,7 @@ def run(
         "metrics": metrics,
         "valid_fraction": valid_fraction,
         "valid_metrics": next((c["valid"] for c in reversed(curve) if "valid" in c), {}),
+        **({} if selected is None else {"selected_epoch": selected[0], "selected_metrics": selected[1]}),
         "seconds": time.time() - t0,
     }
 
@@ -203,10 +223,10 @@ def run_groups(folder: str | Path, key: Callable[[dict[str, Any]], K]) -> dict[K
 
 
 def metric_cells(runs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The runs' Recall@20 and NDCG@20 as ``mean ± sample std`` (×100; std 0 for a single run)."""
+    """The runs' reported Recall@20 and NDCG@20 as ``mean ± sample std`` (×100; std 0 for one run)."""
     cells = []
     for m in ("recall@20", "ndcg@20"):
-        v = 100 * np.asarray([r["metrics"][m] for r in runs])
+        v = 100 * np.asarray([reported(r)[m] for r in runs])
         cells.append(f"{v.mean():.2f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.2f}")
     return cells
 

@@ -34,7 +34,7 @@ import numpy as np
 from fedgraphrec.reproduce.claims import Figure, Results, Series, series_points
 from fedgraphrec.reproduce.pairwise import pairwise
 from fedgraphrec.reproduce.paper_figures import FIGURES
-from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
+from fedgraphrec.reproduce.report import PaperRow, paper_cells, reported, write_report
 from fedgraphrec.reproduce.tables import Budget
 
 __all__ = ["reproduce_figure", "train_overrides"]
@@ -124,7 +124,7 @@ def _point(
     if fig.kind == "p4gcn":
         vals = {"rmse": float(run["test_rmse"]), "mae": float(run["test_mae"])}
     else:
-        vals = {k: float(v) for k, v in run["metrics"].items()}
+        vals = {k: float(v) for k, v in reported(run).items()}
     return {x if x is not None else math.nan: vals}
 
 

@@ -31,6 +31,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from fedgraphrec.reproduce.report import reported
 from fedgraphrec.training.plots import bytes_axis, label_points
 
 __all__ = ["collect", "frontier_social", "social_figure"]
@@ -111,8 +112,8 @@ def collect(
         runs = runs_by.get(variant, [])
         if not runs:
             continue
-        rec, rec_sd = _mean_std([r["metrics"]["recall@20"] for r in runs])
-        ndcg, _ = _mean_std([r["metrics"]["ndcg@20"] for r in runs])
+        rec, rec_sd = _mean_std([reported(r)["recall@20"] for r in runs])
+        ndcg, _ = _mean_std([reported(r)["ndcg@20"] for r in runs])
         per = [r["ledger_bytes"] / r["epochs"] for r in runs]
         leak = None
         if da is not None:

@@ -20,7 +20,16 @@ import matplotlib.pyplot as plt
 
 from fedgraphrec.reproduce.pairwise import pairwise_markdown
 
-__all__ = ["PaperRow", "paper_cells", "verdict", "write_report"]
+__all__ = ["PaperRow", "paper_cells", "reported", "verdict", "write_report"]
+
+
+def reported(run: Mapping[str, Any]) -> dict[str, float]:
+    """The test metrics a table reports for a runner's run record.
+
+    At the run's validation-selected epoch (``selected_metrics``, recorded by runs evaluated at
+    several epochs) where it has one, else its last evaluation (``metrics``).
+    """
+    return dict(run.get("selected_metrics") or run["metrics"])
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import numpy as np
 from fedgraphrec.reproduce.p4gcn_summary import PAPER as P4GCN_PAPER
 from fedgraphrec.reproduce.pairwise import pairwise
 from fedgraphrec.reproduce.papers import paper
-from fedgraphrec.reproduce.report import PaperRow, paper_cells, write_report
+from fedgraphrec.reproduce.report import PaperRow, paper_cells, reported, write_report
 from fedgraphrec.reproduce.tables import Budget, budget_of, budgets_of, report_head
 
 __all__ = [
@@ -306,7 +306,7 @@ _DGREC_STRS = {"--loss-scale": "loss_scale"}
 def _metrics(table: RunTable, run: dict[str, Any]) -> dict[str, float]:
     if table.kind == "p4gcn":
         return {"rmse": float(run["test_rmse"]), "mae": float(run["test_mae"])}
-    return {k: float(v) for k, v in run["metrics"].items()}
+    return {k: float(v) for k, v in reported(run).items()}
 
 
 def reproduce_runs(

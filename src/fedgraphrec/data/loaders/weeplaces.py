@@ -14,6 +14,8 @@ from fedgraphrec.data.loaders._compact import drop_overlap
 from fedgraphrec.data.types import Interactions, binary_csr
 
 INTERACTION_FILES = ("interactions.tsv.gz", "interactions.tsv")
+GROUP_USER_FILES = ("group_users.tsv", "group_users.tsv.gz")
+GROUP_ITEM_FILES = ("group_items.tsv", "group_items.tsv.gz")
 SPLIT_NAMES = ("train", "val_foldin", "val_heldout", "test_foldin", "test_heldout")
 TRAIN_PARTS = ("train", "val_foldin", "test_foldin")
 
@@ -109,3 +111,22 @@ def load_weeplaces(folder: str | Path, *, name: str | None = None, test_only: st
             "rows_per_split": rows,
         },
     )
+
+
+def load_weeplaces_groups(folder: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """GroupIM's groups of Weeplaces: ``(group, user)`` memberships and ``(group, item)`` visits.
+
+    Returns four arrays in the raw ids of the files (the interactions file's user and item ids):
+    the memberships' groups and users (``group_users.tsv``), then the group–item rows' groups and
+    items (``group_items.tsv``, every split: a group's split says which group partition it is in,
+    not which of its members' interactions are held out).
+
+    Raises:
+        DatasetNotFoundError: the folder or a group file is missing.
+        DataFormatError: a line with the wrong column count or a bad id (naming file and line).
+    """
+    root = require_folder(folder)
+    members = read_table(require_file(root, *GROUP_USER_FILES), ("id", "id"))
+    visits = read_table(require_file(root, *GROUP_ITEM_FILES), ("id", "id", "str"))
+    (g_users, users), (g_items, items) = members.columns, visits.columns[:2]
+    return g_users, users, g_items, items
