@@ -5,6 +5,8 @@ r"""DGREC research runs: one JSON per run in a folder, the table of a folder, an
     python benchmarks/dgrec_runs.py summarize --out results/dgrec/runs
     python benchmarks/dgrec_runs.py sweep --dataset flixster --lr 0.6 --epochs 6 --centres 300 \\
         [--variant dgrec] [--seed 0] [--set beta=2 ...]     # one JSON line, metrics every epoch
+    python benchmarks/dgrec_runs.py curves --dataset flixster --out results/reproduce/dgrec-t2-flixster/runs \
+        --figure results/dgrec/flixster-curves.png           # per-epoch curves + markdown table
 
 Every run holds out ``--valid-fraction`` (default 0.1) of each user's training interactions; choose
 learning rates and budgets on the ``valid`` metrics, never on ``test``.
@@ -26,7 +28,9 @@ import torch
 
 from fedgraphrec.evaluation.reference import REFERENCES
 from fedgraphrec.protocols.dgrec.settings import VARIANTS, DGRECSettings
+from fedgraphrec.reproduce.dgrec_curves import curves_table, plot_curves
 from fedgraphrec.reproduce.dgrec_runs import VALID_FRACTION, run, run_and_save, summarize
+from fedgraphrec.reproduce.papers import paper
 
 
 def _sets(items: list[str]) -> dict[str, Any]:
@@ -41,7 +45,7 @@ def _sets(items: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point (see module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("what", choices=("run", "summarize", "sweep"))
+    ap.add_argument("what", choices=("run", "summarize", "sweep", "curves"))
     ap.add_argument("--dataset", default="flixster")
     ap.add_argument("--variant", default="dgrec", choices=sorted((*VARIANTS, *REFERENCES)))
     ap.add_argument("--seed", type=int, default=0)
@@ -55,10 +59,19 @@ def main(argv: list[str] | None = None) -> None:
         "--valid-fraction", type=float, default=VALID_FRACTION, help="training share held out for selection"
     )
     ap.add_argument("--out", default="results/dgrec/runs")
+    ap.add_argument("--figure", default=None, help="curves: the PNG to write")
     a = ap.parse_args(argv)
     given = _sets(a.sets) | ({} if a.lr is None else {"lr": a.lr})
     if a.what == "summarize":
         print(summarize(a.out), end="")
+    elif a.what == "curves":
+        numbers = paper("dgrec-tables").section("t2").section("paper")
+        names = numbers.names()
+        dgrec = numbers.section(a.dataset).numbers("DGREC") if a.dataset in names else ()
+        published = dict(zip(("recall@20", "ndcg@20"), (v / 100 for v in dgrec[:2]), strict=False))
+        if a.figure:
+            plot_curves(a.out, a.dataset, a.figure, published, title=f"DGREC variants on {a.dataset}")
+        print(curves_table(a.out, a.dataset), end="")
     elif a.what == "run":
         res = run_and_save(
             a.dataset, a.variant, a.seed, a.epochs, a.out, a.centres, a.public_ratio,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fedgraphrec.protocols.dgrec.settings import DGRECSettings
 
 settings_for = DGRECSettings.for_variant
@@ -123,6 +125,8 @@ def test_a_run_holds_out_validation_from_training_and_reports_it_each_evaluation
     assert sizes["test"] == full["test"]
     assert all(set(c["valid"]) == set(c["test"]) == {"recall@20", "ndcg@20"} for c in res["curve"])
     assert res["valid_metrics"] == res["curve"][-1]["valid"] and res["valid_fraction"] == 0.2
+    assert res["group_steps"] == 2 * 10  # epochs × centres per epoch
+    assert res["steps_per_user"]["mean"] * sizes["users"] >= res["group_steps"]  # every group has its centre
     chosen = res["curve"][res["selected_epoch"] - 1]
     assert res["selected_metrics"] == chosen["test"]
     assert chosen["valid"]["recall@20"] == max(c["valid"]["recall@20"] for c in res["curve"])
@@ -152,11 +156,21 @@ def test_the_epoch_is_selected_on_validation_and_tables_report_the_test_metrics_
     from fedgraphrec.reproduce.dgrec_runs import select_on_valid
     from fedgraphrec.reproduce.report import reported
 
-    def point(epoch: int, valid: float, test: float) -> dict[str, object]:
-        return {"epoch": epoch, "valid": {"recall@20": valid}, "test": {"recall@20": test, "ndcg@20": test / 2}}
+    def point(epoch: int, valid: float, test: float) -> dict[str, Any]:
+        return {
+            "epoch": epoch,
+            "valid": {"recall@20": valid},
+            "test": {"recall@20": test, "ndcg@20": test / 2},
+        }
 
     # test is best at epoch 3, validation at epoch 2 (and again at 4: the first of a tie wins)
-    curve = [point(1, 0.1, 0.1), point(2, 0.3, 0.2), point(3, 0.2, 0.9), point(4, 0.3, 0.5), {"epoch": 5}]
+    curve: list[dict[str, Any]] = [
+        point(1, 0.1, 0.1),
+        point(2, 0.3, 0.2),
+        point(3, 0.2, 0.9),
+        point(4, 0.3, 0.5),
+    ]
+    curve.append({"epoch": 5})
     assert select_on_valid(curve) == (2, {"recall@20": 0.2, "ndcg@20": 0.1})
     assert select_on_valid([{"epoch": 1, "test": {"recall@20": 0.5}}]) is None
     record = {"metrics": {"recall@20": 0.5}, "selected_metrics": {"recall@20": 0.2}}

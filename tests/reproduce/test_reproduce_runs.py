@@ -111,36 +111,63 @@ def test_fig13_reads_a_sweep_and_judges_range_and_trends(tmp_path: Path) -> None
         reproduce_fig13("lpgcn-f13-gowalla-resplit90", tmp_path / "out")
 
 
-# the DGREC CPU budget's epochs per table (results/dgrec/README.md; Flixster needs 6 to leave chance)
-EPOCHS = {"dgrec-t2-flixster": 6, "dgrec-t2-ciao": 2}
+CIAO_DGREC, CIAO_NONOISE, CIAO_DMF, CIAO_DLGNN = 0.6, 6.0, 20.0, 50.0  # chosen on Ciao's validation split
+
+# what each DGREC table's CPU budget hands the runner per variant (papers/dgrec-tables.toml): seeds,
+# epochs, centres (None: every user) and the validation-chosen lr
+CPU_CALLS: dict[str, dict[str, dict[str, object]]] = {
+    "dgrec-t2-flixster": {
+        "dmf": {"seeds": [0, 1, 2], "epochs": 30, "centres": None, "lr": 20.0, "eval_every": 1},
+        "dlgnn": {"seeds": [0, 1, 2], "epochs": 30, "centres": None, "lr": 20.0, "eval_every": 1},
+        "dgrec": {"seeds": [0, 1], "epochs": 30, "centres": None, "lr": 0.6, "eval_every": 1},
+        "no-noise": {"seeds": [0], "epochs": 30, "centres": None, "lr": 15.0, "eval_every": 1},
+    },
+    "dgrec-t2-ciao": {
+        "dmf": {"seeds": [0, 1, 2], "epochs": 6, "centres": 3000, "lr": CIAO_DMF, "eval_every": 1},
+        "dlgnn": {"seeds": [0, 1, 2], "epochs": 6, "centres": 3000, "lr": CIAO_DLGNN, "eval_every": 1},
+        "dgrec": {"seeds": [0, 1, 2], "epochs": 2, "centres": 300, "lr": CIAO_DGREC, "eval_every": 1},
+        "no-noise": {"seeds": [0, 1, 2], "epochs": 2, "centres": 300, "lr": CIAO_NONOISE, "eval_every": 1},
+    },
+    "dgrec-t2-weeplaces": {
+        "dmf": {"seeds": [0], "epochs": 2, "centres": 100000, "lr": CIAO_DMF, "eval_every": 1},
+        "dlgnn": {"seeds": [0], "epochs": 2, "centres": 100000, "lr": CIAO_DLGNN, "eval_every": 1},
+        "dgrec": {"seeds": [0], "epochs": 1, "centres": 1500, "lr": CIAO_DGREC, "eval_every": 1},
+        "no-noise": {"seeds": [0], "epochs": 1, "centres": 1500, "lr": CIAO_NONOISE, "eval_every": 1},
+    },
+}
 
 
-@pytest.mark.parametrize("table", ["dgrec-t2-flixster", "dgrec-t2-ciao"])
-def test_dgrec_small_group_rows_run_every_centre_and_their_own_lr(
+@pytest.mark.parametrize("table", sorted(CPU_CALLS))
+def test_dgrec_tables_hand_each_row_its_budget_lr_and_seeds(
     table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """DMF/DLGNN (1-hop groups) get 6 all-centre epochs at their lr; DGREC 300 centres per epoch.
+    """Each row runs with its table's budget, its own validation-chosen lr and its own seeds.
 
-    On Flixster DGREC and its no-noise reference run at their own lr (0.2, 15). The reference
-    rankings (popularity, random) go through the same runner; the report compares rows.
+    The reference rankings (popularity, random) go through the same runner on every budget seed;
+    the report compares rows and reports the validation-selected epoch's test metrics.
     """
     from fedgraphrec.reproduce import dgrec_runs as dgrec
 
     calls: dict[str, dict[str, object]] = {}
 
     def fake_run(dataset: str, variant: str, seed: int, epochs: int, out: Path, **kw: object) -> None:
-        calls[variant] = {"epochs": epochs, **kw}
-        run = {"metrics": {"recall@20": 0.02, "ndcg@20": 0.01}}
+        call = calls.setdefault(variant, {"seeds": []})
+        seeds = call["seeds"]
+        assert isinstance(seeds, list)
+        seeds.append(seed)
+        call.update({"epochs": epochs, **kw})
+        run = {
+            "metrics": {"recall@20": 0.5, "ndcg@20": 0.5},
+            "selected_metrics": {"recall@20": 0.02, "ndcg@20": 0.01},
+        }
         (Path(out) / f"{dataset}_{variant}_r1.0_s{seed}.json").write_text(json.dumps(run))
 
     monkeypatch.setattr(dgrec, "run_and_save", fake_run)
     reproduce_runs(table, tmp_path)
-    assert calls["dmf"] == {"epochs": 6, "centres": 3000, "lr": 5.0}
-    assert calls["dlgnn"] == {"epochs": 6, "centres": 3000, "lr": 20.0}
-    lr = {"dgrec": 0.2, "no-noise": 15.0} if table == "dgrec-t2-flixster" else {"dgrec": 0.6, "no-noise": 0.6}
-    assert calls["dgrec"] == {"epochs": EPOCHS[table], "centres": 300, "lr": lr["dgrec"]}
-    assert calls["no-noise"] == {"epochs": EPOCHS[table], "centres": 300, "lr": lr["no-noise"]}
-    assert {"popularity", "random"} <= set(calls)
+    for variant, expected in CPU_CALLS[table].items():
+        assert calls[variant] == expected, variant
+    budget_seeds = list(RUN_TABLES[table].budgets["cpu"].seeds)
+    assert calls["popularity"]["seeds"] == calls["random"]["seeds"] == budget_seeds
     md = (tmp_path / "reproduce.md").read_text()
     assert "| Popularity (train counts) | 0.0200 ± 0.0000 | – | reference |" in md
     assert "| DGREC | DMF | recall@20 | +0.00 |" in md

@@ -129,6 +129,13 @@ class DGRECLearner:
                 "sampling": "csprng" if s.secure_sampling else "seed",
             },
             "n_s": n_s,
+            "group_steps": int(rec.step_no),
+            # how many group steps each user's model took part in (the averaging the one-bit noise needs)
+            "steps_per_user": {
+                "mean": float(rec.count.mean()),
+                "median": float(np.median(rec.count)),
+                "min": int(rec.count.min()),
+            },
             "model_memory_bytes": rec.models.memory_bytes(),
             "ledger_bytes": int(self.ledger.total_bytes()),
             "accounting_per_sharing": asdict(accounting(s.delta, s.beta, n_s)),
