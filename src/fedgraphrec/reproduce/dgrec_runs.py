@@ -23,6 +23,7 @@ the number of epochs is chosen on validation as early stopping would, and the ta
 from __future__ import annotations
 
 import json
+import resource
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -151,6 +152,8 @@ def run(
         "valid_metrics": next((c["valid"] for c in reversed(curve) if "valid" in c), {}),
         **({} if selected is None else {"selected_epoch": selected[0], "selected_metrics": selected[1]}),
         "seconds": time.time() - t0,
+        # the process's peak resident set so far (Linux reports KiB): what the per-user tables cost
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
 
 
