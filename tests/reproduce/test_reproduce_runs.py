@@ -129,10 +129,13 @@ CPU_CALLS: dict[str, dict[str, dict[str, object]]] = {
         "no-noise": {"seeds": [0, 1, 2], "epochs": 2, "centres": 300, "lr": CIAO_NONOISE, "eval_every": 1},
     },
     "dgrec-t2-weeplaces": {
-        "dmf": {"seeds": [0], "epochs": 2, "centres": 100000, "lr": CIAO_DMF, "eval_every": 1},
-        "dlgnn": {"seeds": [0], "epochs": 2, "centres": 100000, "lr": CIAO_DLGNN, "eval_every": 1},
-        "dgrec": {"seeds": [0], "epochs": 1, "centres": 1500, "lr": CIAO_DGREC, "eval_every": 1},
-        "no-noise": {"seeds": [0], "epochs": 1, "centres": 1500, "lr": CIAO_NONOISE, "eval_every": 1},
+        v: {"seeds": [0], "epochs": 5, "centres": 100000, "lr": lr, "eval_every": 1}
+        for v, lr in (
+            ("dmf", CIAO_DMF),
+            ("dlgnn", CIAO_DLGNN),
+            ("dgrec", CIAO_DGREC),
+            ("no-noise", CIAO_NONOISE),
+        )
     },
 }
 
