@@ -117,7 +117,7 @@ CIAO_DGREC, CIAO_NONOISE, CIAO_DMF, CIAO_DLGNN = 0.6, 6.0, 20.0, 50.0  # chosen 
 # epochs, centres (None: every user) and the validation-chosen lr
 CPU_CALLS: dict[str, dict[str, dict[str, object]]] = {
     "dgrec-t2-flixster": {
-        "dmf": {"seeds": [0, 1, 2], "epochs": 30, "centres": None, "lr": 20.0, "eval_every": 1},
+        "dmf": {"seeds": [0, 1, 2], "epochs": 30, "centres": None, "lr": 10.0, "eval_every": 1},
         "dlgnn": {"seeds": [0, 1, 2], "epochs": 30, "centres": None, "lr": 20.0, "eval_every": 1},
         "dgrec": {"seeds": [0, 1], "epochs": 30, "centres": None, "lr": 0.6, "eval_every": 1},
         "no-noise": {"seeds": [0], "epochs": 30, "centres": None, "lr": 15.0, "eval_every": 1},
@@ -129,12 +129,12 @@ CPU_CALLS: dict[str, dict[str, dict[str, object]]] = {
         "no-noise": {"seeds": [0, 1, 2], "epochs": 2, "centres": 300, "lr": CIAO_NONOISE, "eval_every": 1},
     },
     "dgrec-t2-weeplaces": {
-        v: {"seeds": [0], "epochs": 5, "centres": 100000, "lr": lr, "eval_every": 1}
-        for v, lr in (
-            ("dmf", CIAO_DMF),
-            ("dlgnn", CIAO_DLGNN),
-            ("dgrec", CIAO_DGREC),
-            ("no-noise", CIAO_NONOISE),
+        v: {"seeds": [0], "epochs": epochs, "centres": 100000, "lr": lr, "eval_every": 1}
+        for v, lr, epochs in (
+            ("dmf", CIAO_DMF, 20),
+            ("dlgnn", CIAO_DLGNN, 20),
+            ("dgrec", CIAO_DGREC, 5),
+            ("no-noise", CIAO_NONOISE, 5),
         )
     },
 }
