@@ -119,7 +119,7 @@ CPU_CALLS: dict[str, dict[str, dict[str, object]]] = {
     "dgrec-t2-flixster": {
         "dmf": {"seeds": [0, 1, 2], "epochs": 30, "centres": None, "lr": 10.0, "eval_every": 1},
         "dlgnn": {"seeds": [0, 1, 2], "epochs": 30, "centres": None, "lr": 20.0, "eval_every": 1},
-        "dgrec": {"seeds": [0, 1], "epochs": 30, "centres": None, "lr": 0.6, "eval_every": 1},
+        "dgrec": {"seeds": [0, 1, 2], "epochs": 30, "centres": None, "lr": 0.6, "eval_every": 1},
         "no-noise": {"seeds": [0], "epochs": 30, "centres": None, "lr": 15.0, "eval_every": 1},
     },
     "dgrec-t2-ciao": {

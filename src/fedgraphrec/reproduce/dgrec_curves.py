@@ -18,6 +18,7 @@ import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 from fedgraphrec.reproduce.dgrec_runs import run_groups
 from fedgraphrec.reproduce.report import reported
@@ -85,6 +86,7 @@ def plot_curves(
                 ax.axhline(100 * refs[f"{key} {metric}"], color="grey", linestyle=style, label=name)
         if metric in paper:
             ax.axhline(100 * paper[metric], color="black", linestyle=":", label="paper's DGREC")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch (every user a group centre once)")
         ax.set_ylabel(f"test {metric} (%)")
         ax.set_title(f"{metric}; dots: epoch selected on validation")
