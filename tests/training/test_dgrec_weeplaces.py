@@ -1,7 +1,7 @@
 """DGREC's Weeplaces data: the paper's core and 80/20 split, GroupIM groups as side information.
 
 The hyperedge rule is the one that keeps held-out pairs out of the side information: a group's POI
-joins its hyperedge only if some member has it among its *training* items.
+joins its hyperedge only if some member has it among its *training* items and no member in test.
 """
 
 from __future__ import annotations
@@ -76,15 +76,19 @@ def test_weeplaces_side_is_the_core_split_80_20_with_group_links_and_training_on
         if a != b and a in index and b in index
     }
     assert set(zip(*social.nonzero(), strict=True)) == expected_links
-    # hyperedge g: the POIs group g visited that some member holds in training
+    # hyperedge g: the POIs group g visited that some member holds in training and none in test
     item_index = {i: k for k, i in enumerate(kept_items)}
     train_items = {
         index[u]: set(train.indices[train.indptr[index[u]] : train.indptr[index[u] + 1]]) for u in kept_users
     }
     expected_edges = set()
+    test_items = {
+        index[u]: set(test.indices[test.indptr[index[u]] : test.indptr[index[u] + 1]]) for u in kept_users
+    }
     for g in members:
         held = set().union(*(train_items[index[u]] for u in members[g] if u in index))
-        edge = frozenset(item_index[i] for i in visits[g] if i in item_index and item_index[i] in held)
+        out = set().union(*(test_items[index[u]] for u in members[g] if u in index))
+        edge = frozenset(item_index[i] for i in visits[g] if i in item_index and item_index[i] in held - out)
         if edge:
             expected_edges.add(edge)
     csc = tags.tocsc()

@@ -214,8 +214,8 @@ def _row_seeds(dataset: str) -> dict[str, tuple[int, ...]]:
 _WEEPLACES_NOTE = (
     "Weeplaces (GroupIM's copy): every check-in pair, iterated 10-core (6,167 users × 11,678 POIs, "
     "427,236 pairs; the paper's 8,720 × 7,407, 546,781), per-user 80/20 split; no friendships or "
-    "categories in the copy: users sharing a GroupIM group are linked, a group's POIs held in "
-    "training form a hyperedge"
+    "categories in the copy: users sharing a GroupIM group are linked, a group's POIs some member "
+    "holds in training and none in test form a hyperedge"
 )
 
 

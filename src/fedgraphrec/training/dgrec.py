@@ -10,10 +10,10 @@ spaces do not fit one table per user, so DGREC runs on the registry's derived ``
 
 Weeplaces (the GroupIM copy) ships neither the friendships nor the POI categories the paper uses, so
 :func:`weeplaces_side` builds the paper's preprocessing and split from its check-ins and stands in
-for the side information with GroupIM's groups: users who share a group are linked (GroupIM forms
-its Weeplaces groups from users who check in together), and the POIs a group visited form one
-hyperedge, kept only where some member has that visit in its *training* items (so no held-out
-pair shapes a hyperedge).
+for the side information with GroupIM's groups: users who share a group are linked, and the POIs a
+group visited form one hyperedge, keeping a POI only where some member holds it among its
+*training* items and no member holds it in test (a group's visit is its members' joint check-in,
+so no held-out pair shapes a hyperedge).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def weeplaces_side(
     filtered to its iterated (``min_user``, ``min_item``)-core (default :data:`WEEPLACES_CORE`) and
     split per user 80/20 with a fixed seed (spec §8.2; GroupIM's group-based split is not the
     paper's). The user graph links users who share a GroupIM group; hyperedge *g* holds the POIs
-    group *g* visited that some member has among its training items.
+    group *g* visited that some member has among its training items and no member in test.
 
     Raises:
         ValueError: a filter that keeps no interaction.
@@ -95,8 +95,12 @@ def weeplaces_side(
     # visits and memberships number groups in their own files; align them on the raw group ids
     _, in_users, in_items = np.intersect1d(np.unique(g_users), np.unique(g_items), return_indices=True)
     members, visits = members[in_users], visits[in_items]
-    trained = (members @ train).tocsr()  # group × item: members holding the POI in training
+    # group × item: how many members hold the POI in training / in test. A group's visit is its
+    # members' joint check-in, so a POI any member holds in test stays out of that group's hyperedge
+    trained, tested = (members @ train).tocsr(), (members @ test).tocsr()
     kept = visits.multiply(trained > 0).tocsr()
+    kept = (kept - kept.multiply(tested > 0)).tocsr()
+    kept.eliminate_zeros()
     tags = kept.T.tocsr()
     tags = tags[:, np.asarray(tags.sum(0)).ravel() > 0]
     return train, test, (social > 0).astype(np.float64).tocsr(), (tags > 0).astype(np.float64).tocsr()
