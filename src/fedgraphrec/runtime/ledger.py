@@ -15,11 +15,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Ledger", "LedgerRow", "MessageWatch"]
+__all__ = ["Ledger", "LedgerRow", "MessageWatch", "read_saved"]
 
 
 class MessageWatch(Protocol):
@@ -247,6 +247,24 @@ class Ledger:
             for r in self.rows():
                 w.writerow([r.phase, r.sender, r.receiver, r.messages, r.payload_bytes])
         (folder / "ledger.json").write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def read_saved(folder: str | Path) -> dict[str, Any] | None:
+    """What :meth:`Ledger.save` wrote: ``ledger.json`` plus ``rows`` from ``ledger.csv`` (``None``: none)."""
+    folder = Path(folder)
+    summary_file, rows_file = folder / "ledger.json", folder / "ledger.csv"
+    if not summary_file.exists():
+        return None
+    ledger: dict[str, Any] = json.loads(summary_file.read_text())
+    if rows_file.exists():
+        lines = rows_file.read_text().splitlines()
+        header = lines[0].split(",") if lines else []
+        ledger["rows"] = [
+            {k: int(v) if v.isdigit() else v for k, v in zip(header, line.split(","), strict=True)}
+            for line in lines[1:]
+            if line
+        ]
+    return ledger
 
 
 def _int64_vector(sizes: np.ndarray | Sequence[int] | int) -> np.ndarray:

@@ -14,7 +14,6 @@ client (:attr:`Run.note`). A Flower run's folder holds what the server may hold 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -29,6 +28,7 @@ from fedgraphrec.data.types import Interactions, Ratings, binary_csr
 from fedgraphrec.evaluation.ranking import evaluate_embeddings, evaluate_scores
 from fedgraphrec.evaluation.rating import mae, rmse
 from fedgraphrec.evaluation.recommend import ScoreRows, top_k
+from fedgraphrec.runtime.ledger import read_saved
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.p4gcn_learner import rating_splits
 from fedgraphrec.training.recommendations import EmbeddingTable, Recommendations, id_array, read_pairs
@@ -92,19 +92,7 @@ class Run:
     @property
     def ledger(self) -> dict[str, Any] | None:
         """The saved ledger: ``ledger.json`` with ``rows`` from ``ledger.csv`` (``None`` when absent)."""
-        summary_file, rows_file = self.path / "ledger.json", self.path / "ledger.csv"
-        if not summary_file.exists():
-            return None
-        ledger: dict[str, Any] = json.loads(summary_file.read_text())
-        if rows_file.exists():
-            lines = rows_file.read_text().splitlines()
-            header = lines[0].split(",") if lines else []
-            ledger["rows"] = [
-                {k: int(v) if v.isdigit() else v for k, v in zip(header, line.split(","), strict=True)}
-                for line in lines[1:]
-                if line
-            ]
-        return ledger
+        return read_saved(self.path)
 
     @property
     def on_flower(self) -> bool:
