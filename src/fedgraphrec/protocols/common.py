@@ -109,16 +109,21 @@ def local_bpr(
     whole minibatch, so shard results simply add up. ``None``: the triples are the whole minibatch.
     """
     B = int(users.shape[0]) if batch_size is None else int(batch_size)
-    u_rows, p_rows, n_rows = U[users], V[pos], V[neg]
+    n = int(pos.shape[0])
+    items = torch.cat([pos, neg])
+    # index_select: the same rows as U[users], several times faster than advanced indexing
+    u_rows, v_rows = U.index_select(0, users), V.index_select(0, items)
+    p_rows, n_rows = v_rows[:n], v_rows[n:]
     x = (u_rows * n_rows).sum(-1) - (u_rows * p_rows).sum(-1)
     loss = torch.nn.functional.softplus(x)
     bpr = loss.mean() if batch_size is None else loss.sum() / B
-    reg = (U0[users].pow(2).sum() + V0[pos].pow(2).sum() + V0[neg].pow(2).sum()) / (2.0 * B)
+    u0_rows, v0_rows = U0.index_select(0, users), V0.index_select(0, items)
+    reg = (u0_rows.pow(2).sum() + v0_rows[:n].pow(2).sum() + v0_rows[n:].pow(2).sum()) / (2.0 * B)
     s = torch.sigmoid(x).unsqueeze(1) / B
     dU = torch.zeros_like(U).index_add_(0, users, s * (n_rows - p_rows))
-    rU = torch.zeros_like(U).index_add_(0, users, reg_weight * U0[users] / B)
-    items = torch.cat([pos, neg])
+    rU = torch.zeros_like(U).index_add_(0, users, reg_weight * u0_rows / B)
     un = users.numpy()
+    su = s * u_rows
     return LocalBPR(
         bpr=bpr,
         reg=reg,
@@ -126,6 +131,6 @@ def local_bpr(
         rU=rU,
         items=items,
         item_senders=np.concatenate([un, un]),
-        d_rows=torch.cat([-s * u_rows, s * u_rows]),
-        r_rows=reg_weight * V0[items] / B,
+        d_rows=torch.cat([-su, su]),
+        r_rows=reg_weight * v0_rows / B,
     )

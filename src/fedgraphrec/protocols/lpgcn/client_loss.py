@@ -20,6 +20,7 @@ from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.common import CLIENT, SERVER, local_bpr
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
+from fedgraphrec.protocols.lpgcn.lookup import ranks
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT, LOSS, item_phase, user_phase
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
@@ -49,20 +50,21 @@ class LossStages(StageParts):
         known = np.flatnonzero(ss.item_local >= 0)
         V = torch.empty((len(items), d), dtype=self.dtype)
         V0 = torch.empty_like(V)
-        V[torch.from_numpy(known)] = ss.acc_i
-        V0[torch.from_numpy(known)] = ss.v0
+        known_t = torch.from_numpy(known)
+        V.index_copy_(0, known_t, ss.acc_i)
+        V0.index_copy_(0, known_t, ss.v0)
         if extra is not None:
             at = torch.from_numpy(np.searchsorted(items, ss.extra))
             acc = extra[0] * self._w
             for layer in range(1, L + 1):
                 acc.add_(extra[layer], alpha=self._w)
             V[at], V0[at] = acc, extra[0]
-        uix = torch.from_numpy(np.searchsorted(ss.users, ss.b_user))
-        pix = torch.from_numpy(np.searchsorted(items, ss.b_pos))
-        nix = torch.from_numpy(np.searchsorted(items, ss.b_neg))
+        uix = torch.from_numpy(ranks(ss.users, ss.b_user, len(self.clients)))
+        at = ranks(items, np.concatenate([ss.b_pos, ss.b_neg]), self._n_items(items))
+        pix, nix = torch.from_numpy(at[: len(ss.b_pos)]), torch.from_numpy(at[len(ss.b_pos) :])
         loc = local_bpr(ss.acc_u, V, ss.u0, V0, uix, pix, nix, s.reg, batch_size=ss.batch_size)
         ss.d_u = torch.zeros((len(self.clients), d), dtype=self.dtype)
-        ss.d_u[torch.from_numpy(ss.users)] = loc.dU
+        ss.d_u.index_copy_(0, torch.from_numpy(ss.users), loc.dU)
         ss.r_u = loc.rU  # the regulariser's rows: the minibatch's users only
         # who convolves each item row: the sender's own knowledge (held items) or the server's reply
         row_user = ss.users[loc.item_senders]
@@ -77,8 +79,8 @@ class LossStages(StageParts):
         if own.any():
             ss.v_at = self._conv_position(owner[own], row_item[own])
             sel = torch.from_numpy(np.flatnonzero(own))
-            ss.d_v.index_add_(0, torch.from_numpy(ss.v_at), loc.d_rows[sel])
-            ss.r_v = loc.r_rows[sel]
+            ss.d_v.index_add_(0, torch.from_numpy(ss.v_at), loc.d_rows.index_select(0, sel))
+            ss.r_v = loc.r_rows.index_select(0, sel)
         out = Message(fields={"bpr": float(loc.bpr), "reg": float(loc.reg)})
         out.parts.update(self._gradient_messages(~own, sender, owner, row_item, loc.d_rows, loc.r_rows))
         ss.acc_u = ss.acc_i = ss.u0 = ss.v0 = torch.zeros(0)
@@ -87,8 +89,7 @@ class LossStages(StageParts):
     def _owners(self, row_user: np.ndarray, row_item: np.ndarray, neg_owner: np.ndarray) -> np.ndarray:
         """The convolution-client of each item row: held items from verification, others from the server."""
         st, ss = self.state, self.state.step
-        keys = entry_keys(row_user, row_item)
-        at = self.find("held", lambda: entry_keys(self.held_rows(), st.held_idx), keys)
+        at = self.held_entry(row_user, row_item)
         owner = np.where(at >= 0, st.held_owner[at], -2)
         req_rows = np.repeat(np.arange(len(self.clients)), np.diff(ss.req_ptr))
         req_keys = entry_keys(req_rows, ss.req_items)
@@ -96,13 +97,12 @@ class LossStages(StageParts):
         if miss.any():
             if len(neg_owner) != len(req_keys):
                 raise IntegrityError("loss/negative-embeddings: the server named no owner for some negatives")
-            j = np.searchsorted(req_keys, keys[miss])
+            j = np.searchsorted(req_keys, entry_keys(row_user[miss], row_item[miss]))
             owner[miss] = neg_owner[j]
         return owner
 
     def _conv_position(self, owners: np.ndarray, items: np.ndarray) -> np.ndarray:
-        st = self.state
-        at = self.find("conv", lambda: entry_keys(st.conv_owner, st.conv_items), entry_keys(owners, items))
+        at = self.conv_entry(owners, items)
         if (at < 0).any():
             raise RuntimeError("an item this node's client convolves is missing from its convolution-items")
         return at
@@ -126,8 +126,13 @@ class LossStages(StageParts):
         starts = np.concatenate([[0], np.flatnonzero(np.diff(key)) + 1])
         lens = np.diff(np.concatenate([starts, [len(ids)]]))
         src, dst = sender[ids[starts]], owner[ids[starts]]
-        tid = torch.from_numpy(ids)
-        rows = torch.cat([d_rows[tid], r_rows[tid], self._token_columns(items[ids])], dim=1)
+        rows = torch.cat(
+            [
+                torch.cat([d_rows, r_rows], dim=1).index_select(0, torch.from_numpy(ids)),
+                self._token_columns(items[ids]),
+            ],
+            1,
+        )
         row_srv = np.repeat(dst < 0, lens)
         out: dict[str, Part] = {}
         for name, sel, rsel, prot in (
@@ -137,7 +142,7 @@ class LossStages(StageParts):
             if not sel.any():
                 continue
             sealed = prot == "sealed"
-            body = rows[torch.from_numpy(np.flatnonzero(rsel))]
+            body = rows if rsel.all() else rows.index_select(0, torch.from_numpy(np.flatnonzero(rsel)))
             out[name] = Part(
                 "loss/item-gradients", "item_gradient", CLIENT, SERVER, body,
                 protection="sealed" if sealed else "plain", senders=src[sel], counts=lens[sel],
@@ -166,7 +171,8 @@ class LossStages(StageParts):
             ss.r_v = torch.cat([ss.r_v, rows[:, d : 2 * d]])
         self._direct_rows()
         ss.d_u, ss.d_v = ss.d_u * self._w, ss.d_v * self._w  # D^(l) of every layer l > 0
-        ss.d_u_rows, ss.d_v_rows = ss.d_u[torch.from_numpy(ss.users)], ss.d_v[torch.from_numpy(ss.v_rows)]
+        ss.d_u_rows = ss.d_u.index_select(0, torch.from_numpy(ss.users))
+        ss.d_v_rows = ss.d_v.index_select(0, torch.from_numpy(ss.v_rows))
         if self.settings.n_layers == 0:
             return self._finish(*self._plus_direct(ss.d_u, ss.d_v, ss.r_u, ss.r_v))
         L = self.settings.n_layers

@@ -16,6 +16,7 @@ from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.common import CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.client_setup import grouped
 from fedgraphrec.protocols.lpgcn.expect import ExpectedParts
+from fedgraphrec.protocols.lpgcn.lookup import distinct, ranks
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT
 from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.message import Message
@@ -155,7 +156,7 @@ class StageParts(ExpectedParts):
     ) -> torch.Tensor:
         """Rows ``first`` of the relayed messages (read through the part's view, if any)."""
         pick = first if index is None else index[first]
-        return value[torch.from_numpy(pick)].to(dtype)
+        return value.index_select(0, torch.from_numpy(pick)).to(dtype)
 
     def _accumulate_items(self, table: torch.Tensor, layer: int) -> None:
         ss = self.state.step
@@ -163,7 +164,7 @@ class StageParts(ExpectedParts):
             return
         if layer == 0:
             ss.known_t = torch.from_numpy(ss.item_local[ss.item_local >= 0])
-        rows = table[ss.known_t]
+        rows = table.index_select(0, ss.known_t)
         if layer == 0:
             ss.v0 = rows
             ss.acc_i = rows * self._w
@@ -177,9 +178,10 @@ class StageParts(ExpectedParts):
         numbers are those of the whole-table arithmetic while later stages touch only these rows.
         """
         ss = self.state.step
-        ss.v_rows, inverse = np.unique(ss.v_at, return_inverse=True)
+        c = len(self.state.conv_items)
+        ss.v_rows = distinct(ss.v_at, c)
         summed = torch.zeros((len(ss.v_rows), self.dim), dtype=self.dtype)
-        ss.r_v = summed.index_add_(0, torch.from_numpy(inverse.astype(np.int64)), ss.r_v)
+        ss.r_v = summed.index_add_(0, torch.from_numpy(ranks(ss.v_rows, ss.v_at, c)), ss.r_v)
 
     def _plus_direct(
         self, g_u: torch.Tensor, g_v: torch.Tensor, u_rows: torch.Tensor, v_rows: torch.Tensor
@@ -201,9 +203,13 @@ class StageParts(ExpectedParts):
 
     def _token_columns(self, items: np.ndarray) -> torch.Tensor:
         """Each item's token as trailing columns of a message row (its bytes viewed as the dtype)."""
-        tok = np.ascontiguousarray(self.tokens_of(items))
-        np_dtype = torch.empty(0, dtype=self.dtype).numpy().dtype
-        return torch.from_numpy(tok.view(np_dtype).copy())
+        table = self._cache.get("token_columns")
+        if table is None or table.dtype != self.dtype:  # every catalogue item's, built once
+            every = np.ascontiguousarray(self.token_table(items))
+            np_dtype = torch.empty(0, dtype=self.dtype).numpy().dtype
+            table = self._cache["token_columns"] = torch.from_numpy(every.view(np_dtype).copy())
+        assert isinstance(table, torch.Tensor)
+        return table.index_select(0, torch.from_numpy(np.asarray(items, dtype=np.int64)))
 
     def _finish(self, g_u: torch.Tensor, g_v: torch.Tensor) -> Message:
         """Layer-0 gradients in: Adam on every owned row (:class:`~.client_train.TrainingStages`)."""

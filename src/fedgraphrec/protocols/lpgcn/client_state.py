@@ -30,6 +30,7 @@ from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.models.propagation import torch_csr
 from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.lpgcn.holdings import TokenIndex, item_tokens
+from fedgraphrec.protocols.lpgcn.lookup import IdIndex, PairIndex
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
 from fedgraphrec.runtime.state import SECRET, empty_ids
 
@@ -199,11 +200,19 @@ class ClientBase(ClientProgram[LPGCNState]):
 
     def tokens_of(self, items: np.ndarray) -> np.ndarray:
         """Tokens of ``items`` under :math:`S` (item ids stand in for them in ``accounted`` mode)."""
+        return self.token_table(items)[np.asarray(items, dtype=np.int64)]
+
+    def token_table(self, items: np.ndarray | None = None) -> np.ndarray:
+        """Every catalogue item's token, built once (without data: up to the largest of ``items``)."""
         table = self._cache.get("tokens")
         if table is None:
-            n_items = int(self.data.train.shape[1]) if self.data is not None else int(items.max()) + 1
+            if self.data is not None:
+                n_items = int(self.data.train.shape[1])
+            else:
+                n_items = int(np.max(items)) + 1 if items is not None and len(items) else 0
             table = self._cache["tokens"] = item_tokens(np.arange(n_items), self.group_key())
-        return table[np.asarray(items, dtype=np.int64)]
+        assert isinstance(table, np.ndarray)
+        return table
 
     # ------------------------------------------------------------------ shapes and positions
     @property
@@ -223,8 +232,8 @@ class ClientBase(ClientProgram[LPGCNState]):
 
     def position(self, clients: np.ndarray) -> np.ndarray:
         """Shard positions of global client ids (all must be hosted here)."""
-        pos = np.searchsorted(self.clients, clients)
-        if len(clients) and (pos.max() >= len(self.clients) or (self.clients[pos] != clients).any()):
+        pos = self._id_index("clients", lambda: self.clients).find(clients)
+        if len(pos) and pos.min() < 0:
             raise ValueError("a client id is not hosted on this node")
         return pos
 
@@ -244,33 +253,42 @@ class ClientBase(ClientProgram[LPGCNState]):
 
     def local_position(self, items: np.ndarray) -> np.ndarray:
         """Local position of every item id (``-1``: the node holds no row of it)."""
-        idx = self._cache.get("local_index")
-        if idx is None:
-            local = self.local_items
-            order = np.argsort(local, kind="stable")
-            idx = self._cache["local_index"] = (local[order], order)
-        keys, order = idx
-        if not len(keys):
-            return np.full(len(items), -1, dtype=np.int64)
-        at = np.searchsorted(keys, items).clip(max=len(keys) - 1)
-        return np.where(keys[at] == items, order[at], -1).astype(np.int64)
+        return self._id_index("local_index", lambda: self.local_items).find(items)
 
-    def find(self, name: str, keys: Callable[[], np.ndarray], want: np.ndarray) -> np.ndarray:
-        """Position of every ``want`` in the static key array ``keys()`` (``-1`` if absent).
-
-        The keys are built and sorted once and cached under ``name`` (held entries,
-        convolution-items: they do not change after set-up).
-        """
-        hit = self._cache.get("idx:" + name)
+    def _id_index(self, name: str, ids: Callable[[], np.ndarray]) -> IdIndex:
+        """A cached :class:`IdIndex` of a static id array (rebuilt after set-up changes or a reload)."""
+        hit = self._cache.get(name)
         if hit is None:
-            built = keys()
-            order = np.argsort(built, kind="stable")
-            hit = self._cache["idx:" + name] = (built[order], order)
-        ordered, order = hit
-        if not len(ordered):
-            return np.full(len(want), -1, dtype=np.int64)
-        at = np.searchsorted(ordered, want).clip(max=len(ordered) - 1)
-        return np.where(ordered[at] == want, order[at], -1).astype(np.int64)
+            hit = self._cache[name] = IdIndex(ids())
+        assert isinstance(hit, IdIndex)
+        return hit
+
+    def held_entry(self, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """Position in ``held_idx`` of each (shard position, item) pair (``-1``: not held)."""
+        hit = self._cache.get("idx:held")
+        if hit is None:
+            st = self.state
+            hit = self._cache["idx:held"] = PairIndex(
+                self.held_rows(), st.held_idx, len(self.clients), self._n_items(st.held_idx)
+            )
+        assert isinstance(hit, PairIndex)
+        return hit.find(rows, items)
+
+    def conv_entry(self, owners: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """Position among the convolution-items of each (convolution-client id, item) pair (``-1``: none)."""
+        hit = self._cache.get("idx:conv")
+        if hit is None:
+            st = self.state
+            hit = self._cache["idx:conv"] = PairIndex(
+                self.position(st.conv_owner), st.conv_items, len(self.clients), self._n_items(st.conv_items)
+            )
+        assert isinstance(hit, PairIndex)
+        return hit.find(self._id_index("clients", lambda: self.clients).find(owners), items)
+
+    @staticmethod
+    def _n_items(items: np.ndarray) -> int:
+        """Past the largest item id of a static set (ids beyond are looked up as absent)."""
+        return int(items.max()) + 1 if len(items) else 0
 
     def conv_token_index(self) -> TokenIndex:
         """Bulk lookup of a token among the convolution-items'."""
@@ -313,7 +331,7 @@ class ClientBase(ClientProgram[LPGCNState]):
             if m is None:
                 m = self._cache["spT:" + name] = self._cached_scipy(name).T.tocsr()
             assert isinstance(m, sp.csr_matrix)
-            return torch_csr(m[rows].T.tocsr(), self.dtype) @ x[torch.from_numpy(rows)]
+            return torch_csr(m[rows].T.tocsr(), self.dtype) @ x.index_select(0, torch.from_numpy(rows))
         return self.operator(name) @ x
 
     def _cached_scipy(self, name: str) -> sp.csr_matrix:
@@ -368,6 +386,7 @@ class ClientBase(ClientProgram[LPGCNState]):
             "sp:",
             "spT:",
             "idx:",
+            "clients",
             "local_index",
             "conv_tokens",
             "conv_senders",

@@ -34,11 +34,13 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
+from fedgraphrec.data._arrays import sorted_unique
 from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.protocols.common import CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
 from fedgraphrec.protocols.lpgcn.client_state import StepState
 from fedgraphrec.protocols.lpgcn.holdings import token_order
+from fedgraphrec.protocols.lpgcn.lookup import distinct
 from fedgraphrec.protocols.lpgcn.roles import BACKWARD, FINAL, FORWARD, LAYER0, item_phase, user_phase
 from fedgraphrec.protocols.optim import adam_step
 from fedgraphrec.runtime.message import Message
@@ -68,7 +70,7 @@ class TrainingStages(StageParts):
             ss.acc_u = U0 * self._w
         else:
             self._take_batch(f)
-            ss.u0 = U0[torch.from_numpy(ss.users)]
+            ss.u0 = U0.index_select(0, torch.from_numpy(ss.users))
             ss.acc_u = ss.u0 * self._w
         self._record("user_layers", U0)
         self._record("conv_layers", st.item_emb)
@@ -97,24 +99,27 @@ class TrainingStages(StageParts):
     def _take_batch(self, f: dict[str, object]) -> None:
         """This node's triples (global user ids, item ids), the distinct rows they need, the requests."""
         ss = self.state.step
-        users = np.asarray(f["users"], dtype=np.int64)
-        ss.b_user = self.position(users)
+        assert self.data is not None, "training needs the node's data"
+        m = int(self.data.train.shape[1])
+        ss.b_user = self.position(np.asarray(f["users"], dtype=np.int64))
         ss.b_pos = np.asarray(f["pos"], dtype=np.int64)
         ss.b_neg = np.asarray(f["neg"], dtype=np.int64)
+        for name, ids in (("pos", ss.b_pos), ("neg", ss.b_neg)):
+            if len(ids) != len(ss.b_user) or (len(ids) and (ids.min() < 0 or ids.max() >= m)):
+                raise self.refuse(LAYER0, f"field {name!r}: {len(ids)} item ids in [0, {m}) expected")
         ss.batch_size = int(f["batch_size"])  # type: ignore[call-overload]
-        ss.users = np.unique(ss.b_user)
-        ss.items = np.unique(np.concatenate([ss.b_pos, ss.b_neg]))
+        ss.users = distinct(ss.b_user, len(self.clients))
+        ss.items = distinct(np.concatenate([ss.b_pos, ss.b_neg]), m)
         ss.item_local = self.local_position(ss.items)
         if (self.local_position(ss.b_pos) < 0).any():
             raise ValueError("a triple's positive item is not held by its user")
-        m = 1 << 40
-        pairs = np.unique(entry_keys(ss.b_user, ss.b_neg))  # one request per (client, negative)
-        rows, items = pairs // m, pairs % m
+        pairs = sorted_unique(entry_keys(ss.b_user, ss.b_neg))  # one request per (client, negative)
+        rows, items = pairs >> 40, pairs & ((1 << 40) - 1)
         ss.req_ptr = np.searchsorted(rows, np.arange(len(self.clients) + 1)).astype(np.int64)
         ss.req_items = items
-        _, first = np.unique(items, return_index=True)
-        firsts = items[np.sort(first)]
-        ss.extra = firsts[self.local_position(firsts) < 0]
+        elsewhere = items[self.local_position(items) < 0]  # distinct, in order of first request
+        _, first = np.unique(elsewhere, return_index=True)
+        ss.extra = elsewhere[np.sort(first)]
 
     def _negative_requests(self) -> dict[str, Part]:
         ss = self.state.step
@@ -137,12 +142,15 @@ class TrainingStages(StageParts):
         prev = self._local_table(ss.cur_conv, request)
         self._accumulate_items(prev, k - 1)
         conv_next = self._eq8(ss.cur_u, request, "A")  # Eq. 8, verified real holders
-        if k == L and not ss.predict:  # layer L's user rows go nowhere: the minibatch's users only
+        few = 2 * len(ss.users) < len(self.clients)
+        if k == L and not ss.predict and few:  # layer L's user rows go nowhere: the batch's users only
             ss.acc_u.add_(self.operator_rows("R", ss.users) @ prev, alpha=self._w)  # Eq. 7
             u_next = self.operator("R") @ prev if self.debug is not None else torch.zeros(0)
         else:
             u_next = self.operator("R") @ prev  # Eq. 7, real items only
-            ss.acc_u.add_(u_next if ss.predict else u_next[torch.from_numpy(ss.users)], alpha=self._w)
+            ss.acc_u.add_(
+                u_next if ss.predict else u_next.index_select(0, torch.from_numpy(ss.users)), alpha=self._w
+            )
         ss.cur_u, ss.cur_conv = u_next, conv_next
         self._record("user_layers", u_next)
         self._record("conv_layers", conv_next)

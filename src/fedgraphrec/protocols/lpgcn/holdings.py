@@ -142,6 +142,7 @@ class TokenIndex:
         # fast path: the keys' first 8 bytes as one integer, when they tell every key apart (HMAC
         # tokens and item ids do); every hit is then confirmed on the whole key
         head = _head(self._rows)
+        self._words = self._rows.view(np.uint64) if self._width % 8 == 0 else None
         self._head_order = np.argsort(head, kind="stable")
         self._head_sorted = head[self._head_order]
         self._fast = self._width >= 8 and bool((np.diff(self._head_sorted) != 0).all())
@@ -155,7 +156,13 @@ class TokenIndex:
             head = _head(rows)
             at = np.searchsorted(self._head_sorted, head).clip(max=len(self._head_sorted) - 1)
             pos = self._head_order[at]
-            hit = (self._rows[pos] == rows).all(axis=1)  # the whole key, not only its first bytes
+            if self._words is not None:  # the whole key, not only its first bytes (8-byte words)
+                words = rows.view(np.uint64)
+                hit = self._head_sorted[at] == head
+                for j in range(1, words.shape[1]):
+                    hit &= self._words[pos, j] == words[:, j]
+            else:
+                hit = (self._rows[pos] == rows).all(axis=1)
             return np.where(hit, pos, -1).astype(np.int64)
         keys = _void(tokens, self._width)
         at = np.searchsorted(self._sorted, keys).clip(max=len(self._sorted) - 1)

@@ -70,7 +70,11 @@ class TrainingRounds(SetupRounds):
                 sel = np.flatnonzero(plan.sync_node == k)
                 src = layer_rows[k]
                 assert src is not None and k != j
-                rows[torch.from_numpy(sel)] = torch.as_tensor(src)[torch.from_numpy(plan.sync_pos[sel])]
+                rows.index_copy_(
+                    0,
+                    torch.from_numpy(sel),
+                    torch.as_tensor(src).index_select(0, torch.from_numpy(plan.sync_pos[sel])),
+                )
             out[node] = Part(
                 phase,
                 kind,
