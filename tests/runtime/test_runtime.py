@@ -79,3 +79,26 @@ def test_row_codec_matches_tensor_codec_and_rejects_foreign_payloads():
         decode_rows([encode_tensor(torch.ones(1, 3))], 3, torch.float64)  # float32 header
     with pytest.raises(CodecError):
         decode_rows([payloads[0][:-1]], 3, torch.float64)
+
+
+def test_ledger_defers_static_ids_without_changing_any_total():
+    """Equal-size messages of a read-only id array are counted when read, exactly as if counted at once."""
+    static = np.array([0, 2, 2, 3])
+    static.flags.writeable = False
+    changing = np.array([1, 1, 3, 0])
+    eager, lazy = Ledger(n_clients=4), Ledger(n_clients=4)
+    for step in range(3):
+        for led, ids in ((eager, static.copy()), (lazy, static)):
+            led.record("p", "client", "server", 10 + step, senders=ids, count=4, repeat=2)
+            led.record("q", "server", "client", [1, 2, 3, 4], receivers=changing)
+            led.record("r", "server", "client", 7, receivers=ids, count=4)
+    assert lazy.client_sent.tolist() == eager.client_sent.tolist() == [66, 0, 132, 66]
+    assert lazy.client_received.tolist() == eager.client_received.tolist()
+    saved = lazy.state_dict()
+    lazy.record("p", "client", "server", 5, senders=static, count=4)  # deferred, then replaced by the load
+    lazy.load_state_dict(saved)
+    assert lazy.client_sent.tolist() == eager.client_sent.tolist()
+    merged = Ledger(n_clients=4)
+    merged.record("p", "client", "server", 1, senders=static, count=4)
+    merged.merge(lazy)
+    assert merged.client_sent.tolist() == (eager.client_sent + np.bincount(static, minlength=4)).tolist()

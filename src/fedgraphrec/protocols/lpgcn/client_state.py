@@ -41,8 +41,12 @@ def _f64() -> np.ndarray:
     return np.zeros(0, dtype=np.float64)
 
 
+_EMPTY = torch.zeros(0)
+
+
 def _t() -> torch.Tensor:
-    return torch.zeros(0)
+    """An empty placeholder (shared: fields are replaced, never grown in place)."""
+    return _EMPTY
 
 
 @dataclass

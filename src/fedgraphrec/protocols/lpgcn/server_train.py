@@ -232,10 +232,12 @@ class TrainingRounds(SetupRounds):
         cols = self.token_index.find(tokens)
         if (cols < 0).any():
             raise IntegrityError("loss/negative-requests: a client asked for an item token nobody knows")
-        _, first = np.unique(cols, return_index=True)
-        firsts = cols[np.sort(first)]
         plan = self.plans[self.node_ids.index(node)]
-        extra = firsts[~np.isin(firsts, plan.held_cols)]
+        held = np.zeros(self.n_items, dtype=bool)
+        held[plan.held_cols] = True
+        elsewhere = cols[~held[cols]]  # distinct, in order of first request
+        _, first = np.unique(elsewhere, return_index=True)
+        extra = elsewhere[np.sort(first)]
         L = self.settings.n_layers
         rows = torch.cat([self._row_of_column(layers, extra, layer) for layer in range(L + 1)])
         request.add("negatives", Part(
