@@ -145,11 +145,15 @@ class StageFlow:
     repeats: Mapping[str, int] = field(default_factory=dict)
 
     def stages(self) -> frozenset[str]:
-        """Every stage the flow names."""
-        named: set[str] = set(self.first) | set(self.new_step) | set(self.after)
-        for nxt in self.after.values():
-            named |= nxt
-        return frozenset(named)
+        """Every stage the flow names (computed once: the flow is immutable)."""
+        hit: frozenset[str] | None = self.__dict__.get("_stages")
+        if hit is None:
+            named: set[str] = set(self.first) | set(self.new_step) | set(self.after)
+            for nxt in self.after.values():
+                named |= nxt
+            hit = frozenset(named)
+            object.__setattr__(self, "_stages", hit)
+        return hit
 
 
 def flow(

@@ -60,8 +60,8 @@ class LossStages(StageParts):
                 acc.add_(extra[layer], alpha=self._w)
             V[at], V0[at] = acc, extra[0]
         uix = torch.from_numpy(ranks(ss.users, ss.b_user, len(self.clients)))
-        at = ranks(items, np.concatenate([ss.b_pos, ss.b_neg]), self._n_items(items))
-        pix, nix = torch.from_numpy(at[: len(ss.b_pos)]), torch.from_numpy(at[len(ss.b_pos) :])
+        row = ranks(items, np.concatenate([ss.b_pos, ss.b_neg]), self._n_items(items))
+        pix, nix = torch.from_numpy(row[: len(ss.b_pos)]), torch.from_numpy(row[len(ss.b_pos) :])
         loc = local_bpr(ss.acc_u, V, ss.u0, V0, uix, pix, nix, s.reg, batch_size=ss.batch_size)
         ss.d_u = torch.zeros((len(self.clients), d), dtype=self.dtype)
         ss.d_u.index_copy_(0, torch.from_numpy(ss.users), loc.dU)

@@ -193,6 +193,22 @@ class StageParts(ExpectedParts):
             g_v.index_add_(0, torch.from_numpy(ss.v_rows), v_rows),
         )
 
+    def _plus_direct_gradients(self, g_u: torch.Tensor, g_v: torch.Tensor) -> None:
+        """Add :math:`D^{(k)}` to whole gradient tables, in place: by rows, or whole when most rows hold one.
+
+        Adding a zero row leaves a sum unchanged, so both ways give the same numbers; the whole-table
+        add is cheaper when the minibatch touches most rows (a small graph).
+        """
+        ss = self.state.step
+        if 2 * len(ss.users) > int(g_u.shape[0]):
+            g_u.add_(ss.d_u)
+        else:
+            g_u.index_add_(0, torch.from_numpy(ss.users), ss.d_u_rows)
+        if 2 * len(ss.v_rows) > int(g_v.shape[0]):
+            g_v.add_(ss.d_v)
+        else:
+            g_v.index_add_(0, torch.from_numpy(ss.v_rows), ss.d_v_rows)
+
     def _nonzero_items(self, table: torch.Tensor) -> np.ndarray:
         """Rows of the local item table of :math:`G^{(L)}` that can be non-zero: direct gradients."""
         ss, c = self.state.step, len(self.state.conv_items)

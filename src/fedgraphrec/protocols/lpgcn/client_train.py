@@ -126,7 +126,7 @@ class TrainingStages(StageParts):
         counts = np.diff(ss.req_ptr)
         who = np.flatnonzero(counts)
         flat = self.tokens_of(ss.req_items).tobytes()
-        ends = ss.req_ptr * TOKEN_BYTES
+        ends = (ss.req_ptr * TOKEN_BYTES).tolist()  # Python ints: slicing by numpy scalars is slow
         blobs = [flat[ends[k] : ends[k + 1]] for k in who.tolist()]
         part = Part(
             "loss/negative-requests", "item_token", CLIENT, SERVER, blobs, shape="blobs",
@@ -176,7 +176,7 @@ class TrainingStages(StageParts):
         nonzero = self._nonzero_items(g_items) if first else None
         g_u = self.product("R", g_items, nonzero)  # Eqs. 18, 21, 22, 25, 26
         g_v = self._eq8(ss.g_u, request, "A", ss.users if first else None)  # Eqs. 19, 20, 24, 27
-        self._plus_direct(g_u, g_v, ss.d_u_rows, ss.d_v_rows)  # + D^(k): non-zero on batch rows only
+        self._plus_direct_gradients(g_u, g_v)  # + D^(k): non-zero on batch rows only
         if k == 0:
             return self._finish(*self._plus_direct(g_u, g_v, ss.r_u, ss.r_v))
         ss.g_u, ss.cur_conv = g_u, g_v

@@ -94,8 +94,21 @@ class ExpectedParts(ClientBase):
     """The node's expectations of every LP-GCN stage (module docstring)."""
 
     def stage_flow(self) -> StageFlow:
-        """:func:`lpgcn_flow` for this run's settings."""
-        return lpgcn_flow(self.settings)
+        """:func:`lpgcn_flow` for this run's settings (built once per settings object)."""
+        hit = self.__dict__.get("_flow")
+        if hit is None or hit[0] is not self.settings:
+            hit = self.__dict__["_flow"] = (self.settings, lpgcn_flow(self.settings))
+        rules: StageFlow = hit[1]
+        return rules
+
+    def _expect(self, *args: Any, **kwargs: Any) -> Expect:
+        """``Expect(*args, **kwargs)``, one object per distinct arguments (they are immutable)."""
+        memo: dict[tuple[Any, ...], Expect] = self.__dict__.setdefault("_expects", {})
+        key = (args, tuple(sorted(kwargs.items())))
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = Expect(*args, **kwargs)
+        return hit
 
     # ------------------------------------------------------------------ checks the stages share
     def refuse(self, stage: str, why: str) -> IntegrityError:
@@ -209,8 +222,8 @@ class ExpectedParts(ClientBase):
         if stage == AGGREGATE:
             self._in_cycle(stage, "train", layers=L)
             width = 2 * self.dim + TOKEN_BYTES // torch.empty(0, dtype=self.dtype).element_size()
-            grads = Expect("loss/item-gradients", "sealed", kind="item_gradient", shape="rows",
-                           dtype=self.dtype, width=width, from_role=CLIENT, optional=True)  # fmt: skip
+            grads = self._expect("loss/item-gradients", "sealed", kind="item_gradient", shape="rows",
+                                 dtype=self.dtype, width=width, from_role=CLIENT, optional=True)  # fmt: skip
             return {"grads": grads}
         if stage == BACKWARD:
             self._in_cycle(stage, "train", layers=L, back=self.occurrence)
@@ -243,7 +256,7 @@ class ExpectedParts(ClientBase):
     ) -> Expect:
         """A plain broadcast the server computes itself (``rows`` rows of the run's dtype and width)."""
         width = width or self.dim
-        return Expect(
+        return self._expect(
             phase, kind=kind, shape="broadcast", dtype=dtype or self.dtype, width=width,
             dims=None if rows is None else (rows, width), from_role=SERVER,
         )  # fmt: skip
@@ -279,7 +292,7 @@ class ExpectedParts(ClientBase):
         """Sealed user rows relayed to the convolution-clients, exactly when their items have neighbours."""
         if not len(self.state.nb_user):
             return {}
-        users = Expect(
+        users = self._expect(
             phase, "sealed", kind=kind, shape="rows", dtype=self.dtype, width=self.dim, from_role=CLIENT
         )
         return {"users": users}
