@@ -85,15 +85,19 @@ def test_ledger_defers_static_ids_without_changing_any_total():
     """Equal-size messages of a read-only id array are counted when read, exactly as if counted at once."""
     static = np.array([0, 2, 2, 3])
     static.flags.writeable = False
+    layout = np.array([3, 5, 5, 8])  # a static layout's sizes (read-only, as Part.sizes gives them)
+    layout.flags.writeable = False
     changing = np.array([1, 1, 3, 0])
     eager, lazy = Ledger(n_clients=4), Ledger(n_clients=4)
     for step in range(3):
-        for led, ids in ((eager, static.copy()), (lazy, static)):
+        for led, ids, sizes in ((eager, static.copy(), layout.copy()), (lazy, static, layout)):
             led.record("p", "client", "server", 10 + step, senders=ids, count=4, repeat=2)
             led.record("q", "server", "client", [1, 2, 3, 4], receivers=changing)
             led.record("r", "server", "client", 7, receivers=ids, count=4)
-    assert lazy.client_sent.tolist() == eager.client_sent.tolist() == [66, 0, 132, 66]
+            led.record("s", "client", "server", sizes, senders=ids, repeat=1 + step)
+    assert lazy.client_sent.tolist() == eager.client_sent.tolist() == [66 + 18, 0, 132 + 60, 66 + 48]
     assert lazy.client_received.tolist() == eager.client_received.tolist()
+    assert lazy.rows() == eager.rows()
     saved = lazy.state_dict()
     lazy.record("p", "client", "server", 5, senders=static, count=4)  # deferred, then replaced by the load
     lazy.load_state_dict(saved)

@@ -61,9 +61,10 @@ class Ledger:
         self.n_clients = n_clients
         self._rows: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
         self._totals = (np.zeros(n_clients, dtype=np.int64), np.zeros(n_clients, dtype=np.int64))
-        # equal-size messages of a static (read-only) id array: bytes per message summed here and
-        # counted into the per-client totals when they are read (one bincount per array, not per call)
-        self._deferred: dict[tuple[int, int], list[Any]] = {}
+        # messages of a static (read-only) id array with equal or static (read-only) sizes: summed
+        # here and counted into the per-client totals when they are read (one bincount per array)
+        self._deferred: dict[tuple[int, int, int], list[Any]] = {}
+        self._stats: dict[int, tuple[np.ndarray, tuple[int, int, int, int]]] = {}
         # seconds each client spent sealing and opening (real crypto mode; measured, not checkpointed)
         self.client_crypto_seconds = np.zeros(n_clients, dtype=np.float64)
         self._counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -117,8 +118,7 @@ class Ledger:
             sz = None
         else:
             sz = _int64_vector(sizes)
-            n_msgs, total = len(sz), int(sz.sum())
-            low, high = (int(sz.min()), int(sz.max())) if n_msgs else (0, 0)
+            n_msgs, total, low, high = self._size_stats(sz)
             if low < 0:
                 raise ValueError("message sizes must be non-negative")
             uniform = low if n_msgs and low == high else None
@@ -131,12 +131,14 @@ class Ledger:
             if len(ids) != n_msgs:
                 raise ValueError(f"{len(ids)} client ids for {n_msgs} messages")
             ids = np.asarray(ids)
-            if uniform is not None and not ids.flags.writeable:
+            static_sizes = uniform is not None or (sz is not None and not sz.flags.writeable)
+            if static_sizes and not ids.flags.writeable:
                 if len(self._deferred) >= 256:
                     self._settle()
-                hit = self._deferred.setdefault((side, id(ids)), [ids, 0])
-                if hit[0] is ids:
-                    hit[1] += uniform * repeat
+                key = (side, id(ids), 0 if uniform is not None else id(sz))
+                hit = self._deferred.setdefault(key, [ids, None if uniform is not None else sz, 0])
+                if hit[0] is ids and (uniform is not None or hit[1] is sz):
+                    hit[2] += (uniform if uniform is not None else 1) * repeat
                     continue
             totals = self._totals[side]
             totals += self._per_client(ids, sz, uniform, len(totals)) * repeat
@@ -156,12 +158,28 @@ class Ledger:
         return self._totals[1]
 
     def _settle(self) -> None:
-        """Count the deferred equal-size messages into the per-client totals."""
-        for (side, _), (ids, per_message) in self._deferred.items():
-            if per_message:
+        """Count the deferred messages into the per-client totals."""
+        deferred, self._deferred = self._deferred, {}
+        for (side, _, _), (ids, sz, times) in deferred.items():
+            if times:
                 totals = self._totals[side]
-                totals += self._per_client(ids, None, per_message, len(totals))
-        self._deferred.clear()
+                if sz is None:  # equal sizes: ``times`` is the bytes per message summed
+                    totals += self._per_client(ids, None, times, len(totals))
+                else:  # static sizes: ``times`` is how often they were recorded
+                    totals += self._per_client(ids, sz, None, len(totals)) * times
+
+    def _size_stats(self, sz: np.ndarray) -> tuple[int, int, int, int]:
+        """Messages, total, smallest and largest size (remembered for a read-only size array)."""
+        hit = self._stats.get(id(sz)) if not sz.flags.writeable else None
+        if hit is not None and hit[0] is sz:
+            return hit[1]
+        n = len(sz)
+        stats = (n, int(sz.sum()), int(sz.min()) if n else 0, int(sz.max()) if n else 0)
+        if not sz.flags.writeable:
+            if len(self._stats) >= 256:
+                self._stats.clear()
+            self._stats[id(sz)] = (sz, stats)
+        return stats
 
     def rows(self) -> list[LedgerRow]:
         """One row per (phase, sender, receiver), in first-recorded order."""

@@ -291,6 +291,8 @@ class SetupRounds(ServerProgram):
             plan.sync_node, plan.sync_pos = self.conv_node[plan.sync_cols], self.conv_pos[plan.sync_cols]
             plan.sync_to = plan.clients[self.held_not_own[plan.clients] > 0]
             plan.sync_counts = self.held_not_own[plan.sync_to]
+            # static for the run: read-only, so the ledger books every step's syncs by identity
+            plan.sync_to.flags.writeable = plan.sync_counts.flags.writeable = False
             msg = Message(fields={"sync_cols": plan.sync_cols})
             if len(plan.sync_to):
                 degrees = self.item_degree[plan.sync_cols].reshape(-1, 1)
