@@ -128,7 +128,7 @@ class StageParts(ExpectedParts):
             return self.product(name, own_rows, nonzero)
         first_local, at_local, first_remote = self._placement()
         table = own_rows.clone()
-        table[at_local] = self._relayed_rows(value, relay.index, first_local, own_rows.dtype)
+        table.index_copy_(0, at_local, self._relayed_rows(value, relay.index, first_local, own_rows.dtype))
         if len(first_remote):
             table = torch.cat([table, self._relayed_rows(value, relay.index, first_remote, own_rows.dtype)])
         if nonzero is not None:  # and the rows received from the other nodes

@@ -66,7 +66,7 @@ class TrainingRounds(SetupRounds):
             if not len(plan.sync_to):
                 continue
             rows = torch.zeros((len(plan.sync_cols), self.dim), dtype=self.dtype)
-            for k in np.unique(plan.sync_node).tolist():
+            for k in np.unique(plan.sync_node).tolist() if len(plan.sync_node) else []:
                 sel = np.flatnonzero(plan.sync_node == k)
                 src = layer_rows[k]
                 assert src is not None and k != j
@@ -214,7 +214,7 @@ class TrainingRounds(SetupRounds):
         adam_step(self.own_rows, d_own * w + r_own, self.own_m, self.own_v, self.steps, s.lr)
         if s.plus:
             adam_step(self.W, self._grad_w, self.W_m, self.W_v, self.steps, s.lr)
-        return StepStats(loss=bpr + s.reg * reg, bpr=bpr, reg=reg, clients=len(np.unique(u)))
+        return StepStats(loss=bpr + s.reg * reg, bpr=bpr, reg=reg, clients=np.count_nonzero(np.bincount(u)))
 
     def _answer_negatives(
         self, node: int, reply: Message, request: Message, layers: list[list[torch.Tensor | None]]
