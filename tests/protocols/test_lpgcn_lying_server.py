@@ -13,7 +13,8 @@ request, as a transport would:
 (d) a stage out of order (a loss after too few layers, a final in a training cycle, a new cycle
     before the last one finished, an aggregate right after layer 0, the key-client's set-up
     stage at another node);
-(e) a field the node knows itself forged (the layer ``k``, the key-client).
+(e) a field the node knows itself forged (the layer ``k``, the key-client);
+(f) a triple naming an item outside the catalogue, or a positive item its user does not hold.
 
 Each is an :class:`IntegrityError` whose message names what was refused.
 """
@@ -353,3 +354,38 @@ def test_a_part_the_nodes_routing_needs_is_missing_and_refused(
     dropped = Message({k: v for k, v in request.parts.items() if k != name}, dict(request.fields))
     with pytest.raises(IntegrityError, match=rf"part '{name}' .* is missing"):
         s.liar.deliver(node, stage, dropped)
+
+
+# ---------------------------------------------------------------------- (f) triples the node checks
+@pytest.mark.parametrize("field_name", ["pos", "neg"])
+def test_a_triple_naming_an_item_outside_the_catalogue_is_refused(
+    monkeypatch: pytest.MonkeyPatch, field_name: str
+) -> None:
+    s = _build(monkeypatch)
+    s.stop(LAYER0, 0)
+    node, request = next((n, r) for n, r in sorted(s.liar.log[(LAYER0, 0)].items()) if len(r.fields["users"]))
+    forged = np.asarray(request.fields[field_name]).copy()
+    forged[0] = -1 if field_name == "pos" else 20  # 20 items: ids 0..19
+    with pytest.raises(IntegrityError, match=rf"field '{field_name}': .* item ids in \[0, 20\)"):
+        s.liar.deliver(node, LAYER0, _with(request, {field_name: forged}))
+
+
+def test_a_positive_item_its_user_does_not_hold_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = _build(monkeypatch)
+    train = random_train(n_users=24, n_items=20, density=0.25, seed=4)
+    users, pos, neg = next(s.batches)
+    programs = s.w.programs.values()
+    for t, u in enumerate(users.tolist()):
+        prog = next(p for p in programs if u in p.clients.tolist())
+        row = np.full(20, prog.position(np.array([u]))[0])
+        on_node = prog.local_position(np.arange(20)) >= 0  # a row the node holds: layer 0 accepts it
+        not_held = prog.held_entry(row, np.arange(20)) < 0  # neither a real nor a virtual item of u
+        candidates = np.flatnonzero(on_node & not_held)
+        if len(candidates):
+            break
+    assert len(candidates), "the world has a node holding an item one of its users does not"
+    assert train[u, int(candidates[0])] == 0
+    forged = pos.clone()
+    forged[t] = int(candidates[0])
+    with pytest.raises(IntegrityError, match=r"positive item \(sent at layer 0\) is not held by its user"):
+        s.w.step(users, forged, neg)

@@ -19,7 +19,7 @@ import torch
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.common import CLIENT, SERVER, local_bpr
-from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
+from fedgraphrec.protocols.lpgcn.client_parts import StageParts
 from fedgraphrec.protocols.lpgcn.lookup import ranks
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT, LOSS, item_phase, user_phase
 from fedgraphrec.runtime.message import Message
@@ -91,14 +91,14 @@ class LossStages(StageParts):
         st, ss = self.state, self.state.step
         at = self.held_entry(row_user, row_item)
         owner = np.where(at >= 0, st.held_owner[at], -2)
-        req_rows = np.repeat(np.arange(len(self.clients)), np.diff(ss.req_ptr))
-        req_keys = entry_keys(req_rows, ss.req_items)
-        miss = owner == -2
-        if miss.any():
-            if len(neg_owner) != len(req_keys):
+        miss = np.flatnonzero(owner == -2)  # rows: the triples' positives, then their negatives
+        n_pos = len(ss.b_pos)
+        if len(miss) and miss[0] < n_pos:
+            raise self.refuse(LOSS, "a triple's positive item (sent at layer 0) is not held by its user")
+        if len(miss):
+            if len(neg_owner) != len(ss.req_items):
                 raise IntegrityError("loss/negative-embeddings: the server named no owner for some negatives")
-            j = np.searchsorted(req_keys, entry_keys(row_user[miss], row_item[miss]))
-            owner[miss] = neg_owner[j]
+            owner[miss] = neg_owner[ss.req_of[miss - n_pos]]
         return owner
 
     def _conv_position(self, owners: np.ndarray, items: np.ndarray) -> np.ndarray:

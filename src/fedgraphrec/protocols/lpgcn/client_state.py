@@ -63,7 +63,8 @@ class StepState:
         b_pos, b_neg: item ids of the triples.
         users: distinct batch users (shard positions); items: distinct batch items (ids).
         item_local: each distinct item's local position (``-1``: a negative from elsewhere).
-        req_items: the negatives requested, per client in order (``req_ptr`` per shard client).
+        req_items: the negatives requested, per client in order (``req_ptr`` per shard client);
+            req_of: the request of each triple's negative.
         extra: distinct requested items the node holds no row of (their rows come with the loss).
         acc_u, acc_i: running layer means of the batch users' and known items' rows.
         u0, v0: their layer-0 rows (for the regulariser).
@@ -91,6 +92,7 @@ class StepState:
     item_local: np.ndarray = field(default_factory=empty_ids)
     req_ptr: np.ndarray = field(default_factory=empty_ids)
     req_items: np.ndarray = field(default_factory=empty_ids)
+    req_of: np.ndarray = field(default_factory=empty_ids)
     extra: np.ndarray = field(default_factory=empty_ids)
     acc_u: torch.Tensor = field(default_factory=_t)
     acc_i: torch.Tensor = field(default_factory=_t)

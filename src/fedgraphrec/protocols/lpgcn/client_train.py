@@ -34,7 +34,6 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
-from fedgraphrec.data._arrays import sorted_unique
 from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.protocols.common import CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
@@ -112,10 +111,16 @@ class TrainingStages(StageParts):
         ss.items = distinct(np.concatenate([ss.b_pos, ss.b_neg]), m)
         ss.item_local = self.local_position(ss.items)
         if (self.local_position(ss.b_pos) < 0).any():
-            raise ValueError("a triple's positive item is not held by its user")
-        pairs = sorted_unique(entry_keys(ss.b_user, ss.b_neg))  # one request per (client, negative)
+            raise self.refuse(LAYER0, "a triple's positive item is held by no client of this node")
+        keys = entry_keys(ss.b_user, ss.b_neg)  # one request per (client, negative)
+        order = np.argsort(keys, kind="stable")
+        new = np.ones(len(keys), dtype=bool)
+        np.not_equal(keys[order][1:], keys[order][:-1], out=new[1:])
+        pairs = keys[order][new]
+        ss.req_of = np.empty(len(keys), dtype=np.int64)
+        ss.req_of[order] = np.cumsum(new) - 1  # each triple's request
         rows, items = pairs >> 40, pairs & ((1 << 40) - 1)
-        ss.req_ptr = np.searchsorted(rows, np.arange(len(self.clients) + 1)).astype(np.int64)
+        ss.req_ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(self.clients)))])
         ss.req_items = items
         elsewhere = items[self.local_position(items) < 0]  # distinct, in order of first request
         _, first = np.unique(elsewhere, return_index=True)

@@ -214,7 +214,9 @@ class TrainingRounds(SetupRounds):
         adam_step(self.own_rows, d_own * w + r_own, self.own_m, self.own_v, self.steps, s.lr)
         if s.plus:
             adam_step(self.W, self._grad_w, self.W_m, self.W_v, self.steps, s.lr)
-        return StepStats(loss=bpr + s.reg * reg, bpr=bpr, reg=reg, clients=np.count_nonzero(np.bincount(u)))
+        return StepStats(
+            loss=bpr + s.reg * reg, bpr=bpr, reg=reg, clients=int(np.count_nonzero(np.bincount(u)))
+        )
 
     def _answer_negatives(
         self, node: int, reply: Message, request: Message, layers: list[list[torch.Tensor | None]]
