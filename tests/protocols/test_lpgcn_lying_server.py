@@ -370,22 +370,26 @@ def test_a_triple_naming_an_item_outside_the_catalogue_is_refused(
         s.liar.deliver(node, LAYER0, _with(request, {field_name: forged}))
 
 
-def test_a_positive_item_its_user_does_not_hold_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    s = _build(monkeypatch)
-    train = random_train(n_users=24, n_items=20, density=0.25, seed=4)
-    users, pos, neg = next(s.batches)
-    programs = s.w.programs.values()
+def _an_item_on_the_node_its_user_does_not_hold(w: World, users: torch.Tensor) -> tuple[int, int]:
+    """A triple ``t`` and an item its user's node holds a row of, which the user does not hold."""
     for t, u in enumerate(users.tolist()):
-        prog = next(p for p in programs if u in p.clients.tolist())
+        prog = next(p for p in w.programs.values() if u in p.clients.tolist())
         row = np.full(20, prog.position(np.array([u]))[0])
         on_node = prog.local_position(np.arange(20)) >= 0  # a row the node holds: layer 0 accepts it
         not_held = prog.held_entry(row, np.arange(20)) < 0  # neither a real nor a virtual item of u
         candidates = np.flatnonzero(on_node & not_held)
         if len(candidates):
-            break
-    assert len(candidates), "the world has a node holding an item one of its users does not"
-    assert train[u, int(candidates[0])] == 0
+            return t, int(candidates[0])
+    raise AssertionError("no node holds an item one of its batch users does not")
+
+
+def test_a_positive_item_its_user_does_not_hold_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = _build(monkeypatch)
+    train = random_train(n_users=24, n_items=20, density=0.25, seed=4)
+    users, pos, neg = next(s.batches)
+    t, item = _an_item_on_the_node_its_user_does_not_hold(s.w, users)
+    assert train[int(users[t]), item] == 0
     forged = pos.clone()
-    forged[t] = int(candidates[0])
+    forged[t] = item
     with pytest.raises(IntegrityError, match=r"positive item \(sent at layer 0\) is not held by its user"):
         s.w.step(users, forged, neg)
