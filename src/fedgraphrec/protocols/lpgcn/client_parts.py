@@ -127,8 +127,12 @@ class StageParts(ExpectedParts):
         if value is own_rows:  # in process: the very rows this node sent, nothing to place
             return self.product(name, own_rows, nonzero)
         first_local, at_local, first_remote = self._placement()
-        table = own_rows.clone()
-        table.index_copy_(0, at_local, self._relayed_rows(value, relay.index, first_local, own_rows.dtype))
+        placed = self._relayed_rows(value, relay.index, first_local, own_rows.dtype)
+        if len(first_local) == int(own_rows.shape[0]):  # every shard row replaced (positions in order)
+            table = placed
+        else:
+            table = own_rows.clone()
+            table.index_copy_(0, at_local, placed)
         if len(first_remote):
             table = torch.cat([table, self._relayed_rows(value, relay.index, first_remote, own_rows.dtype)])
         if nonzero is not None:  # and the rows received from the other nodes
