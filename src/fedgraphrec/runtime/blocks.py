@@ -3,8 +3,8 @@
 A rows :class:`~fedgraphrec.runtime.part.Part` stores its logical messages back to back, message
 ``k`` being ``counts[k]`` consecutive rows. :func:`block_bounds` turns the counts into offsets and
 :func:`gather_blocks` turns a selection of messages into row indices, without copying rows; the
-part, the transport's node side and the batching of sealed parts all use them. They hold no state
-and import nothing of the runtime, so every runtime module can build on them;
+part, the transport's node side and the batching of sealed parts all use them; :func:`block_sizes`
+gives each block's bytes on the wire (remembered for static layouts). They import nothing of the runtime, so every runtime module can build on them;
 :mod:`fedgraphrec.runtime.message` re-exports both for existing callers.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["block_bounds", "gather_blocks"]
+__all__ = ["block_bounds", "block_sizes", "gather_blocks"]
 
 
 def block_bounds(counts: np.ndarray | None, n_rows: int) -> np.ndarray:
@@ -43,3 +43,25 @@ def gather_blocks(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
     return np.arange(int(lens.sum()), dtype=np.int64) + offsets
+
+
+_BLOCK_SIZES: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def block_sizes(counts: np.ndarray, header: int, per_row: int) -> np.ndarray:
+    """Bytes of every message's block (``header + counts * per_row``); for read-only counts, cached.
+
+    A protocol sends the same static layout every step (e.g. each convolution-client's rows); the
+    ledger then recognises the sizes by identity and books them without recounting.
+    """
+    if counts.flags.writeable:
+        return header + counts * per_row
+    hit = _BLOCK_SIZES.get((id(counts), header, per_row))
+    if hit is None or hit[0] is not counts:
+        sizes = header + counts * per_row
+        sizes.flags.writeable = False
+        hit = (counts, sizes)
+        if len(_BLOCK_SIZES) >= 256:
+            _BLOCK_SIZES.clear()
+        _BLOCK_SIZES[(id(counts), header, per_row)] = hit
+    return hit[1]

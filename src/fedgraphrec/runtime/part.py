@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto.aead import ciphertext_size
-from fedgraphrec.runtime.blocks import _take, block_bounds, gather_blocks
+from fedgraphrec.runtime.blocks import _take, block_bounds, block_sizes, gather_blocks
 from fedgraphrec.runtime.codec import encoded_size
 
 __all__ = ["BOOKED_ONCE", "PROTECTIONS", "Part", "Protection", "Shape"]
@@ -61,28 +61,6 @@ def _row_layout(tail: tuple[int, ...], dtype: torch.dtype) -> tuple[int, int]:
     width = math.prod(tail) if tail else 1
     per_row = width * torch.empty((), dtype=dtype).element_size()
     return encoded_size((0, width) if tail else (0,), dtype), per_row
-
-
-_SIZES: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
-
-
-def _static_sizes(counts: np.ndarray, header: int, per_row: int) -> np.ndarray:
-    """``header + counts * per_row``; for read-only (static) counts, one read-only array reused.
-
-    A protocol sends the same static layout every step (e.g. each convolution-client's rows); the
-    ledger then recognises the sizes by identity and books them without recounting.
-    """
-    if counts.flags.writeable:
-        return header + counts * per_row
-    hit = _SIZES.get((id(counts), header, per_row))
-    if hit is None or hit[0] is not counts:
-        sizes = header + counts * per_row
-        sizes.flags.writeable = False
-        hit = (counts, sizes)
-        if len(_SIZES) >= 256:
-            _SIZES.clear()
-        _SIZES[(id(counts), header, per_row)] = hit
-    return hit[1]
 
 
 @dataclass
@@ -225,7 +203,7 @@ class Part:
             header += ciphertext_size(0)
         if self.counts is None:
             return np.full(n, header + per_row, dtype=np.int64)
-        return _static_sizes(self.counts, header, per_row)
+        return block_sizes(self.counts, header, per_row)
 
     def uniform_size(self) -> int | None:
         """The size every logical message has, when the part says so without a per-message array.

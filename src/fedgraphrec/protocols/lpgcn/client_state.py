@@ -32,84 +32,14 @@ from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.lpgcn.holdings import TokenIndex, item_tokens
 from fedgraphrec.protocols.lpgcn.lookup import IdIndex, PairIndex
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
+from fedgraphrec.protocols.lpgcn.step import StepState, empty_tensor
 from fedgraphrec.runtime.state import SECRET, empty_ids
 
-__all__ = ["ClientBase", "LPGCNState", "StepState"]
+__all__ = ["ClientBase", "LPGCNState"]
 
 
 def _f64() -> np.ndarray:
     return np.zeros(0, dtype=np.float64)
-
-
-_EMPTY = torch.zeros(0)
-
-
-def _t() -> torch.Tensor:
-    """An empty placeholder (shared: fields are replaced, never grown in place)."""
-    return _EMPTY
-
-
-@dataclass
-class StepState:
-    """The minibatch (or prediction pass) in flight on this node; reset at every layer-0 stage.
-
-    Attributes:
-        cycle: ``""`` between cycles, ``"train"`` or ``"predict"`` from layer 0 until the cycle's
-            last stage (the node's own position in a cycle: :mod:`.expect`).
-        layer: forward layers done in this cycle; back: backward layers done.
-        predict: a prediction pass (no triples; every user's final row is accumulated).
-        batch_size: triples in the whole minibatch (all nodes).
-        b_user: position in the shard of each of this node's triples' user.
-        b_pos, b_neg: item ids of the triples.
-        users: distinct batch users (shard positions); items: distinct batch items (ids).
-        item_local: each distinct item's local position (``-1``: a negative from elsewhere).
-        req_items: the negatives requested, per client in order (``req_ptr`` per shard client);
-            req_of: the request of each triple's negative.
-        extra: distinct requested items the node holds no row of (their rows come with the loss).
-        acc_u, acc_i: running layer means of the batch users' and known items' rows.
-        u0, v0: their layer-0 rows (for the regulariser).
-        cur_u: this layer's user rows (all shard clients); cur_conv: convolution-items' rows.
-        d_u, d_v: direct gradients (spec §2.4) of users and convolution-items (whole tables, sent
-            at layer L); d_u_rows, d_v_rows: their only non-zero rows, those of ``users`` and
-            ``v_rows``, added in every backward layer.
-        r_u, r_v: the regulariser's gradient rows of ``users`` and of ``v_rows``.
-        v_at: the convolution-item position of every direct gradient row, in arrival order;
-            v_rows: its distinct positions.
-        known_t: local positions of the batch items the node holds a row of (``item_local >= 0``).
-        g_u: the current layer's user gradients.
-    """
-
-    cycle: str = ""
-    layer: int = 0
-    back: int = 0
-    predict: bool = False
-    batch_size: int = 0
-    b_user: np.ndarray = field(default_factory=empty_ids)
-    b_pos: np.ndarray = field(default_factory=empty_ids)
-    b_neg: np.ndarray = field(default_factory=empty_ids)
-    users: np.ndarray = field(default_factory=empty_ids)
-    items: np.ndarray = field(default_factory=empty_ids)
-    item_local: np.ndarray = field(default_factory=empty_ids)
-    req_ptr: np.ndarray = field(default_factory=empty_ids)
-    req_items: np.ndarray = field(default_factory=empty_ids)
-    req_of: np.ndarray = field(default_factory=empty_ids)
-    extra: np.ndarray = field(default_factory=empty_ids)
-    acc_u: torch.Tensor = field(default_factory=_t)
-    acc_i: torch.Tensor = field(default_factory=_t)
-    u0: torch.Tensor = field(default_factory=_t)
-    v0: torch.Tensor = field(default_factory=_t)
-    cur_u: torch.Tensor = field(default_factory=_t)
-    cur_conv: torch.Tensor = field(default_factory=_t)
-    d_u: torch.Tensor = field(default_factory=_t)
-    r_u: torch.Tensor = field(default_factory=_t)
-    d_v: torch.Tensor = field(default_factory=_t)
-    r_v: torch.Tensor = field(default_factory=_t)
-    d_u_rows: torch.Tensor = field(default_factory=_t)
-    d_v_rows: torch.Tensor = field(default_factory=_t)
-    v_at: np.ndarray = field(default_factory=empty_ids)
-    v_rows: np.ndarray = field(default_factory=empty_ids)
-    known_t: torch.Tensor = field(default_factory=_t)
-    g_u: torch.Tensor = field(default_factory=_t)
 
 
 @dataclass
@@ -150,22 +80,22 @@ class LPGCNState:
     ownw_val: np.ndarray = field(default_factory=_f64)
     sync_items: np.ndarray = field(default_factory=empty_ids)
     sync_degree: np.ndarray = field(default_factory=_f64)
-    user_emb: torch.Tensor = field(default_factory=_t)
-    user_m: torch.Tensor = field(default_factory=_t)
-    user_v: torch.Tensor = field(default_factory=_t)
-    item_emb: torch.Tensor = field(default_factory=_t)
-    item_m: torch.Tensor = field(default_factory=_t)
-    item_v: torch.Tensor = field(default_factory=_t)
-    item_w: torch.Tensor = field(default_factory=_t)
-    w_m: torch.Tensor = field(default_factory=_t)
-    w_v: torch.Tensor = field(default_factory=_t)
+    user_emb: torch.Tensor = field(default_factory=empty_tensor)
+    user_m: torch.Tensor = field(default_factory=empty_tensor)
+    user_v: torch.Tensor = field(default_factory=empty_tensor)
+    item_emb: torch.Tensor = field(default_factory=empty_tensor)
+    item_m: torch.Tensor = field(default_factory=empty_tensor)
+    item_v: torch.Tensor = field(default_factory=empty_tensor)
+    item_w: torch.Tensor = field(default_factory=empty_tensor)
+    w_m: torch.Tensor = field(default_factory=empty_tensor)
+    w_v: torch.Tensor = field(default_factory=empty_tensor)
     steps: int = 0
     dim: int = 0
     dtype: str = "float32"
     n_columns: int = 0
     step: StepState = field(default_factory=StepState)
-    final_u: torch.Tensor = field(default_factory=_t)
-    final_v: torch.Tensor = field(default_factory=_t)
+    final_u: torch.Tensor = field(default_factory=empty_tensor)
+    final_v: torch.Tensor = field(default_factory=empty_tensor)
 
 
 class ClientBase(ClientProgram[LPGCNState]):

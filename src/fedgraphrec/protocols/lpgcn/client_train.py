@@ -37,10 +37,10 @@ from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.protocols.common import CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
-from fedgraphrec.protocols.lpgcn.client_state import StepState
 from fedgraphrec.protocols.lpgcn.holdings import token_order
 from fedgraphrec.protocols.lpgcn.lookup import distinct
 from fedgraphrec.protocols.lpgcn.roles import BACKWARD, FINAL, FORWARD, LAYER0, item_phase, user_phase
+from fedgraphrec.protocols.lpgcn.step import StepState
 from fedgraphrec.protocols.optim import adam_step
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part

@@ -11,7 +11,7 @@ its *own* state, before its program reads anything (:class:`~fedgraphrec.runtime
   cycle runs in a step of its own (the server numbers them, :mod:`.server_train`), so a stage run
   twice in a step is refused by the node's counter; what a static order cannot see — a loss after
   too few layers, a final in a training cycle, a new cycle before the last one finished — the
-  program refuses from its own position in the cycle (:class:`~.client_state.StepState`);
+  program refuses from its own position in the cycle (:class:`~.step.StepState`);
 * per stage, the phase (with the layer from :attr:`~fedgraphrec.protocols.base.ClientProgram.occurrence`,
   never from the request), protection, kind, shape, origin role, dtype and width of every part,
   present exactly when the node's own routing says the server has something to send it
