@@ -4,8 +4,9 @@ A rows :class:`~fedgraphrec.runtime.part.Part` stores its logical messages back 
 ``k`` being ``counts[k]`` consecutive rows. :func:`block_bounds` turns the counts into offsets and
 :func:`gather_blocks` turns a selection of messages into row indices, without copying rows; the
 part, the transport's node side and the batching of sealed parts all use them; :func:`block_sizes`
-gives each block's bytes on the wire (remembered for static layouts). They import nothing of the runtime, so every runtime module can build on them;
-:mod:`fedgraphrec.runtime.message` re-exports both for existing callers.
+gives each block's bytes on the wire (remembered for static layouts). They import nothing of the
+runtime, so every runtime module can build on them; :mod:`fedgraphrec.runtime.message` re-exports
+the first two for existing callers.
 """
 
 from __future__ import annotations
