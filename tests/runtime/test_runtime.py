@@ -106,3 +106,15 @@ def test_ledger_defers_static_ids_without_changing_any_total():
     merged.record("p", "client", "server", 1, senders=static, count=4)
     merged.merge(lazy)
     assert merged.client_sent.tolist() == (eager.client_sent + np.bincount(static, minlength=4)).tolist()
+
+
+def test_crypto_seconds_of_static_ids_are_summed_until_read():
+    static = np.array([0, 1, 1, 5])  # 5 is outside the client space: not charged
+    static.flags.writeable = False
+    led = Ledger(n_clients=3)
+    led.charge_crypto(static, 3.0)
+    led.charge_crypto(np.array([2, 2]), 1.0)
+    led.charge_crypto(static, 6.0)
+    np.testing.assert_allclose(led.client_crypto_seconds, [3.0, 6.0, 1.0])
+    led.charge_crypto(static, 3.0)
+    np.testing.assert_allclose(led.per_client_cost()["crypto_seconds"]["max"], 8.0)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["block_bounds", "block_sizes", "gather_blocks"]
+__all__ = ["block_bounds", "block_sizes", "equal_size_of", "equal_sizes", "gather_blocks"]
 
 
 def block_bounds(counts: np.ndarray | None, n_rows: int) -> np.ndarray:
@@ -66,3 +66,26 @@ def block_sizes(counts: np.ndarray, header: int, per_row: int) -> np.ndarray:
             _BLOCK_SIZES.clear()
         _BLOCK_SIZES[(id(counts), header, per_row)] = hit
     return hit[1]
+
+
+_EQUAL: dict[tuple[int, int], np.ndarray] = {}
+
+
+def equal_sizes(n: int, size: int) -> np.ndarray:
+    """``n`` messages of ``size`` bytes each, as one read-only array reused for equal requests."""
+    hit = _EQUAL.get((n, size))
+    if hit is None:
+        hit = np.full(n, size, dtype=np.int64)
+        hit.flags.writeable = False
+        if len(_EQUAL) >= 256:
+            _EQUAL.clear()
+        _EQUAL[(n, size)] = hit
+    return hit
+
+
+def equal_size_of(sizes: np.ndarray) -> int | None:
+    """The common size, when ``sizes`` is an array :func:`equal_sizes` made (``None`` otherwise)."""
+    if not len(sizes) or sizes.flags.writeable:
+        return None
+    size = int(sizes[0])
+    return size if _EQUAL.get((len(sizes), size)) is sizes else None

@@ -7,9 +7,11 @@ overhead where a payload is encrypted), so :func:`encoded_size` must equal ``len
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,9 +20,11 @@ __all__ = [
     "CodecError",
     "decode_rows",
     "decode_tensor",
+    "dtype_of",
     "encode_rows",
     "encode_tensor",
     "encoded_size",
+    "row_layout",
     "tensor_header",
 ]
 
@@ -104,3 +108,21 @@ def decode_rows(payloads: Sequence[bytes], dim: int, dtype: torch.dtype) -> torc
         raise CodecError(f"a received payload is not one row of {dim} {dtype} values")
     body = bytearray(framed[:, len(header) :].tobytes())
     return torch.frombuffer(body, dtype=dtype).reshape(len(payloads), dim)
+
+
+def dtype_of(value: Any) -> torch.dtype:
+    """The torch dtype of a tensor or of an array's elements."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype
+    return torch.from_numpy(np.zeros(0, dtype=np.asarray(value).dtype)).dtype
+
+
+@functools.lru_cache(maxsize=256)
+def row_layout(tail: tuple[int, ...], dtype: torch.dtype) -> tuple[int, int]:
+    """The codec header of a block of rows shaped ``(k, *tail)`` and the bytes of one row.
+
+    Static per row shape and dtype, so the ledger's sizes of every part are two multiplications.
+    """
+    width = math.prod(tail) if tail else 1
+    per_row = width * torch.empty((), dtype=dtype).element_size()
+    return encoded_size((0, width) if tail else (0,), dtype), per_row

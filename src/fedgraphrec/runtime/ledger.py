@@ -65,8 +65,8 @@ class Ledger:
         # here and counted into the per-client totals when they are read (one bincount per array)
         self._deferred: dict[tuple[int, int, int], list[Any]] = {}
         self._stats: dict[int, tuple[np.ndarray, tuple[int, int, int, int]]] = {}
-        # seconds each client spent sealing and opening (real crypto mode; measured, not checkpointed)
-        self.client_crypto_seconds = np.zeros(n_clients, dtype=np.float64)
+        self._crypto = np.zeros(n_clients, dtype=np.float64)
+        self._crypto_pending: dict[int, list[Any]] = {}  # static ids: seconds summed until read
         self._counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._crypto_counts: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
         self.watch: MessageWatch | None = None
@@ -242,8 +242,20 @@ class Ledger:
             hit = (ids, np.bincount(kept, minlength=self.n_clients), len(kept))
             if not ids.flags.writeable and len(self._crypto_counts) < 256:
                 self._crypto_counts[id(ids)] = hit
-        if hit[2]:  # one bincount, not an unbuffered add per message
-            self.client_crypto_seconds += hit[1] * (seconds / hit[2])
+        if not hit[2]:
+            return
+        if self._crypto_counts.get(id(ids)) is hit:  # a static array (kept by the cache): summed until read
+            self._crypto_pending.setdefault(id(ids), [hit, 0.0])[1] += seconds
+        else:  # one bincount, not an unbuffered add per message
+            self._crypto += hit[1] * (seconds / hit[2])
+
+    @property
+    def client_crypto_seconds(self) -> np.ndarray:
+        """Seconds each client id spent sealing and opening (``real`` mode; measured, not checkpointed)."""
+        for hit, seconds in self._crypto_pending.values():
+            self._crypto += hit[1] * (seconds / hit[2])
+        self._crypto_pending.clear()
+        return self._crypto
 
     def per_client_cost(self, epochs: int = 1) -> dict[str, dict[str, float]]:
         """What one client sends, receives and both, per epoch: mean, p50, p99 and max over clients.

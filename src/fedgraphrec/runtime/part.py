@@ -11,8 +11,6 @@ relies on is in :mod:`~fedgraphrec.runtime.blocks`.
 
 from __future__ import annotations
 
-import functools
-import math
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,8 +20,15 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto.aead import ciphertext_size
-from fedgraphrec.runtime.blocks import _take, block_bounds, block_sizes, gather_blocks
-from fedgraphrec.runtime.codec import encoded_size
+from fedgraphrec.runtime.blocks import (
+    _take,
+    block_bounds,
+    block_sizes,
+    equal_size_of,
+    equal_sizes,
+    gather_blocks,
+)
+from fedgraphrec.runtime.codec import dtype_of, encoded_size, row_layout
 
 __all__ = ["BOOKED_ONCE", "PROTECTIONS", "Part", "Protection", "Shape"]
 
@@ -37,12 +42,6 @@ Protection = Literal["plain", "sealed", "pseudonymous", "masked", "homomorphic",
 PROTECTIONS: tuple[str, ...] = get_args(Protection)
 
 
-def _dtype_of(value: Any) -> torch.dtype:
-    if isinstance(value, torch.Tensor):
-        return value.dtype
-    return torch.from_numpy(np.zeros(0, dtype=np.asarray(value).dtype)).dtype
-
-
 def _as_index(at: np.ndarray) -> torch.Tensor:
     """``at`` as a tensor to index with, read-only arrays included (a static route's; only read)."""
     if at.flags.writeable:
@@ -50,17 +49,6 @@ def _as_index(at: np.ndarray) -> torch.Tensor:
     with warnings.catch_warnings():  # torch warns about writes through it; an index is never written
         warnings.simplefilter("ignore", UserWarning)
         return torch.from_numpy(at)
-
-
-@functools.lru_cache(maxsize=256)
-def _row_layout(tail: tuple[int, ...], dtype: torch.dtype) -> tuple[int, int]:
-    """The codec header of a block of rows shaped ``(k, *tail)`` and the bytes of one row.
-
-    Static per row shape and dtype, so the ledger's sizes of every part are two multiplications.
-    """
-    width = math.prod(tail) if tail else 1
-    per_row = width * torch.empty((), dtype=dtype).element_size()
-    return encoded_size((0, width) if tail else (0,), dtype), per_row
 
 
 @dataclass
@@ -196,13 +184,12 @@ class Part:
             return blobs + ciphertext_size(0) if sealed_here else blobs
         value = self.value
         if self.shape == "broadcast" and self.counts is None:
-            size = encoded_size(tuple(value.shape), _dtype_of(value))
-            return np.full(n, size, dtype=np.int64)
-        header, per_row = _row_layout(tuple(value.shape[1:]), _dtype_of(value))
+            return equal_sizes(n, encoded_size(tuple(value.shape), dtype_of(value)))
+        header, per_row = row_layout(tuple(value.shape[1:]), dtype_of(value))
         if self.protection == "sealed":
             header += ciphertext_size(0)
         if self.counts is None:
-            return np.full(n, header + per_row, dtype=np.int64)
+            return equal_sizes(n, header + per_row)
         return block_sizes(self.counts, header, per_row)
 
     def uniform_size(self) -> int | None:
@@ -222,7 +209,7 @@ class Part:
             return None
         if self.value is None:
             return None
-        header, per_row = _row_layout(tuple(self.value.shape[1:]), _dtype_of(self.value))
+        header, per_row = row_layout(tuple(self.value.shape[1:]), dtype_of(self.value))
         return header + per_row + ciphertext_size(0) if self.protection == "sealed" else header + per_row
 
     def with_sizes(self, sizes: np.ndarray) -> Part:
@@ -273,7 +260,11 @@ class Part:
             sealed = self.sealed
         else:
             sealed = None if self.sealed is None else _take(self.sealed, pick)
-        sizes = None if value is not None and self.uniform_size() is not None else self.sizes()[pick]
+        sizes = None
+        if value is None or self.uniform_size() is None:
+            every = self.sizes()
+            size = equal_size_of(every)
+            sizes = every[pick] if size is None else equal_sizes(len(pick), size)
         return Part(
             phase=self.phase,
             kind=self.kind,
