@@ -29,6 +29,9 @@ ROUTING = ("server_train.py", "server_setup.py", "runtime/part.py", "runtime/blo
 PACKING_NAMES = ("_conv_part", "_user_part", "_senders", "_token_columns", "_negative_requests",
                  "_gradient_messages", "_local_table", "_relayed_rows", "_placement", "tokens_of",
                  "entry_keys", "grouped")  # fmt: skip
+LOOKUP = ("lpgcn/lookup.py",)
+LOOKUP_NAMES = ("find", "position", "local_position", "held_entry", "conv_entry", "_id_index", "_owners",
+                "_conv_position", "_take_batch", "_direct_rows", "conv_token_index")  # fmt: skip
 COMPUTE = ("protocols/lpgcn/", "protocols/common.py", "protocols/optim.py", "models/")
 
 RULES: list[tuple[str, Callable[[str, str], bool]]] = [
@@ -40,6 +43,7 @@ RULES: list[tuple[str, Callable[[str, str], bool]]] = [
     ("validation / expectation checks", lambda f, n: any(x in f for x in CHECKS) or n in CHECK_NAMES),
     ("routing (server relay and sync, part views)", lambda f, n: any(x in f for x in ROUTING)),
     ("per-part packing, numpy-torch conversions", lambda f, n: n in PACKING_NAMES),
+    ("batch lookups (ids, pairs, tokens)", lambda f, n: any(x in f for x in LOOKUP) or n in LOOKUP_NAMES),
     ("model compute (Eqs. 7/8, BPR, Adam, gathers)", lambda f, n: any(x in f for x in COMPUTE)),
     ("driver (learner, sampler)", lambda f, n: "training/" in f),
 ]
