@@ -51,7 +51,7 @@ class LossStages(StageParts):
         V = torch.empty((len(items), d), dtype=self.dtype)
         V0 = torch.empty_like(V)
         known_t = torch.from_numpy(known)
-        V.index_copy_(0, known_t, ss.acc_i)
+        V.index_copy_(0, known_t, ss.acc_i.index_select(0, ss.known_t) if ss.acc_whole_i else ss.acc_i)
         V0.index_copy_(0, known_t, ss.v0)
         if extra is not None:
             at = torch.from_numpy(np.searchsorted(items, ss.extra))
@@ -62,7 +62,8 @@ class LossStages(StageParts):
         uix = torch.from_numpy(ranks(ss.users, ss.b_user, len(self.clients)))
         row = ranks(items, np.concatenate([ss.b_pos, ss.b_neg]), self._n_items(items))
         pix, nix = torch.from_numpy(row[: len(ss.b_pos)]), torch.from_numpy(row[len(ss.b_pos) :])
-        loc = local_bpr(ss.acc_u, V, ss.u0, V0, uix, pix, nix, s.reg, batch_size=ss.batch_size)
+        acc_u = ss.acc_u.index_select(0, torch.from_numpy(ss.users)) if ss.acc_whole_u else ss.acc_u
+        loc = local_bpr(acc_u, V, ss.u0, V0, uix, pix, nix, s.reg, batch_size=ss.batch_size)
         ss.d_u = torch.zeros((len(self.clients), d), dtype=self.dtype)
         ss.d_u.index_copy_(0, torch.from_numpy(ss.users), loc.dU)
         ss.r_u = loc.rU  # the regulariser's rows: the minibatch's users only

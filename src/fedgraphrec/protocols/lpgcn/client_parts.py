@@ -168,12 +168,12 @@ class StageParts(ExpectedParts):
             return
         if layer == 0:
             ss.known_t = torch.from_numpy(ss.item_local[ss.item_local >= 0])
-        rows = table.index_select(0, ss.known_t)
-        if layer == 0:
-            ss.v0 = rows
-            ss.acc_i = rows * self._w
+            ss.v0 = table.index_select(0, ss.known_t)
+            # most of the table in the batch (a small graph): sum whole tables, gather once at the loss
+            ss.acc_whole_i = 2 * len(ss.known_t) > int(table.shape[0])
+            ss.acc_i = (table if ss.acc_whole_i else ss.v0) * self._w
         else:
-            ss.acc_i.add_(rows, alpha=self._w)
+            ss.acc_i.add_(table if ss.acc_whole_i else table.index_select(0, ss.known_t), alpha=self._w)
 
     def _direct_rows(self) -> None:
         """The distinct rows holding a direct gradient, and the λ-terms summed per convolution-item.

@@ -70,7 +70,9 @@ class TrainingStages(StageParts):
         else:
             self._take_batch(f)
             ss.u0 = U0.index_select(0, torch.from_numpy(ss.users))
-            ss.acc_u = ss.u0 * self._w
+            # most users in the batch (a small graph): sum whole tables, gather once at the loss
+            ss.acc_whole_u = 2 * len(ss.users) >= len(self.clients)
+            ss.acc_u = (U0 if ss.acc_whole_u else ss.u0) * self._w
         self._record("user_layers", U0)
         self._record("conv_layers", st.item_emb)
         out = Message(
@@ -147,14 +149,15 @@ class TrainingStages(StageParts):
         prev = self._local_table(ss.cur_conv, request)
         self._accumulate_items(prev, k - 1)
         conv_next = self._eq8(ss.cur_u, request, "A")  # Eq. 8, verified real holders
-        few = 2 * len(ss.users) < len(self.clients)
-        if k == L and not ss.predict and few:  # layer L's user rows go nowhere: the batch's users only
+        if k == L and not ss.predict and not ss.acc_whole_u:
+            # layer L's user rows go nowhere: the minibatch's users only (few of them: a large graph)
             ss.acc_u.add_(self.operator_rows("R", ss.users) @ prev, alpha=self._w)  # Eq. 7
             u_next = self.operator("R") @ prev if self.debug is not None else torch.zeros(0)
         else:
             u_next = self.operator("R") @ prev  # Eq. 7, real items only
+            whole = ss.predict or ss.acc_whole_u
             ss.acc_u.add_(
-                u_next if ss.predict else u_next.index_select(0, torch.from_numpy(ss.users)), alpha=self._w
+                u_next if whole else u_next.index_select(0, torch.from_numpy(ss.users)), alpha=self._w
             )
         ss.cur_u, ss.cur_conv = u_next, conv_next
         self._record("user_layers", u_next)
