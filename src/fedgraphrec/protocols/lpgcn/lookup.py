@@ -64,6 +64,8 @@ class IdIndex:
         n = len(self._table)
         if not n:
             return np.full(len(want), -1, dtype=np.int64)
+        if not len(want) or (want.min() >= 0 and want.max() < n):  # the common case: no mask needed
+            return self._table[want]
         inside = (want >= 0) & (want < n)
         return np.where(inside, self._table[np.clip(want, 0, n - 1)], -1)
 
@@ -71,18 +73,20 @@ class IdIndex:
 class PairIndex:
     """Position of each (row, column) pair among a static set of pairs (first occurrence wins).
 
-    A dense table while ``n_rows * n_cols`` is at most :data:`DENSE_PAIRS`; otherwise the pairs'
-    int64 keys are sorted once and each query is sorted before the binary search (which then
+    A dense table while ``n_rows * n_cols`` is at most ``dense_limit`` (:data:`DENSE_PAIRS`); otherwise
+    the pairs' int64 keys are sorted once and each query is sorted before the binary search (which then
     walks the table in order).
     """
 
-    def __init__(self, rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int) -> None:
+    def __init__(
+        self, rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int, dense_limit: int = DENSE_PAIRS
+    ) -> None:
         rows, cols = _ints(rows), _ints(cols)
         self._shape = (int(n_rows), int(n_cols))
         if len(rows) and (rows.min() < 0 or rows.max() >= n_rows or cols.min() < 0 or cols.max() >= n_cols):
             raise ValueError(f"a pair is outside the {n_rows} x {n_cols} grid")
         keys = rows * n_cols + cols
-        self._dense = n_rows * n_cols <= DENSE_PAIRS
+        self._dense = n_rows * n_cols <= dense_limit
         if self._dense:
             self._table = np.full(n_rows * n_cols, -1, dtype=np.int32)
             unique, first = np.unique(keys, return_index=True)
@@ -95,6 +99,12 @@ class PairIndex:
         """Position of every pair ``(rows[k], cols[k])`` (``-1`` for pairs not in the set)."""
         rows, cols = _ints(rows), _ints(cols)
         n_rows, n_cols = self._shape
+        if (
+            self._dense
+            and len(self._table)
+            and (not len(rows) or (_within(rows, n_rows) and _within(cols, n_cols)))
+        ):
+            return self._table[rows * n_cols + cols].astype(np.int64)  # the common case: no mask needed
         inside = (rows >= 0) & (rows < n_rows) & (cols >= 0) & (cols < n_cols)
         keys = np.where(inside, rows * n_cols + cols, 0)
         if self._dense:
@@ -108,3 +118,7 @@ class PairIndex:
         at[by] = np.searchsorted(self._sorted, keys[by])
         at = at.clip(max=len(self._sorted) - 1)
         return np.where(inside & (self._sorted[at] == keys), self._order[at], -1)
+
+
+def _within(values: np.ndarray, size: int) -> bool:
+    return bool(values.min() >= 0 and values.max() < size)

@@ -1,0 +1,62 @@
+"""The LP-GCN shard's dense lookups equal a plain dictionary, for ids a lying server could send too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fedgraphrec.protocols.lpgcn import lookup
+from fedgraphrec.protocols.lpgcn.lookup import IdIndex, PairIndex, distinct, ranks
+
+ids = st.lists(st.integers(0, 40), max_size=30)
+queries = st.lists(st.integers(-50, 60), max_size=30)
+
+
+@given(ids, queries)
+@settings(max_examples=200, deadline=None)
+def test_id_index_is_the_first_position_of_each_id(keys: list[int], want: list[int]) -> None:
+    first: dict[int, int] = {}
+    for k, key in enumerate(keys):
+        first.setdefault(key, k)
+    got = IdIndex(np.array(keys, dtype=np.int64)).find(np.array(want, dtype=np.int64))
+    assert got.tolist() == [first.get(w, -1) for w in want]
+
+
+@pytest.mark.parametrize("dense", [True, False])
+@given(pairs=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9)), max_size=30),
+       want=st.lists(st.tuples(st.integers(-3, 9), st.integers(-3, 12)), max_size=30))  # fmt: skip
+@settings(max_examples=200, deadline=None)
+def test_pair_index_is_the_first_position_of_each_pair(
+    dense: bool, pairs: list[tuple[int, int]], want: list[tuple[int, int]]
+) -> None:
+    first: dict[tuple[int, int], int] = {}
+    for k, pair in enumerate(pairs):
+        first.setdefault(pair, k)
+    rows, cols = (np.array([p[i] for p in pairs], dtype=np.int64) for i in (0, 1))
+    index = PairIndex(rows, cols, 7, 10, dense_limit=lookup.DENSE_PAIRS if dense else 0)
+    assert index._dense is dense
+    w_rows, w_cols = (np.array([p[i] for p in want], dtype=np.int64) for i in (0, 1))
+    assert index.find(w_rows, w_cols).tolist() == [first.get(p, -1) for p in want]
+
+
+def test_distinct_and_ranks_match_unique_and_searchsorted() -> None:
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 50, 200)
+    d = distinct(values, 50)
+    assert d.tolist() == np.unique(values).tolist()
+    assert ranks(d, values, 50).tolist() == np.searchsorted(d, values).tolist()
+    with pytest.raises(ValueError, match=r"outside \[0, 50\)"):
+        distinct(np.array([3, 50]), 50)
+    with pytest.raises(ValueError, match="missing"):
+        ranks(d[1:], d[:1], 50)
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_ids_a_lying_server_sends_outside_the_grid_are_absent_not_wrapped(dense: bool) -> None:
+    rows, cols = np.divmod(np.arange(6), 3)  # every pair of a 2 x 3 grid: a wrapped key always hits one
+    index = PairIndex(rows, cols, 2, 3, dense_limit=lookup.DENSE_PAIRS if dense else 0)
+    got = index.find(np.array([-1, 0, 1, 0, 2]), np.array([0, -1, 1, 3, 0]))
+    assert got.tolist() == [-1, -1, 4, -1, -1]
+    assert IdIndex(np.arange(5)).find(np.array([-1, -5, 4, 5])).tolist() == [-1, -1, 4, -1]
