@@ -59,4 +59,7 @@ def test_ids_a_lying_server_sends_outside_the_grid_are_absent_not_wrapped(dense:
     index = PairIndex(rows, cols, 2, 3, dense_limit=lookup.DENSE_PAIRS if dense else 0)
     got = index.find(np.array([-1, 0, 1, 0, 2]), np.array([0, -1, 1, 3, 0]))
     assert got.tolist() == [-1, -1, 4, -1, -1]
+    for row, col in ((-1, 0), (0, -1), (-1, -1)):  # every id below the grid's ends: no fast path either
+        assert index.find(np.array([row, 1]), np.array([col, 1])).tolist() == [-1, 4]
     assert IdIndex(np.arange(5)).find(np.array([-1, -5, 4, 5])).tolist() == [-1, -1, 4, -1]
+    assert IdIndex(np.arange(5)).find(np.array([-1, 4])).tolist() == [-1, 4]
