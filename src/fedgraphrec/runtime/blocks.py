@@ -11,6 +11,7 @@ the first two for existing callers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,19 @@ def gather_blocks(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:
     return np.arange(int(lens.sum()), dtype=np.int64) + offsets
 
 
-_BLOCK_SIZES: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+_FROZEN: dict[tuple[object, ...], tuple[object, np.ndarray]] = {}
+
+
+def _frozen(key: tuple[object, ...], owner: object, make: Callable[[], np.ndarray]) -> np.ndarray:
+    """A read-only array made once per ``key`` (``owner``: the object whose id the key holds, kept alive)."""
+    hit = _FROZEN.get(key)
+    if hit is None or hit[0] is not owner:
+        array = make()
+        array.flags.writeable = False
+        if len(_FROZEN) >= 512:
+            _FROZEN.clear()
+        hit = _FROZEN[key] = (owner, array)
+    return hit[1]
 
 
 def block_sizes(counts: np.ndarray, header: int, per_row: int) -> np.ndarray:
@@ -57,30 +70,12 @@ def block_sizes(counts: np.ndarray, header: int, per_row: int) -> np.ndarray:
     """
     if counts.flags.writeable:
         return header + counts * per_row
-    hit = _BLOCK_SIZES.get((id(counts), header, per_row))
-    if hit is None or hit[0] is not counts:
-        sizes = header + counts * per_row
-        sizes.flags.writeable = False
-        hit = (counts, sizes)
-        if len(_BLOCK_SIZES) >= 256:
-            _BLOCK_SIZES.clear()
-        _BLOCK_SIZES[(id(counts), header, per_row)] = hit
-    return hit[1]
-
-
-_EQUAL: dict[tuple[int, int], np.ndarray] = {}
+    return _frozen(("blocks", id(counts), header, per_row), counts, lambda: header + counts * per_row)
 
 
 def equal_sizes(n: int, size: int) -> np.ndarray:
     """``n`` messages of ``size`` bytes each, as one read-only array reused for equal requests."""
-    hit = _EQUAL.get((n, size))
-    if hit is None:
-        hit = np.full(n, size, dtype=np.int64)
-        hit.flags.writeable = False
-        if len(_EQUAL) >= 256:
-            _EQUAL.clear()
-        _EQUAL[(n, size)] = hit
-    return hit
+    return _frozen(("equal", n, size), None, lambda: np.full(n, size, dtype=np.int64))
 
 
 def equal_size_of(sizes: np.ndarray) -> int | None:
@@ -88,4 +83,5 @@ def equal_size_of(sizes: np.ndarray) -> int | None:
     if not len(sizes) or sizes.flags.writeable:
         return None
     size = int(sizes[0])
-    return size if _EQUAL.get((len(sizes), size)) is sizes else None
+    hit = _FROZEN.get(("equal", len(sizes), size))
+    return size if hit is not None and hit[1] is sizes else None

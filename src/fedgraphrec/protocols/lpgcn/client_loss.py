@@ -51,7 +51,7 @@ class LossStages(StageParts):
         V = torch.empty((len(items), d), dtype=self.dtype)
         V0 = torch.empty_like(V)
         known_t = torch.from_numpy(known)
-        V.index_copy_(0, known_t, ss.acc_i.index_select(0, ss.known_t) if ss.acc_whole_i else ss.acc_i)
+        V.index_copy_(0, known_t, ss.acc_i.index_select(0, ss.known_t) if self._whole_items() else ss.acc_i)
         V0.index_copy_(0, known_t, ss.v0)
         if extra is not None:
             at = torch.from_numpy(np.searchsorted(items, ss.extra))
@@ -62,7 +62,7 @@ class LossStages(StageParts):
         uix = torch.from_numpy(ranks(ss.users, ss.b_user, len(self.clients)))
         row = ranks(items, np.concatenate([ss.b_pos, ss.b_neg]), self._n_items(items))
         pix, nix = torch.from_numpy(row[: len(ss.b_pos)]), torch.from_numpy(row[len(ss.b_pos) :])
-        acc_u = ss.acc_u.index_select(0, torch.from_numpy(ss.users)) if ss.acc_whole_u else ss.acc_u
+        acc_u = ss.acc_u.index_select(0, torch.from_numpy(ss.users)) if self._whole_users() else ss.acc_u
         loc = local_bpr(acc_u, V, ss.u0, V0, uix, pix, nix, s.reg, batch_size=ss.batch_size)
         ss.d_u = torch.zeros((len(self.clients), d), dtype=self.dtype)
         ss.d_u.index_copy_(0, torch.from_numpy(ss.users), loc.dU)
@@ -172,8 +172,10 @@ class LossStages(StageParts):
             ss.r_v = torch.cat([ss.r_v, rows[:, d : 2 * d]])
         self._direct_rows()
         ss.d_u, ss.d_v = ss.d_u * self._w, ss.d_v * self._w  # D^(l) of every layer l > 0
-        ss.d_u_rows = ss.d_u.index_select(0, torch.from_numpy(ss.users))
-        ss.d_v_rows = ss.d_v.index_select(0, torch.from_numpy(ss.v_rows))
+        if not self._whole_users():  # the only rows D^(k) is added by (otherwise whole tables)
+            ss.d_u_rows = ss.d_u.index_select(0, torch.from_numpy(ss.users))
+        if not self._whole_direct_items():
+            ss.d_v_rows = ss.d_v.index_select(0, torch.from_numpy(ss.v_rows))
         if self.settings.n_layers == 0:
             return self._finish(*self._plus_direct(ss.d_u, ss.d_v, ss.r_u, ss.r_v))
         L = self.settings.n_layers

@@ -162,6 +162,22 @@ class StageParts(ExpectedParts):
         pick = first if index is None else index[first]
         return value.index_select(0, torch.from_numpy(pick)).to(dtype)
 
+    # ------------------------------------------------------------------ whole tables or the batch's rows
+    # When the minibatch touches most rows (a small graph), whole-table arithmetic is cheaper than
+    # gathering rows first; the numbers are the same either way (a zero or unread row changes no sum).
+    def _whole_users(self) -> bool:
+        """Whether the minibatch's users are most of the shard (the user layer means are whole tables)."""
+        return 2 * len(self.state.step.users) >= len(self.clients)
+
+    def _whole_items(self) -> bool:
+        """Whether the batch's known items are most of the local item table (item layer means whole)."""
+        st = self.state
+        return 2 * len(st.step.known_t) > len(st.conv_items) + len(st.sync_items)
+
+    def _whole_direct_items(self) -> bool:
+        """Whether most convolution-items hold a direct gradient (:math:`D^{(k)}` added whole)."""
+        return 2 * len(self.state.step.v_rows) > len(self.state.conv_items)
+
     def _accumulate_items(self, table: torch.Tensor, layer: int) -> None:
         ss = self.state.step
         if ss.predict:
@@ -169,11 +185,9 @@ class StageParts(ExpectedParts):
         if layer == 0:
             ss.known_t = torch.from_numpy(ss.item_local[ss.item_local >= 0])
             ss.v0 = table.index_select(0, ss.known_t)
-            # most of the table in the batch (a small graph): sum whole tables, gather once at the loss
-            ss.acc_whole_i = 2 * len(ss.known_t) > int(table.shape[0])
-            ss.acc_i = (table if ss.acc_whole_i else ss.v0) * self._w
+            ss.acc_i = (table if self._whole_items() else ss.v0) * self._w
         else:
-            ss.acc_i.add_(table if ss.acc_whole_i else table.index_select(0, ss.known_t), alpha=self._w)
+            ss.acc_i.add_(table if self._whole_items() else table.index_select(0, ss.known_t), alpha=self._w)
 
     def _direct_rows(self) -> None:
         """The distinct rows holding a direct gradient, and the λ-terms summed per convolution-item.
@@ -198,17 +212,13 @@ class StageParts(ExpectedParts):
         )
 
     def _plus_direct_gradients(self, g_u: torch.Tensor, g_v: torch.Tensor) -> None:
-        """Add :math:`D^{(k)}` to whole gradient tables, in place: by rows, or whole when most rows hold one.
-
-        Adding a zero row leaves a sum unchanged, so both ways give the same numbers; the whole-table
-        add is cheaper when the minibatch touches most rows (a small graph).
-        """
+        """Add :math:`D^{(k)}` to whole gradient tables, in place: by rows, or whole (most rows hold one)."""
         ss = self.state.step
-        if 2 * len(ss.users) > int(g_u.shape[0]):
+        if self._whole_users():
             g_u.add_(ss.d_u)
         else:
             g_u.index_add_(0, torch.from_numpy(ss.users), ss.d_u_rows)
-        if 2 * len(ss.v_rows) > int(g_v.shape[0]):
+        if self._whole_direct_items():
             g_v.add_(ss.d_v)
         else:
             g_v.index_add_(0, torch.from_numpy(ss.v_rows), ss.d_v_rows)

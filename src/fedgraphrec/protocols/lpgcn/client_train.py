@@ -38,7 +38,7 @@ from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.protocols.common import CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
 from fedgraphrec.protocols.lpgcn.holdings import token_order
-from fedgraphrec.protocols.lpgcn.lookup import distinct
+from fedgraphrec.protocols.lpgcn.lookup import distinct, in_first_order, unique_inverse
 from fedgraphrec.protocols.lpgcn.roles import BACKWARD, FINAL, FORWARD, LAYER0, item_phase, user_phase
 from fedgraphrec.protocols.lpgcn.step import StepState
 from fedgraphrec.protocols.optim import adam_step
@@ -70,9 +70,7 @@ class TrainingStages(StageParts):
         else:
             self._take_batch(f)
             ss.u0 = U0.index_select(0, torch.from_numpy(ss.users))
-            # most users in the batch (a small graph): sum whole tables, gather once at the loss
-            ss.acc_whole_u = 2 * len(ss.users) >= len(self.clients)
-            ss.acc_u = (U0 if ss.acc_whole_u else ss.u0) * self._w
+            ss.acc_u = (U0 if self._whole_users() else ss.u0) * self._w
         self._record("user_layers", U0)
         self._record("conv_layers", st.item_emb)
         out = Message(
@@ -114,19 +112,12 @@ class TrainingStages(StageParts):
         ss.item_local = self.local_position(ss.items)
         if (self.local_position(ss.b_pos) < 0).any():
             raise self.refuse(LAYER0, "a triple's positive item is held by no client of this node")
-        keys = entry_keys(ss.b_user, ss.b_neg)  # one request per (client, negative)
-        order = np.argsort(keys, kind="stable")
-        new = np.ones(len(keys), dtype=bool)
-        np.not_equal(keys[order][1:], keys[order][:-1], out=new[1:])
-        pairs = keys[order][new]
-        ss.req_of = np.empty(len(keys), dtype=np.int64)
-        ss.req_of[order] = np.cumsum(new) - 1  # each triple's request
+        # one request per (client, negative); ``req_of``: each triple's request
+        pairs, ss.req_of = unique_inverse(entry_keys(ss.b_user, ss.b_neg))
         rows, items = pairs >> 40, pairs & ((1 << 40) - 1)
         ss.req_ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(self.clients)))])
         ss.req_items = items
-        elsewhere = items[self.local_position(items) < 0]  # distinct, in order of first request
-        _, first = np.unique(elsewhere, return_index=True)
-        ss.extra = elsewhere[np.sort(first)]
+        ss.extra = in_first_order(items[self.local_position(items) < 0])
 
     def _negative_requests(self) -> dict[str, Part]:
         ss = self.state.step
@@ -149,13 +140,13 @@ class TrainingStages(StageParts):
         prev = self._local_table(ss.cur_conv, request)
         self._accumulate_items(prev, k - 1)
         conv_next = self._eq8(ss.cur_u, request, "A")  # Eq. 8, verified real holders
-        if k == L and not ss.predict and not ss.acc_whole_u:
+        if k == L and not ss.predict and not self._whole_users():
             # layer L's user rows go nowhere: the minibatch's users only (few of them: a large graph)
             ss.acc_u.add_(self.operator_rows("R", ss.users) @ prev, alpha=self._w)  # Eq. 7
             u_next = self.operator("R") @ prev if self.debug is not None else torch.zeros(0)
         else:
             u_next = self.operator("R") @ prev  # Eq. 7, real items only
-            whole = ss.predict or ss.acc_whole_u
+            whole = ss.predict or self._whole_users()
             ss.acc_u.add_(
                 u_next if whole else u_next.index_select(0, torch.from_numpy(ss.users)), alpha=self._w
             )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["DENSE_PAIRS", "IdIndex", "PairIndex", "distinct", "ranks"]
+__all__ = ["DENSE_PAIRS", "IdIndex", "PairIndex", "distinct", "in_first_order", "ranks", "unique_inverse"]
 
 DENSE_PAIRS = 1 << 24
 """Largest (rows x columns) grid a :class:`PairIndex` keeps as a dense table (64 MiB of int32)."""
@@ -41,6 +41,24 @@ def ranks(sorted_distinct: np.ndarray, values: np.ndarray, size: int) -> np.ndar
     if len(out) and out.min() < 0:
         raise ValueError("a value is missing from the set it is ranked in")
     return out
+
+
+def unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` by one stable sort (NumPy 2.4's hash path is slow here)."""
+    keys = _ints(keys)
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    new = np.ones(len(keys), dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    inverse = np.empty(len(keys), dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return ordered[new], inverse
+
+
+def in_first_order(values: np.ndarray) -> np.ndarray:
+    """The distinct values, in the order of their first occurrence."""
+    _, first = np.unique(values, return_index=True)
+    return values[np.sort(first)]
 
 
 class IdIndex:

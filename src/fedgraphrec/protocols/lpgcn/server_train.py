@@ -23,6 +23,7 @@ from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import StepStats
 from fedgraphrec.protocols.common import CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.holdings import token_order
+from fedgraphrec.protocols.lpgcn.lookup import in_first_order
 from fedgraphrec.protocols.lpgcn.roles import (
     AGGREGATE,
     BACKWARD,
@@ -237,9 +238,7 @@ class TrainingRounds(SetupRounds):
         plan = self.plans[self.node_ids.index(node)]
         held = np.zeros(self.n_items, dtype=bool)
         held[plan.held_cols] = True
-        elsewhere = cols[~held[cols]]  # distinct, in order of first request
-        _, first = np.unique(elsewhere, return_index=True)
-        extra = elsewhere[np.sort(first)]
+        extra = in_first_order(cols[~held[cols]])
         L = self.settings.n_layers
         rows = torch.cat([self._row_of_column(layers, extra, layer) for layer in range(L + 1)])
         request.add("negatives", Part(

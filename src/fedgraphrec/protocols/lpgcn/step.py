@@ -41,12 +41,12 @@ class StepState:
             req_of: the request of each triple's negative.
         extra: distinct requested items the node holds no row of (their rows come with the loss).
         acc_u, acc_i: running layer means of the batch users' and known items' rows (of every
-            user or local item when ``acc_whole_u`` / ``acc_whole_i``: the batch covers most rows).
+            user or local item when the batch covers most of them: ``StageParts._whole_users``).
         u0, v0: their layer-0 rows (for the regulariser).
         cur_u: this layer's user rows (all shard clients); cur_conv: convolution-items' rows.
         d_u, d_v: direct gradients (spec §2.4) of users and convolution-items (whole tables, sent
             at layer L); d_u_rows, d_v_rows: their only non-zero rows, those of ``users`` and
-            ``v_rows``, added in every backward layer.
+            ``v_rows``, added in every backward layer (gathered only when not added as whole tables).
         r_u, r_v: the regulariser's gradient rows of ``users`` and of ``v_rows``.
         v_at: the convolution-item position of every direct gradient row, in arrival order;
             v_rows: its distinct positions.
@@ -71,8 +71,6 @@ class StepState:
     extra: np.ndarray = field(default_factory=empty_ids)
     acc_u: torch.Tensor = field(default_factory=empty_tensor)
     acc_i: torch.Tensor = field(default_factory=empty_tensor)
-    acc_whole_u: bool = False
-    acc_whole_i: bool = False
     u0: torch.Tensor = field(default_factory=empty_tensor)
     v0: torch.Tensor = field(default_factory=empty_tensor)
     cur_u: torch.Tensor = field(default_factory=empty_tensor)
