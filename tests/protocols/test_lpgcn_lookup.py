@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedgraphrec.protocols.lpgcn import lookup
-from fedgraphrec.protocols.lpgcn.lookup import IdIndex, PairIndex, distinct, ranks
+from fedgraphrec.protocols.lpgcn.lookup import IdIndex, PairIndex, distinct, grouped_order, ranks
 
 ids = st.lists(st.integers(0, 40), max_size=30)
 queries = st.lists(st.integers(-50, 60), max_size=30)
@@ -63,3 +63,15 @@ def test_ids_a_lying_server_sends_outside_the_grid_are_absent_not_wrapped(dense:
         assert index.find(np.array([row, 1]), np.array([col, 1])).tolist() == [-1, 4]
     assert IdIndex(np.arange(5)).find(np.array([-1, -5, 4, 5])).tolist() == [-1, -1, 4, -1]
     assert IdIndex(np.arange(5)).find(np.array([-1, 4])).tolist() == [-1, 4]
+
+
+@pytest.mark.parametrize("top", [9, 70_000])  # 16-bit radix passes, and the lexsort fallback
+@given(rows=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), max_size=40))
+@settings(max_examples=100, deadline=None)
+def test_grouped_order_is_the_stable_sort_by_major_then_minor(top: int, rows: list[tuple[int, int]]) -> None:
+    major = np.array([r[0] for r in rows], dtype=np.int64) * (top // 9)
+    minor = np.array([r[1] for r in rows], dtype=np.int64) * (top // 9)
+    want = sorted(range(len(rows)), key=lambda k: (major[k], minor[k]))  # Python's sort is stable
+    assert grouped_order(major, minor).tolist() == want
+    with pytest.raises(ValueError, match="non-negative"):
+        grouped_order(np.array([0, -1]), np.array([0, 0]))

@@ -19,6 +19,21 @@ def test_codec_round_trip_and_size(dtype, shape):
     assert back.dtype == dtype and back.shape == t.shape and torch.equal(back, t)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool])
+def test_codec_decodes_in_place_from_a_writable_buffer_and_copies_otherwise(dtype):
+    """``copy=False`` keeps a fresh decryption's buffer as the tensor's memory (no second copy)."""
+    t = (torch.arange(12) % 3).reshape(3, 4).to(dtype)
+    buf = bytearray(b"header" + encode_tensor(t))  # 6 bytes: the data stays aligned
+    data = len(buf) - t.numel() * t.element_size()
+    shared = decode_tensor(memoryview(buf)[6:], copy=False)
+    assert torch.equal(shared, t)
+    shared.zero_()  # the tensor is the buffer
+    assert not any(buf[data:])
+    copied = decode_tensor(memoryview(buf)[6:])
+    copied.fill_(1)  # a copy: the buffer keeps its zeros
+    assert not any(buf[data:])
+
+
 def test_codec_rejects_malformed_payloads():
     data = encode_tensor(torch.ones(2, 3))
     with pytest.raises(CodecError, match="does not match"):

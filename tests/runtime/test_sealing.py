@@ -96,3 +96,21 @@ def test_sealing_and_opening_time_is_charged_to_the_clients_that_did_it() -> Non
     cost = net.ledger.per_client_cost(epochs=1)["crypto_seconds"]
     assert cost["max"] == max(spent[0], spent[1])
     assert Network(4, "accounted").ledger.per_client_cost()["crypto_seconds"]["max"] == 0.0
+
+
+def test_opening_into_a_writable_buffer_checks_exactly_what_open_checks() -> None:
+    """``open_writable`` (batched rows decoded in place) gives the same plaintext and the same refusals."""
+    chan, b, blobs = _sealed()
+    aads = b.aads(FROM, TO)
+    plain = chan.open_writable(b, blobs[1], aads[1], FROM[1], TO[1])
+    assert isinstance(plain, bytearray) and plain == b"row-b"
+    flipped = bytearray(blobs[1])
+    flipped[-1] ^= 1
+    with pytest.raises(IntegrityError, match=r"lpgcn p \(step 5\): the message from client:1 to client:3"):
+        chan.open_writable(b, bytes(flipped), aads[1], FROM[1], TO[1])
+    with pytest.raises(IntegrityError, match="failed authentication"):  # re-routed
+        chan.open_writable(b, blobs[1], aads[0], FROM[1], TO[1])
+    with pytest.raises(IntegrityError, match="truncated"):
+        chan.open_writable(b, blobs[1][:10], aads[1], FROM[1], TO[1])
+    with pytest.raises(IntegrityError, match="never arrived"):
+        chan.open_writable(b, None, aads[1], FROM[1], TO[1])

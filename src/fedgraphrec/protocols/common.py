@@ -113,17 +113,18 @@ def local_bpr(
     items = torch.cat([pos, neg])
     # index_select: the same rows as U[users], several times faster than advanced indexing
     u_rows, v_rows = U.index_select(0, users), V.index_select(0, items)
-    p_rows, n_rows = v_rows[:n], v_rows[n:]
-    x = (u_rows * n_rows).sum(-1) - (u_rows * p_rows).sum(-1)
+    diff = v_rows[n:] - v_rows[:n]  # negative minus positive: x and dU both use it
+    x = (u_rows * diff).sum(-1)
     loss = torch.nn.functional.softplus(x)
-    bpr = loss.mean() if batch_size is None else loss.sum() / B
+    bpr = loss.sum() / B
     u0_rows, v0_rows = U0.index_select(0, users), V0.index_select(0, items)
-    reg = (u0_rows.pow(2).sum() + v0_rows[:n].pow(2).sum() + v0_rows[n:].pow(2).sum()) / (2.0 * B)
-    s = torch.sigmoid(x).unsqueeze(1) / B
-    dU = torch.zeros_like(U).index_add_(0, users, s * (n_rows - p_rows))
-    rU = torch.zeros_like(U).index_add_(0, users, reg_weight * u0_rows / B)
+    u0_flat, v0_flat = u0_rows.reshape(-1), v0_rows.reshape(-1)
+    reg = (torch.dot(u0_flat, u0_flat) + torch.dot(v0_flat, v0_flat)) / (2.0 * B)
+    s = torch.sigmoid(x).div_(B).unsqueeze(1)
+    dU = torch.zeros_like(U).index_add_(0, users, diff.mul_(s))
+    rU = torch.zeros_like(U).index_add_(0, users, u0_rows, alpha=reg_weight / B)
     un = users.numpy()
-    su = s * u_rows
+    su = u_rows.mul_(s)  # u_rows is a fresh gather: no caller sees it
     return LocalBPR(
         bpr=bpr,
         reg=reg,
@@ -132,5 +133,5 @@ def local_bpr(
         items=items,
         item_senders=np.concatenate([un, un]),
         d_rows=torch.cat([-su, su]),
-        r_rows=reg_weight * v0_rows / B,
+        r_rows=v0_rows.mul_(reg_weight / B),
     )

@@ -31,7 +31,7 @@ import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.runtime.blocks import block_bounds
-from fedgraphrec.runtime.codec import decode_tensor, encode_tensor
+from fedgraphrec.runtime.codec import decode_tensor, tensor_buffers
 from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.sealing import Binding, GroupChannel
 
@@ -56,12 +56,13 @@ def seal_batch(channel: GroupChannel, binding: Binding, part: Part) -> Part:
     if part.shape == "blobs":
         lengths = np.fromiter((len(b) for b in part.value), dtype="<i8", count=n)
         body = lengths.tobytes() + b"".join(bytes(b) for b in part.value)
+        plain = head + meta + body
     else:
         value = part.rows()
         tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(value))
-        body = encode_tensor(tensor.detach().contiguous())
+        plain = b"".join([head, meta, *tensor_buffers(tensor)])  # the rows copied once
     sizes = part.sizes()
-    blob = channel.seal(binding, [head + meta + body], [_aad(binding, part)])[0]
+    blob = channel.seal(binding, [plain], [_aad(binding, part)])[0]
     return replace(part, value=None, index=None, sealed=[blob], batched=True, _sizes=sizes)
 
 
@@ -88,7 +89,12 @@ def open_batch(
     who = f"{binding.protocol} {binding.phase} (step {binding.step}): the batch to {receiver_names}"
     if blob is None:
         raise IntegrityError(f"{who} never arrived (dropped); the receiver rejected it")
-    plain = channel.open(binding, [blob], [_aad(binding, part)], ["batch"], [receiver_names])[0]
+    aad = _aad(binding, part)
+    plain: bytes | bytearray
+    if part.shape == "blobs":
+        plain = channel.open(binding, [blob], [aad], ["batch"], [receiver_names])[0]
+    else:  # the rows tensor keeps the decrypted buffer as its memory
+        plain = channel.open_writable(binding, blob, aad, "batch", receiver_names)
     n, has_to, has_counts = _HEAD.unpack_from(plain)
     at = _HEAD.size + 8 * n * (1 + bool(has_to) + bool(has_counts))
     head = memoryview(plain)[: min(at, len(plain))]
@@ -100,21 +106,21 @@ def open_batch(
         counts = _check_header(plain, n, has_to, has_counts, part, who)
         if memo is not None and _read_only(part.senders, part.index, part.receivers):
             memo[slot] = (bytes(head), part.senders, part.index, part.receivers, counts)
-    body = plain[at:]
     pick = np.arange(n, dtype=np.int64) if part.index is None else part.index
     if part.shape == "blobs":
+        body = plain[at:]
         lengths = np.frombuffer(body, dtype="<i8", count=n)
         ends = np.cumsum(lengths) + 8 * n
         starts = ends - lengths
         blobs = [body[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
         return replace(part, value=[blobs[k] for k in pick.tolist()], sealed=None, index=None, batched=False)
-    table = decode_tensor(body)
+    table = decode_tensor(memoryview(plain)[at:], copy=False)
     rows = pick if counts is None else _rows_of(block_bounds(counts, int(table.shape[0])), pick)
     return replace(part, value=table, index=rows, sealed=None, batched=False)
 
 
 def _check_header(
-    plain: bytes, n: int, has_to: int, has_counts: int, part: Part, who: str
+    plain: bytes | bytearray, n: int, has_to: int, has_counts: int, part: Part, who: str
 ) -> np.ndarray | None:
     """Check every delivered message's sender and receiver against the sealed header; its counts."""
     at = _HEAD.size

@@ -25,6 +25,7 @@ __all__ = [
     "encode_tensor",
     "encoded_size",
     "row_layout",
+    "tensor_buffers",
     "tensor_header",
 ]
 
@@ -59,17 +60,30 @@ def tensor_header(shape: tuple[int, ...], dtype: torch.dtype) -> bytes:
     return struct.pack(f"<BB{len(shape)}I", _CODES[dtype], len(shape), *shape)
 
 
-def encode_tensor(t: torch.Tensor) -> bytes:
-    """Serialise a dense CPU tensor (any supported dtype, up to 255 dims)."""
+def tensor_buffers(t: torch.Tensor) -> tuple[bytes, memoryview]:
+    """:func:`encode_tensor`'s two pieces, header and data, without copying the data.
+
+    ``b"".join([..., *tensor_buffers(t)])`` writes the encoding into a larger message with one copy.
+    """
     if t.dtype not in _CODES:
         raise TypeError(f"unsupported dtype {t.dtype}; supported: {sorted(map(str, _CODES))}")
     if t.dim() > 255:
         raise ValueError("tensors with more than 255 dimensions are not supported")
-    return tensor_header(tuple(t.shape), t.dtype) + t.detach().contiguous().cpu().numpy().tobytes()
+    data = t.detach().contiguous().cpu().numpy()
+    return tensor_header(tuple(t.shape), t.dtype), data.reshape(-1).view(np.uint8).data
 
 
-def decode_tensor(data: bytes) -> torch.Tensor:
-    """Inverse of :func:`encode_tensor`; raises :class:`CodecError` on malformed input."""
+def encode_tensor(t: torch.Tensor) -> bytes:
+    """Serialise a dense CPU tensor (any supported dtype, up to 255 dims)."""
+    return b"".join(tensor_buffers(t))
+
+
+def decode_tensor(data: bytes | bytearray | memoryview, *, copy: bool = True) -> torch.Tensor:
+    """Inverse of :func:`encode_tensor`; raises :class:`CodecError` on malformed input.
+
+    ``copy=False`` (``data`` a writable buffer the caller gives up, e.g. a fresh decryption): the
+    tensor shares ``data``'s memory instead of copying it.
+    """
     if len(data) < 2:
         raise CodecError("payload shorter than the 2-byte tensor header")
     code, ndim = data[0], data[1]
@@ -85,6 +99,8 @@ def decode_tensor(data: bytes) -> torch.Tensor:
     arr = np.frombuffer(data, dtype=_NUMPY[dtype], offset=head).reshape(shape)
     if dtype == torch.bool and arr.size and int(arr.view(np.uint8).max()) > 1:
         raise CodecError("a boolean tensor holds bytes other than 0 and 1")
+    if not copy and arr.flags.writeable and arr.flags.aligned:
+        return torch.from_numpy(arr)
     return torch.from_numpy(arr.copy())
 
 

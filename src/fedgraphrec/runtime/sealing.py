@@ -203,25 +203,50 @@ class GroupChannel:
             IntegrityError: a blob is missing (``None``), malformed, or fails authentication; the
                 message names the phase, the step, the expected sender and the receiver.
         """
-        dec = self._aead(binding.step).decrypt
-        out: list[bytes] = []
-        for k, (blob, aad) in enumerate(zip(blobs, aads, strict=True)):
-            if blob is None:
-                raise IntegrityError(_rejected(binding, senders[k], receivers[k], "never arrived (dropped)"))
-            if len(blob) < NONCE_BYTES + TAG_BYTES:
-                raise IntegrityError(_rejected(binding, senders[k], receivers[k], "is truncated"))
-            try:
-                out.append(dec(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad))
-            except InvalidTag:
-                raise IntegrityError(
-                    _rejected(
-                        binding,
-                        senders[k],
-                        receivers[k],
-                        "failed authentication (modified, replayed from another step, or re-routed)",
-                    )
-                ) from None
-        return out
+        aead = self._aead(binding.step)
+        return [
+            self._open_one(aead, binding, blob, aad, senders[k], receivers[k], None)
+            for k, (blob, aad) in enumerate(zip(blobs, aads, strict=True))
+        ]
+
+    def open_writable(
+        self, binding: Binding, blob: bytes | None, aad: bytes, sender: str, receiver: str
+    ) -> bytearray:
+        """:meth:`open` of one blob into a fresh ``bytearray``: a tensor may keep it as its memory."""
+        plain = bytearray(0 if blob is None else max(len(blob) - NONCE_BYTES - TAG_BYTES, 0))
+        self._open_one(self._aead(binding.step), binding, blob, aad, sender, receiver, plain)
+        return plain
+
+    @staticmethod
+    def _open_one(
+        aead: AESGCM,
+        binding: Binding,
+        blob: bytes | None,
+        aad: bytes,
+        sender: str,
+        receiver: str,
+        into: bytearray | None,
+    ) -> bytes:
+        """One blob's plaintext (into ``into`` when given; ``b""`` is then returned), or the rejection."""
+        if blob is None:
+            raise IntegrityError(_rejected(binding, sender, receiver, "never arrived (dropped)"))
+        if len(blob) < NONCE_BYTES + TAG_BYTES:
+            raise IntegrityError(_rejected(binding, sender, receiver, "is truncated"))
+        body = memoryview(blob)[NONCE_BYTES:]  # the ciphertext, not copied
+        try:
+            if into is not None:
+                aead.decrypt_into(blob[:NONCE_BYTES], body, aad, into)
+                return b""
+            return aead.decrypt(blob[:NONCE_BYTES], body, aad)
+        except InvalidTag:
+            raise IntegrityError(
+                _rejected(
+                    binding,
+                    sender,
+                    receiver,
+                    "failed authentication (modified, replayed from another step, or re-routed)",
+                )
+            ) from None
 
     def __repr__(self) -> str:
         return f"GroupChannel({self._label}, AES-256-GCM, per-step keys)"

@@ -20,7 +20,7 @@ from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.common import CLIENT, SERVER, local_bpr
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts
-from fedgraphrec.protocols.lpgcn.lookup import ranks
+from fedgraphrec.protocols.lpgcn.lookup import grouped_order, ranks
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT, LOSS, item_phase, user_phase
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
@@ -121,18 +121,17 @@ class LossStages(StageParts):
         ids = np.flatnonzero(remote)
         if not len(ids):
             return {}
-        key = sender[ids].astype(np.int64) * (1 << 32) + (owner[ids] + 1)
-        order = np.argsort(key, kind="stable")
-        ids, key = ids[order], key[order]
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(key)) + 1])
-        lens = np.diff(np.concatenate([starts, [len(ids)]]))
-        src, dst = sender[ids[starts]], owner[ids[starts]]
+        ids = ids[grouped_order(sender[ids], owner[ids] + 1)]
+        by_sender, by_owner = sender[ids], owner[ids]
+        new = np.ones(len(ids), dtype=bool)  # a message starts where the (sender, owner) pair changes
+        np.not_equal(by_sender[1:], by_sender[:-1], out=new[1:])
+        new[1:] |= by_owner[1:] != by_owner[:-1]
+        starts = np.flatnonzero(new)
+        lens = np.diff(starts, append=len(ids))
+        src, dst = by_sender[starts], by_owner[starts]
+        at = torch.from_numpy(ids)
         rows = torch.cat(
-            [
-                torch.cat([d_rows, r_rows], dim=1).index_select(0, torch.from_numpy(ids)),
-                self._token_columns(items[ids]),
-            ],
-            1,
+            [d_rows.index_select(0, at), r_rows.index_select(0, at), self._token_columns(items[ids])], 1
         )
         row_srv = np.repeat(dst < 0, lens)
         out: dict[str, Part] = {}
