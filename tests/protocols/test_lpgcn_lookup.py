@@ -8,7 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedgraphrec.protocols.lpgcn import lookup
-from fedgraphrec.protocols.lpgcn.lookup import IdIndex, PairIndex, distinct, grouped_order, ranks
+from fedgraphrec.protocols.lpgcn.lookup import (
+    IdIndex,
+    PairIndex,
+    distinct,
+    grouped_order,
+    ranks,
+    unique_pairs,
+)
 
 ids = st.lists(st.integers(0, 40), max_size=30)
 queries = st.lists(st.integers(-50, 60), max_size=30)
@@ -75,3 +82,17 @@ def test_grouped_order_is_the_stable_sort_by_major_then_minor(top: int, rows: li
     assert grouped_order(major, minor).tolist() == want
     with pytest.raises(ValueError, match="non-negative"):
         grouped_order(np.array([0, -1]), np.array([0, 0]))
+
+
+@pytest.mark.parametrize("top", [9, 70_000])
+@given(rows=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), max_size=40))
+@settings(max_examples=100, deadline=None)
+def test_unique_pairs_are_np_unique_of_the_pairs_with_the_inverse(
+    top: int, rows: list[tuple[int, int]]
+) -> None:
+    r = np.array([p[0] for p in rows], dtype=np.int64) * (top // 9)
+    c = np.array([p[1] for p in rows], dtype=np.int64) * (top // 9)
+    want, inverse = np.unique(np.stack([r, c], 1).reshape(-1, 2), axis=0, return_inverse=True)
+    got_r, got_c, got_inv = unique_pairs(r, c)
+    assert got_r.tolist() == want[:, 0].tolist() and got_c.tolist() == want[:, 1].tolist()
+    assert got_inv.tolist() == inverse.reshape(-1).tolist()

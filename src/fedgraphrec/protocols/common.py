@@ -121,8 +121,10 @@ def local_bpr(
     u0_flat, v0_flat = u0_rows.reshape(-1), v0_rows.reshape(-1)
     reg = (torch.dot(u0_flat, u0_flat) + torch.dot(v0_flat, v0_flat)) / (2.0 * B)
     s = torch.sigmoid(x).div_(B).unsqueeze(1)
-    dU = torch.zeros_like(U).index_add_(0, users, diff.mul_(s))
-    rU = torch.zeros_like(U).index_add_(0, users, u0_rows, alpha=reg_weight / B)
+    d = int(U.shape[1])  # dU and rU summed by one scatter of [dU | rU] rows
+    both = U.new_zeros((int(U.shape[0]), 2 * d))
+    both.index_add_(0, users, torch.cat([diff.mul_(s), u0_rows.mul_(reg_weight / B)], 1))
+    dU, rU = both[:, :d], both[:, d:]
     un = users.numpy()
     su = u_rows.mul_(s)  # u_rows is a fresh gather: no caller sees it
     return LocalBPR(

@@ -75,15 +75,15 @@ class LossStages(StageParts):
         )
         sender = self.clients[row_user]
         own = owner == sender
-        ss.d_v = torch.zeros((len(st.conv_items), d), dtype=self.dtype)
-        ss.v_at, ss.r_v = np.zeros(0, dtype=np.int64), torch.zeros((0, d), dtype=self.dtype)
+        both = torch.cat([loc.d_rows, loc.r_rows], 1)  # each row's [D | λ-term]
+        ss.dr_v = torch.zeros((len(st.conv_items), 2 * d), dtype=self.dtype)
+        ss.v_at = np.zeros(0, dtype=np.int64)
         if own.any():
             ss.v_at = self._conv_position(owner[own], row_item[own])
             sel = torch.from_numpy(np.flatnonzero(own))
-            ss.d_v.index_add_(0, torch.from_numpy(ss.v_at), loc.d_rows.index_select(0, sel))
-            ss.r_v = loc.r_rows.index_select(0, sel)
+            ss.dr_v.index_add_(0, torch.from_numpy(ss.v_at), both.index_select(0, sel))
         out = Message(fields={"bpr": float(loc.bpr), "reg": float(loc.reg)})
-        out.parts.update(self._gradient_messages(~own, sender, owner, row_item, loc.d_rows, loc.r_rows))
+        out.parts.update(self._gradient_messages(~own, sender, owner, row_item, both))
         ss.acc_u = ss.acc_i = ss.u0 = ss.v0 = torch.zeros(0)
         return out
 
@@ -114,8 +114,7 @@ class LossStages(StageParts):
         sender: np.ndarray,
         owner: np.ndarray,
         items: np.ndarray,
-        d_rows: torch.Tensor,
-        r_rows: torch.Tensor,
+        rows_dr: torch.Tensor,
     ) -> dict[str, Part]:
         """One message per (sender, convolution-client): rows ``[D | λ-term | token]`` of its items."""
         ids = np.flatnonzero(remote)
@@ -129,10 +128,7 @@ class LossStages(StageParts):
         starts = np.flatnonzero(new)
         lens = np.diff(starts, append=len(ids))
         src, dst = by_sender[starts], by_owner[starts]
-        at = torch.from_numpy(ids)
-        rows = torch.cat(
-            [d_rows.index_select(0, at), r_rows.index_select(0, at), self._token_columns(items[ids])], 1
-        )
+        rows = torch.cat([rows_dr.index_select(0, torch.from_numpy(ids)), self._token_columns(items[ids])], 1)
         row_srv = np.repeat(dst < 0, lens)
         out: dict[str, Part] = {}
         for name, sel, rsel, prot in (
@@ -166,9 +162,8 @@ class LossStages(StageParts):
                     "loss/item-gradients: a message names an item its receiver does not convolve; "
                     "the receiver rejected it (re-routed)"
                 )
-            ss.d_v.index_add_(0, torch.from_numpy(pos), rows[:, :d])
+            ss.dr_v.index_add_(0, torch.from_numpy(pos), rows[:, : 2 * d])
             ss.v_at = np.concatenate([ss.v_at, pos])
-            ss.r_v = torch.cat([ss.r_v, rows[:, d : 2 * d]])
         self._direct_rows()
         ss.d_u, ss.d_v = ss.d_u * self._w, ss.d_v * self._w  # D^(l) of every layer l > 0
         if not self._whole_users():  # the only rows D^(k) is added by (otherwise whole tables)

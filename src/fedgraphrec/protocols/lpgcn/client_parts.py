@@ -16,18 +16,13 @@ from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.protocols.common import CLIENT, SERVER
 from fedgraphrec.protocols.lpgcn.client_setup import grouped
 from fedgraphrec.protocols.lpgcn.expect import ExpectedParts
-from fedgraphrec.protocols.lpgcn.lookup import distinct, ranks
+from fedgraphrec.protocols.lpgcn.lookup import distinct
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT
 from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
 
-__all__ = ["StageParts", "entry_keys"]
-
-
-def entry_keys(rows: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """One int64 key per (shard position or client, item) pair, ordered by row then item."""
-    return rows.astype(np.int64) * (1 << 40) + items
+__all__ = ["StageParts"]
 
 
 class StageParts(ExpectedParts):
@@ -190,16 +185,16 @@ class StageParts(ExpectedParts):
             ss.acc_i.add_(table if self._whole_items() else table.index_select(0, ss.known_t), alpha=self._w)
 
     def _direct_rows(self) -> None:
-        """The distinct rows holding a direct gradient, and the λ-terms summed per convolution-item.
+        """The convolution-items' direct gradients, their distinct non-zero rows and those rows' λ-terms.
 
-        The sums run in arrival order, as adding every row into a zero table would, so the
-        numbers are those of the whole-table arithmetic while later stages touch only these rows.
+        ``dr_v`` summed every ``[D | λ-term]`` row into a zero table in arrival order, so later
+        stages can touch only the rows that hold one.
         """
-        ss = self.state.step
-        c = len(self.state.conv_items)
-        ss.v_rows = distinct(ss.v_at, c)
-        summed = torch.zeros((len(ss.v_rows), self.dim), dtype=self.dtype)
-        ss.r_v = summed.index_add_(0, torch.from_numpy(ranks(ss.v_rows, ss.v_at, c)), ss.r_v)
+        ss, d = self.state.step, self.dim
+        ss.v_rows = distinct(ss.v_at, len(self.state.conv_items))
+        ss.d_v = ss.dr_v[:, :d]
+        ss.r_v = ss.dr_v[:, d:].index_select(0, torch.from_numpy(ss.v_rows))
+        ss.dr_v = torch.zeros(0)
 
     def _plus_direct(
         self, g_u: torch.Tensor, g_v: torch.Tensor, u_rows: torch.Tensor, v_rows: torch.Tensor

@@ -36,9 +36,9 @@ import torch
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.privacy.noise_source import SecureNoise
 from fedgraphrec.protocols.common import CLIENT, SERVER
-from fedgraphrec.protocols.lpgcn.client_parts import StageParts, entry_keys
+from fedgraphrec.protocols.lpgcn.client_parts import StageParts
 from fedgraphrec.protocols.lpgcn.holdings import token_order
-from fedgraphrec.protocols.lpgcn.lookup import distinct, in_first_order, unique_inverse
+from fedgraphrec.protocols.lpgcn.lookup import distinct, in_first_order, unique_pairs
 from fedgraphrec.protocols.lpgcn.roles import BACKWARD, FINAL, FORWARD, LAYER0, item_phase, user_phase
 from fedgraphrec.protocols.lpgcn.step import StepState
 from fedgraphrec.protocols.optim import adam_step
@@ -113,8 +113,7 @@ class TrainingStages(StageParts):
         if (self.local_position(ss.b_pos) < 0).any():
             raise self.refuse(LAYER0, "a triple's positive item is held by no client of this node")
         # one request per (client, negative); ``req_of``: each triple's request
-        pairs, ss.req_of = unique_inverse(entry_keys(ss.b_user, ss.b_neg))
-        rows, items = pairs >> 40, pairs & ((1 << 40) - 1)
+        rows, items, ss.req_of = unique_pairs(ss.b_user, ss.b_neg)
         ss.req_ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(self.clients)))])
         ss.req_items = items
         ss.extra = in_first_order(items[self.local_position(items) < 0])

@@ -21,7 +21,7 @@ __all__ = [
     "grouped_order",
     "in_first_order",
     "ranks",
-    "unique_inverse",
+    "unique_pairs",
 ]
 
 DENSE_PAIRS = 1 << 24
@@ -52,16 +52,21 @@ def ranks(sorted_distinct: np.ndarray, values: np.ndarray, size: int) -> np.ndar
     return out
 
 
-def unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, return_inverse=True)`` by one stable sort (NumPy 2.4's hash path is slow here)."""
-    keys = _ints(keys)
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    new = np.ones(len(keys), dtype=bool)
-    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
-    inverse = np.empty(len(keys), dtype=np.int64)
+def unique_pairs(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct ``(row, col)`` pairs sorted by row then column, and each pair's rank among them.
+
+    ``np.unique`` of the pairs with ``return_inverse``, by :func:`grouped_order` (NumPy 2.4's hash
+    path is slow for int64 keys).
+    """
+    rows, cols = _ints(rows), _ints(cols)
+    order = grouped_order(rows, cols)
+    r, c = rows[order], cols[order]
+    new = np.ones(len(rows), dtype=bool)
+    np.not_equal(r[1:], r[:-1], out=new[1:])
+    new[1:] |= c[1:] != c[:-1]
+    inverse = np.empty(len(rows), dtype=np.int64)
     inverse[order] = np.cumsum(new) - 1
-    return ordered[new], inverse
+    return r[new], c[new], inverse
 
 
 def grouped_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
