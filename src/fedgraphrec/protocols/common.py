@@ -124,7 +124,7 @@ def local_bpr(
     d = int(U.shape[1])  # dU and rU summed by one scatter of [dU | rU] rows
     both = U.new_zeros((int(U.shape[0]), 2 * d))
     both.index_add_(0, users, torch.cat([diff.mul_(s), u0_rows.mul_(reg_weight / B)], 1))
-    dU, rU = both[:, :d], both[:, d:]
+    dU, rU = both[:, :d].contiguous(), both[:, d:].contiguous()  # later scatters read them fast
     un = users.numpy()
     su = u_rows.mul_(s)  # u_rows is a fresh gather: no caller sees it
     return LocalBPR(

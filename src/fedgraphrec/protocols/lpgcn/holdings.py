@@ -24,6 +24,7 @@ import scipy.sparse as sp
 from fedgraphrec.crypto.keys import SharedKey
 from fedgraphrec.crypto.tokens import TOKEN_BYTES, ItemTokenizer
 from fedgraphrec.protocols.common import CLIENT
+from fedgraphrec.protocols.lpgcn.lookup import WordIndex
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT
 from fedgraphrec.runtime.sealing import Binding, party
 from fedgraphrec.seeding import child_seed, numpy_rng
@@ -139,13 +140,12 @@ class TokenIndex:
         self._order = np.argsort(keys, kind="stable")
         self._sorted = keys[self._order]
         self._rows = _rows(tokens, self._width)
-        # fast path: the keys' first 8 bytes as one integer, when they tell every key apart (HMAC
-        # tokens and item ids do); every hit is then confirmed on the whole key
+        # fast path: the keys' first 8 bytes as one integer, hashed, when they tell every key apart
+        # (HMAC tokens and item ids do); every hit is then confirmed on the whole key
         head = _head(self._rows)
         self._words = self._rows.view(np.uint64) if self._width % 8 == 0 else None
-        self._head_order = np.argsort(head, kind="stable")
-        self._head_sorted = head[self._head_order]
-        self._fast = self._width >= 8 and bool((np.diff(self._head_sorted) != 0).all())
+        self._fast = self._width >= 8 and len(np.unique(head)) == len(head)
+        self._by_head = WordIndex(head) if self._fast else None
 
     def find(self, tokens: np.ndarray) -> np.ndarray:
         """Position of every key (``-1`` for keys not in the set)."""
@@ -153,17 +153,19 @@ class TokenIndex:
             return np.full(len(_void(tokens, self._width)), -1, dtype=np.int64)
         if self._fast:
             rows = _rows(tokens, self._width)
-            head = _head(rows)
-            at = np.searchsorted(self._head_sorted, head).clip(max=len(self._head_sorted) - 1)
-            pos = self._head_order[at]
+            by_head = self.__dict__.get("_by_head")
+            if by_head is None:  # restored from a checkpoint written before the hash existed
+                by_head = self._by_head = WordIndex(_head(self._rows))
+            pos = by_head.find(_head(rows))
+            hit = pos >= 0
+            at = np.maximum(pos, 0)
             if self._words is not None:  # the whole key, not only its first bytes (8-byte words)
                 words = rows.view(np.uint64)
-                hit = self._head_sorted[at] == head
                 for j in range(1, words.shape[1]):
-                    hit &= self._words[pos, j] == words[:, j]
+                    hit &= self._words[at, j] == words[:, j]
             else:
-                hit = (self._rows[pos] == rows).all(axis=1)
-            return np.where(hit, pos, -1).astype(np.int64)
+                hit &= (self._rows[at] == rows).all(axis=1)
+            return np.where(hit, pos, -1)
         keys = _void(tokens, self._width)
         at = np.searchsorted(self._sorted, keys).clip(max=len(self._sorted) - 1)
         hit = self._sorted[at] == keys

@@ -17,6 +17,7 @@ __all__ = [
     "DENSE_PAIRS",
     "IdIndex",
     "PairIndex",
+    "WordIndex",
     "distinct",
     "grouped_order",
     "in_first_order",
@@ -165,6 +166,62 @@ class PairIndex:
         at[by] = np.searchsorted(self._sorted, keys[by])
         at = at.clip(max=len(self._sorted) - 1)
         return np.where(inside & (self._sorted[at] == keys), self._order[at], -1)
+
+
+_FIBONACCI = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: multiplicative hashing's constant
+
+
+class WordIndex:
+    """Position of each of a set of distinct 64-bit words (e.g. a token's first 8 bytes), by hashing.
+
+    An open-addressing table (linear probing, at most 1/16 full) over the words' multiplicative hash.
+    A binary search of fresh queries mispredicts about every other branch (≈ 200 µs for a few
+    thousand queries on a small set, 4x a repeated query's time); the table's bulk probe is a few
+    branch-free vectorised passes. Words of small ids and random tokens alike spread over it.
+
+    Args:
+        words: distinct ``uint64`` words; position ``k`` is ``words[k]``.
+    """
+
+    def __init__(self, words: np.ndarray) -> None:
+        words = np.asarray(words, dtype=np.uint64)
+        if len(np.unique(words)) != len(words):
+            raise ValueError("WordIndex takes distinct words")
+        bits = len(words).bit_length() + 4
+        self._shift, self._mask = np.uint64(64 - bits), (1 << bits) - 1
+        self._words = words
+        self._table = np.full(1 << bits, -1, dtype=np.int64)
+        slot = self._slots(words)
+        pending = np.arange(len(words))
+        while len(pending):  # each pass gives every free slot its lowest-numbered claimant
+            at = slot[pending]
+            free = self._table[at] < 0
+            taken, first = np.unique(at[free], return_index=True)
+            self._table[taken] = pending[free][first]
+            pending = pending[self._table[at] != pending]
+            slot[pending] = (slot[pending] + 1) & self._mask
+
+    def _slots(self, words: np.ndarray) -> np.ndarray:
+        return ((words * _FIBONACCI) >> self._shift).astype(np.int64)
+
+    def find(self, words: np.ndarray) -> np.ndarray:
+        """Position of every word (``-1`` for words not in the set)."""
+        words = np.asarray(words, dtype=np.uint64)
+        if not len(self._words):
+            return np.full(len(words), -1, dtype=np.int64)
+        slot = self._slots(words)
+        pos = self._table[slot]
+        hit = self._words[np.maximum(pos, 0)] == words
+        hit &= pos >= 0
+        out = np.where(hit, pos, -1)
+        todo = np.flatnonzero(pos >= 0)[~hit[pos >= 0]]
+        while len(todo):  # probe on until the word or an empty slot
+            slot[todo] = (slot[todo] + 1) & self._mask
+            pos = self._table[slot[todo]]
+            hit = (pos >= 0) & (self._words[np.maximum(pos, 0)] == words[todo])
+            out[todo[hit]] = pos[hit]
+            todo = todo[(pos >= 0) & ~hit]
+        return out
 
 
 def _within(values: np.ndarray, size: int) -> bool:
