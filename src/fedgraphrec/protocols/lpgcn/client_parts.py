@@ -153,8 +153,14 @@ class StageParts(ExpectedParts):
     def _relayed_rows(
         value: torch.Tensor, index: np.ndarray | None, first: np.ndarray, dtype: torch.dtype
     ) -> torch.Tensor:
-        """Rows ``first`` of the relayed messages (read through the part's view, if any)."""
+        """Rows ``first`` of the relayed messages (read through the part's view, if any).
+
+        The relayed table itself when those are all its rows in order (one node: no copy).
+        """
         pick = first if index is None else index[first]
+        n = len(pick)
+        if n == int(value.shape[0]) and n and pick[0] == 0 and bool((np.diff(pick) == 1).all()):
+            return value.to(dtype)
         return value.index_select(0, torch.from_numpy(pick)).to(dtype)
 
     # ------------------------------------------------------------------ whole tables or the batch's rows

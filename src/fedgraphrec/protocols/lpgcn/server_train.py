@@ -240,7 +240,11 @@ class TrainingRounds(SetupRounds):
         held[plan.held_cols] = True
         extra = in_first_order(cols[~held[cols]])
         L = self.settings.n_layers
-        rows = torch.cat([self._row_of_column(layers, extra, layer) for layer in range(L + 1)])
+        rows = (
+            torch.cat([self._row_of_column(layers, extra, layer) for layer in range(L + 1)])
+            if len(extra)
+            else torch.zeros((0, self.dim), dtype=self.dtype)  # the node holds every item asked for
+        )
         request.add("negatives", Part(
             "loss/negative-embeddings", "item_embedding", SERVER, CLIENT, rows, shape="broadcast",
             counts=counts * (L + 1), receivers=part.senders,
