@@ -11,6 +11,7 @@ from fedgraphrec.protocols.lpgcn import lookup
 from fedgraphrec.protocols.lpgcn.lookup import (
     IdIndex,
     PairIndex,
+    WordIndex,
     distinct,
     grouped_order,
     ranks,
@@ -96,3 +97,30 @@ def test_unique_pairs_are_np_unique_of_the_pairs_with_the_inverse(
     got_r, got_c, got_inv = unique_pairs(r, c)
     assert got_r.tolist() == want[:, 0].tolist() and got_c.tolist() == want[:, 1].tolist()
     assert got_inv.tolist() == inverse.reshape(-1).tolist()
+
+
+def _colliding(n: int, bits: int, slot: int) -> list[int]:
+    """``n`` distinct words whose multiplicative hash is ``slot`` in a table of ``2**bits`` slots."""
+    inverse = pow(int(lookup._FIBONACCI), -1, 1 << 64)
+    return [((slot << (64 - bits)) | (k + 1)) * inverse % (1 << 64) for k in range(n)]
+
+
+@given(
+    words=st.lists(st.integers(0, 2**64 - 1), unique=True, max_size=30),
+    absent=st.lists(st.integers(0, 2**64 - 1), max_size=10),
+    chain=st.integers(0, 12),
+)
+@settings(max_examples=200, deadline=None)
+def test_word_index_is_a_dictionary_even_along_long_probe_chains(
+    words: list[int], absent: list[int], chain: int
+) -> None:
+    bits = (len(words) + chain).bit_length() + 4  # the table size WordIndex picks
+    crowded = [w for w in _colliding(chain + 3, bits, 5) if w not in words]
+    keys = words + crowded[:chain]
+    position = {w: k for k, w in enumerate(keys)}
+    index = WordIndex(np.array(keys, dtype=np.uint64))
+    queries = keys[::-1] + absent + crowded[chain:]  # present, arbitrary, and absent in the chain's slot
+    got = index.find(np.array(queries, dtype=np.uint64))
+    assert got.tolist() == [position.get(q, -1) for q in queries]
+    with pytest.raises(ValueError, match="distinct"):
+        WordIndex(np.array([7, 7], dtype=np.uint64))

@@ -6,7 +6,9 @@ per call at that size, more than the stage's sparse products on a small graph (i
 ML-100K profile), while a dense table indexed by id answers in a few microseconds. The dense
 tables here hold one entry per possible id (or pair, while the grid is small); larger pair grids
 fall back to a sorted search. Ids outside the table (including negative ones a lying server could
-send) are absent, never wrapped around.
+send) are absent, never wrapped around. Tokens (random 64-bit words) are found by hashing
+(:class:`WordIndex`), and rows are grouped by radix passes (:func:`grouped_order`): on fresh data a
+binary search or a comparison sort mispredicts about every other branch.
 """
 
 from __future__ import annotations
