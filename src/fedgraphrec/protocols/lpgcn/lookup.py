@@ -192,7 +192,7 @@ class WordIndex:
         bits = len(words).bit_length() + 4
         self._shift, self._mask = np.uint64(64 - bits), (1 << bits) - 1
         self._words = words
-        self._table = np.full(1 << bits, -1, dtype=np.int64)
+        self._table = np.full(1 << bits, -1, dtype=np.int32 if len(words) < 1 << 31 else np.int64)
         slot = self._slots(words)
         pending = np.arange(len(words))
         while len(pending):  # each pass gives every free slot its lowest-numbered claimant
@@ -213,17 +213,17 @@ class WordIndex:
             return np.full(len(words), -1, dtype=np.int64)
         slot = self._slots(words)
         pos = self._table[slot]
-        hit = self._words[np.maximum(pos, 0)] == words
-        hit &= pos >= 0
+        used = pos >= 0
+        hit = used & (self._words[np.maximum(pos, 0)] == words)
         out = np.where(hit, pos, -1)
-        todo = np.flatnonzero(pos >= 0)[~hit[pos >= 0]]
-        while len(todo):  # probe on until the word or an empty slot
+        todo = np.flatnonzero(used & ~hit)  # a slot held by another word: probe on
+        while len(todo):  # until the word or an empty slot
             slot[todo] = (slot[todo] + 1) & self._mask
             pos = self._table[slot[todo]]
             hit = (pos >= 0) & (self._words[np.maximum(pos, 0)] == words[todo])
             out[todo[hit]] = pos[hit]
             todo = todo[(pos >= 0) & ~hit]
-        return out
+        return out.astype(np.int64, copy=False)
 
 
 def _within(values: np.ndarray, size: int) -> bool:
