@@ -204,49 +204,26 @@ class GroupChannel:
                 message names the phase, the step, the expected sender and the receiver.
         """
         aead = self._aead(binding.step)
-        return [
-            self._open_one(aead, binding, blob, aad, senders[k], receivers[k], None)
-            for k, (blob, aad) in enumerate(zip(blobs, aads, strict=True))
-        ]
+        out: list[bytes] = []
+        for k, (blob, aad) in enumerate(zip(blobs, aads, strict=True)):
+            nonce, body = _nonce_and_body(binding, blob, senders[k], receivers[k])
+            try:
+                out.append(aead.decrypt(nonce, body, aad))
+            except InvalidTag:
+                raise _forged(binding, senders[k], receivers[k]) from None
+        return out
 
     def open_writable(
         self, binding: Binding, blob: bytes | None, aad: bytes, sender: str, receiver: str
     ) -> bytearray:
         """:meth:`open` of one blob into a fresh ``bytearray``: a tensor may keep it as its memory."""
-        plain = bytearray(0 if blob is None else max(len(blob) - NONCE_BYTES - TAG_BYTES, 0))
-        self._open_one(self._aead(binding.step), binding, blob, aad, sender, receiver, plain)
-        return plain
-
-    @staticmethod
-    def _open_one(
-        aead: AESGCM,
-        binding: Binding,
-        blob: bytes | None,
-        aad: bytes,
-        sender: str,
-        receiver: str,
-        into: bytearray | None,
-    ) -> bytes:
-        """One blob's plaintext (into ``into`` when given; ``b""`` is then returned), or the rejection."""
-        if blob is None:
-            raise IntegrityError(_rejected(binding, sender, receiver, "never arrived (dropped)"))
-        if len(blob) < NONCE_BYTES + TAG_BYTES:
-            raise IntegrityError(_rejected(binding, sender, receiver, "is truncated"))
-        body = memoryview(blob)[NONCE_BYTES:]  # the ciphertext, not copied
+        nonce, body = _nonce_and_body(binding, blob, sender, receiver)
+        plain = bytearray(len(body) - TAG_BYTES)
         try:
-            if into is not None:
-                aead.decrypt_into(blob[:NONCE_BYTES], body, aad, into)
-                return b""
-            return aead.decrypt(blob[:NONCE_BYTES], body, aad)
+            self._aead(binding.step).decrypt_into(nonce, body, aad, plain)
         except InvalidTag:
-            raise IntegrityError(
-                _rejected(
-                    binding,
-                    sender,
-                    receiver,
-                    "failed authentication (modified, replayed from another step, or re-routed)",
-                )
-            ) from None
+            raise _forged(binding, sender, receiver) from None
+        return plain
 
     def __repr__(self) -> str:
         return f"GroupChannel({self._label}, AES-256-GCM, per-step keys)"
@@ -254,6 +231,22 @@ class GroupChannel:
 
 def _random_nonces(count: int) -> bytes:
     return os.urandom(NONCE_BYTES * count)
+
+
+def _nonce_and_body(
+    binding: Binding, blob: bytes | None, sender: str, receiver: str
+) -> tuple[bytes, memoryview]:
+    """A blob's nonce and ciphertext (a view, not a copy), or the rejection of a missing or short one."""
+    if blob is None:
+        raise IntegrityError(_rejected(binding, sender, receiver, "never arrived (dropped)"))
+    if len(blob) < NONCE_BYTES + TAG_BYTES:
+        raise IntegrityError(_rejected(binding, sender, receiver, "is truncated"))
+    return blob[:NONCE_BYTES], memoryview(blob)[NONCE_BYTES:]
+
+
+def _forged(binding: Binding, sender: str, receiver: str) -> IntegrityError:
+    what = "failed authentication (modified, replayed from another step, or re-routed)"
+    return IntegrityError(_rejected(binding, sender, receiver, what))
 
 
 def _rejected(binding: Binding, sender: str, receiver: str, what: str) -> str:
