@@ -28,7 +28,7 @@ ROUTING = ("server_train.py", "server_setup.py", "runtime/part.py", "runtime/blo
            "runtime/transport.py", "runtime/message.py")  # fmt: skip
 PACKING_NAMES = ("_conv_part", "_user_part", "_senders", "_token_columns", "_negative_requests",
                  "_gradient_messages", "_local_table", "_relayed_rows", "_placement", "tokens_of",
-                 "entry_keys", "grouped")  # fmt: skip
+                 "grouped")  # fmt: skip
 LOOKUP = ("lpgcn/lookup.py",)
 LOOKUP_NAMES = ("find", "position", "local_position", "held_entry", "conv_entry", "_id_index", "_owners",
                 "_conv_position", "_take_batch", "_direct_rows", "conv_token_index")  # fmt: skip

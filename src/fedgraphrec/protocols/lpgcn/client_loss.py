@@ -20,7 +20,7 @@ from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.common import CLIENT, SERVER, local_bpr
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts
-from fedgraphrec.protocols.lpgcn.lookup import grouped_order, ranks
+from fedgraphrec.protocols.lpgcn.lookup import pair_groups, ranks
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT, LOSS, item_phase, user_phase
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
@@ -120,14 +120,11 @@ class LossStages(StageParts):
         ids = np.flatnonzero(remote)
         if not len(ids):
             return {}
-        ids = ids[grouped_order(sender[ids], owner[ids] + 1)]
-        by_sender, by_owner = sender[ids], owner[ids]
-        new = np.ones(len(ids), dtype=bool)  # a message starts where the (sender, owner) pair changes
-        np.not_equal(by_sender[1:], by_sender[:-1], out=new[1:])
-        new[1:] |= by_owner[1:] != by_owner[:-1]
-        starts = np.flatnonzero(new)
+        order, first = pair_groups(sender[ids], owner[ids] + 1)  # a message per (sender, owner) pair
+        ids = ids[order]
+        starts = np.flatnonzero(first)
         lens = np.diff(starts, append=len(ids))
-        src, dst = by_sender[starts], by_owner[starts]
+        src, dst = sender[ids[starts]], owner[ids[starts]]
         rows = torch.cat([rows_dr.index_select(0, torch.from_numpy(ids)), self._token_columns(items[ids])], 1)
         row_srv = np.repeat(dst < 0, lens)
         out: dict[str, Part] = {}

@@ -23,6 +23,7 @@ __all__ = [
     "distinct",
     "grouped_order",
     "in_first_order",
+    "pair_groups",
     "ranks",
     "unique_pairs",
 ]
@@ -62,14 +63,20 @@ def unique_pairs(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.nda
     path is slow for int64 keys).
     """
     rows, cols = _ints(rows), _ints(cols)
-    order = grouped_order(rows, cols)
-    r, c = rows[order], cols[order]
-    new = np.ones(len(rows), dtype=bool)
-    np.not_equal(r[1:], r[:-1], out=new[1:])
-    new[1:] |= c[1:] != c[:-1]
+    order, first = pair_groups(rows, cols)
     inverse = np.empty(len(rows), dtype=np.int64)
-    inverse[order] = np.cumsum(new) - 1
-    return r[new], c[new], inverse
+    inverse[order] = np.cumsum(first) - 1
+    return rows[order][first], cols[order][first], inverse
+
+
+def pair_groups(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`grouped_order` and, in that order, whether each row starts a new ``(major, minor)`` group."""
+    order = grouped_order(major, minor)
+    a, b = major[order], minor[order]
+    first = np.ones(len(order), dtype=bool)
+    np.not_equal(a[1:], a[:-1], out=first[1:])
+    first[1:] |= b[1:] != b[:-1]
+    return order, first
 
 
 def grouped_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
