@@ -199,7 +199,7 @@ def _mutate(content: RecordDict, data: st.DataObject) -> None:
             del content[data.draw(st.sampled_from(keys))]
         elif op == "add":
             content[data.draw(st.sampled_from(["p.9", "a.9", "a.0x"]))] = ConfigRecord({"x": 1})
-        else:
+        elif "parts" in content.config_records:  # an earlier mutation may have dropped the record
             names = list(content.config_records["parts"]["names"])  # type: ignore[arg-type]
             content.config_records["parts"]["names"] = names + names[:1] if names else ["ghost"]
 
