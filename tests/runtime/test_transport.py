@@ -121,3 +121,25 @@ def test_client_state_survives_a_round_trip_through_arrays() -> None:
     state = programs[0].state
     back = state_from_arrays(RingState, state_to_arrays(state))
     assert torch.equal(back.rows, state.rows) and back.key == state.key and back.key is not None
+
+
+@pytest.mark.parametrize("counts", [None, [2, 1, 3]])
+def test_a_relay_of_every_message_in_order_is_the_part_itself_and_any_other_a_view(counts: Any) -> None:
+    """Forwarding rows copies nothing: all messages in order keep the rows, others read a view."""
+    rows = torch.arange(12.0).reshape(6, 2) if counts else torch.arange(6.0).reshape(3, 2)
+    part = Part("fwd", "user_embedding", "client", "server", rows, senders=np.array([4, 5, 6]),
+                counts=None if counts is None else np.array(counts))  # fmt: skip
+    whole = part.forward(np.arange(3), np.array([1, 2, 3]))
+    assert whole.value is rows and whole.index is None and torch.equal(whole.rows(), rows)
+    assert list(whole.blocks()) and all(
+        torch.equal(a, b) for a, b in zip(whole.blocks(), part.blocks(), strict=True)
+    )
+    some = part.forward(np.array([2, 0]), np.array([1, 2]))
+    blocks = list(part.blocks())
+    assert some.index is not None and torch.equal(some.rows(), torch.cat([blocks[2], blocks[0]]))
+    if counts is not None:  # counts that do not add up to the rows are refused on either path
+        bad = Part("fwd", "user_embedding", "client", "server", rows, senders=np.array([4, 5, 6]),
+                   counts=np.array([2, 1, 2]))  # fmt: skip
+        for pick in (np.arange(3), np.array([1])):
+            with pytest.raises(ValueError, match="add up"):
+                bad.forward(pick, np.ones(len(pick), dtype=np.int64))

@@ -257,26 +257,32 @@ def check_parts(protocol: str, stage: str, expected: Expectation, parts: Mapping
             if exp.optional:
                 continue
             raise IntegrityError(f"{where}: part {name!r} ({exp.phase}) is missing")
-        checks: list[tuple[str, Any, Any]] = [
-            ("phase", part.phase, exp.phase),
-            ("protection", part.protection, exp.protection),
-            ("sender role", part.sender_role, exp.sender_role),
-            ("presealed", part.presealed, exp.presealed),
-        ]
-        if exp.kind is not None:
-            checks.append(("kind", part.kind, exp.kind))
-        if exp.shape is not None:
-            checks.append(("shape", part.shape, exp.shape))
-        if exp.from_role is not None:
-            checks.append(("origin role", part.origin_role, exp.from_role))
-        if not exp.named_senders:
-            checks.append(("sender names", part.bound_senders, None))
-        for what, got, want in checks:
-            if got != want:
-                raise IntegrityError(
-                    f"{where}: part {name!r} arrived with {what} {got!r}; this node expects {want!r} "
-                    f"(phase {exp.phase}, from {exp.sender_role})"
-                )
+        got = (part.phase, part.protection, part.sender_role, part.presealed, part.kind, part.shape,
+               part.origin_role, part.bound_senders)  # fmt: skip
+        if got != _wanted(exp, got):  # one comparison in the common case; the first difference named
+            for what, have, want in zip(_LABELS, got, _wanted(exp, got), strict=True):
+                if have != want:
+                    raise IntegrityError(
+                        f"{where}: part {name!r} arrived with {what} {have!r}; this node expects "
+                        f"{want!r} (phase {exp.phase}, from {exp.sender_role})"
+                    )
+
+
+_LABELS = ("phase", "protection", "sender role", "presealed", "kind", "shape", "origin role", "sender names")
+
+
+def _wanted(exp: Expect, got: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What :func:`check_parts` wants of each field of ``got``; an undeclared field wants what it got."""
+    return (
+        exp.phase,
+        exp.protection,
+        exp.sender_role,
+        exp.presealed,
+        got[4] if exp.kind is None else exp.kind,
+        got[5] if exp.shape is None else exp.shape,
+        got[6] if exp.from_role is None else exp.from_role,
+        got[7] if exp.named_senders else None,
+    )
 
 
 def check_content(protocol: str, stage: str, name: str, exp: Expect, part: Part) -> None:
@@ -297,13 +303,23 @@ def check_content(protocol: str, stage: str, name: str, exp: Expect, part: Part)
     else:
         dtype = torch.from_numpy(np.zeros(0, np.asarray(value).dtype)).dtype
     shape = tuple(value.shape)
-    where = f"{protocol} stage {stage!r}: part {name!r} ({exp.phase})"
     if exp.dtype is not None and dtype != exp.dtype:
-        raise IntegrityError(f"{where} holds {dtype}; this node expects {exp.dtype}")
+        raise IntegrityError(
+            f"{_where(protocol, stage, name, exp)} holds {dtype}; this node expects {exp.dtype}"
+        )
     if exp.width is not None and (len(shape) < 2 or shape[-1] != exp.width):
-        raise IntegrityError(f"{where} has shape {shape}; this node expects rows of width {exp.width}")
+        raise IntegrityError(
+            f"{_where(protocol, stage, name, exp)} has shape {shape}; "
+            f"this node expects rows of width {exp.width}"
+        )
     if exp.dims is not None and (
         len(shape) != len(exp.dims)
         or any(w is not None and g != w for g, w in zip(shape, exp.dims, strict=True))
     ):
-        raise IntegrityError(f"{where} has shape {shape}; this node expects {exp.dims}")
+        raise IntegrityError(
+            f"{_where(protocol, stage, name, exp)} has shape {shape}; this node expects {exp.dims}"
+        )
+
+
+def _where(protocol: str, stage: str, name: str, exp: Expect) -> str:
+    return f"{protocol} stage {stage!r}: part {name!r} ({exp.phase})"

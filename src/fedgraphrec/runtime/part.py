@@ -51,6 +51,11 @@ def _as_index(at: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(at)
 
 
+def _every_in_order(pick: np.ndarray, n: int) -> bool:
+    """Whether ``pick`` is ``0, 1, .., n - 1``: a relay of every message as it came (one node's)."""
+    return len(pick) == n and bool((pick == np.arange(n)).all())
+
+
 @dataclass
 class Part:
     """One batch of logical messages of one phase and kind (:mod:`fedgraphrec.runtime.message`).
@@ -248,10 +253,13 @@ class Part:
                 value = self.value
                 counts = None if self.counts is None else self.counts[pick]
             else:  # a view of the rows received: no copy
-                n_rows = len(self.index) if self.index is not None else int(self.value.shape[0])
-                rows = pick if self.counts is None else gather_blocks(block_bounds(self.counts, n_rows), pick)
-                index = rows if self.index is None else self.index[rows]
                 value = self.value
+                n_rows = len(self.index) if self.index is not None else int(self.value.shape[0])
+                bounds = None if self.counts is None else block_bounds(self.counts, n_rows)
+                whole = self.index is None and (bounds is not None or self.n_messages == n_rows)
+                if not (whole and _every_in_order(pick, self.n_messages)):  # else: the rows as they are
+                    rows = pick if bounds is None else gather_blocks(bounds, pick)
+                    index = rows if self.index is None else self.index[rows]
                 counts = None if self.counts is None else self.counts[pick]
         elif self.counts is not None:
             counts = self.counts[pick]

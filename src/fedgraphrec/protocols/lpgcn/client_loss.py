@@ -75,15 +75,16 @@ class LossStages(StageParts):
         )
         sender = self.clients[row_user]
         own = owner == sender
-        both = torch.cat([loc.d_rows, loc.r_rows], 1)  # each row's [D | λ-term]
+        # each row's message row [D | λ-term | token], built once: the remote rows are gathered from it
+        rows = torch.cat([loc.d_rows, loc.r_rows, self._token_columns(row_item)], 1)
         ss.dr_v = torch.zeros((len(st.conv_items), 2 * d), dtype=self.dtype)
         ss.v_at = np.zeros(0, dtype=np.int64)
         if own.any():
             ss.v_at = self._conv_position(owner[own], row_item[own])
             sel = torch.from_numpy(np.flatnonzero(own))
-            ss.dr_v.index_add_(0, torch.from_numpy(ss.v_at), both.index_select(0, sel))
+            ss.dr_v.index_add_(0, torch.from_numpy(ss.v_at), rows[:, : 2 * d].index_select(0, sel))
         out = Message(fields={"bpr": float(loc.bpr), "reg": float(loc.reg)})
-        out.parts.update(self._gradient_messages(~own, sender, owner, row_item, both))
+        out.parts.update(self._gradient_messages(~own, sender, owner, rows))
         ss.acc_u = ss.acc_i = ss.u0 = ss.v0 = torch.zeros(0)
         return out
 
@@ -113,8 +114,7 @@ class LossStages(StageParts):
         remote: np.ndarray,
         sender: np.ndarray,
         owner: np.ndarray,
-        items: np.ndarray,
-        rows_dr: torch.Tensor,
+        rows_all: torch.Tensor,
     ) -> dict[str, Part]:
         """One message per (sender, convolution-client): rows ``[D | λ-term | token]`` of its items."""
         ids = np.flatnonzero(remote)
@@ -125,7 +125,7 @@ class LossStages(StageParts):
         starts = np.flatnonzero(first)
         lens = np.diff(starts, append=len(ids))
         src, dst = sender[ids[starts]], owner[ids[starts]]
-        rows = torch.cat([rows_dr.index_select(0, torch.from_numpy(ids)), self._token_columns(items[ids])], 1)
+        rows = rows_all.index_select(0, torch.from_numpy(ids))
         row_srv = np.repeat(dst < 0, lens)
         out: dict[str, Part] = {}
         for name, sel, rsel, prot in (

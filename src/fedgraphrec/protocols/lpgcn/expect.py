@@ -209,10 +209,7 @@ class ExpectedParts(ClientBase):
                 self._in_cycle(stage, "train")
             k = self.occurrence + 1
             prefix = "predict/" if ss.predict else ""
-            return {
-                **self._synced(item_phase(prefix, "embedding", k - 1), "item_embedding"),
-                **self._relayed(user_phase(prefix, "embedding", k - 1), "user_embedding"),
-            }
+            return self._layer_parts(prefix, "embedding", k - 1)
         if stage == LOSS:
             self._in_cycle(stage, "train", layers=L)
             return {
@@ -227,11 +224,7 @@ class ExpectedParts(ClientBase):
             return {"grads": grads}
         if stage == BACKWARD:
             self._in_cycle(stage, "train", layers=L, back=self.occurrence)
-            k = L - 1 - self.occurrence
-            return {
-                **self._synced(item_phase("", "gradient", k + 1), "item_gradient"),
-                **self._relayed(user_phase("", "gradient", k + 1), "user_gradient"),
-            }
+            return self._layer_parts("", "gradient", L - self.occurrence)
         if stage == UPDATE:
             self._in_cycle(stage, "train", layers=L, back=L)
             return self._relayed("update/user-gradients", "user_gradient")
@@ -245,6 +238,22 @@ class ExpectedParts(ClientBase):
             self._in_cycle(stage, "")
             return {}
         raise self.refuse(stage, "LP-GCN has no such stage")
+
+    def _layer_parts(self, prefix: str, kind: str, layer: int) -> Expectation:
+        """A forward or backward layer's synchronised item rows and relayed user rows.
+
+        Static once set-up has fixed the node's routing, so each layer's is built once (the
+        cycle and layer checks still run at every stage, in :meth:`expect`).
+        """
+        key = f"expect:{prefix}{kind}:{layer}"
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = {
+                **self._synced(item_phase(prefix, kind, layer), f"item_{kind}"),
+                **self._relayed(user_phase(prefix, kind, layer), f"user_{kind}"),
+            }
+        expectation: Expectation = hit
+        return expectation
 
     def _broadcast(
         self,

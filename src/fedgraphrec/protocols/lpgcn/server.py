@@ -48,7 +48,9 @@ class LPGCNServer(TrainingRounds):
     def state_dict(self) -> dict[str, Any]:
         """Everything the server learnt at set-up and owns (a resumed run restores it as it was)."""
         return {
-            k: v for k, v in vars(self).items() if k not in ("transport", "settings", "tables", "_routes")
+            k: v
+            for k, v in vars(self).items()
+            if k not in ("transport", "settings", "tables", "_routes", "_empty")  # links and caches
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -66,7 +66,9 @@ class TrainingRounds(SetupRounds):
         for j, (node, plan) in enumerate(zip(self.node_ids, self.plans, strict=True)):
             if not len(plan.sync_to):
                 continue
-            rows = torch.zeros((len(plan.sync_cols), self.dim), dtype=self.dtype)
+            # one node: every row is its own, none travels (the ledger still books the messages)
+            n_rows = len(plan.sync_cols)
+            rows = torch.zeros((n_rows, self.dim), dtype=self.dtype) if n_rows else self._no_rows()
             for k in np.unique(plan.sync_node).tolist() if len(plan.sync_node) else []:
                 sel = np.flatnonzero(plan.sync_node == k)
                 src = layer_rows[k]
@@ -87,6 +89,14 @@ class TrainingRounds(SetupRounds):
                 receivers=plan.sync_to,
             )
         return out
+
+    def _no_rows(self) -> torch.Tensor:
+        """An empty row table (shared: a table without rows cannot be written to)."""
+        empty = vars(self).get("_empty")
+        if empty is None or empty.dtype != self.dtype or int(empty.shape[1]) != self.dim:
+            empty = self.__dict__["_empty"] = torch.zeros((0, self.dim), dtype=self.dtype)
+        assert isinstance(empty, torch.Tensor)
+        return empty
 
     def _relay(self, ups: dict[int, Message]) -> dict[int, Part]:
         """Sealed user rows along the routing pairs (views of what each node sent, never opened)."""
