@@ -97,7 +97,7 @@ def open_batch(
         plain = channel.open_writable(binding, blob, aad, "batch", receiver_names)
     n, has_to, has_counts = _HEAD.unpack_from(plain)
     at = _HEAD.size + 8 * n * (1 + bool(has_to) + bool(has_counts))
-    head = memoryview(plain)[: min(at, len(plain))]
+    head = bytes(memoryview(plain)[: min(at, len(plain))])  # bytes: a memoryview compares byte by byte
     slot = (binding.phase, part.origin_role, receiver_names)
     seen = None if memo is None else memo.get(slot)
     if seen is not None and _same_check(seen, head, part):
@@ -105,7 +105,7 @@ def open_batch(
     else:
         counts = _check_header(plain, n, has_to, has_counts, part, who)
         if memo is not None and _read_only(part.senders, part.index, part.receivers):
-            memo[slot] = (bytes(head), part.senders, part.index, part.receivers, counts)
+            memo[slot] = (head, part.senders, part.index, part.receivers, counts)
     pick = np.arange(n, dtype=np.int64) if part.index is None else part.index
     if part.shape == "blobs":
         body = plain[at:]
@@ -148,7 +148,7 @@ def _read_only(*arrays: np.ndarray | None) -> bool:
     return all(a is None or not a.flags.writeable for a in arrays)
 
 
-def _same_check(seen: tuple[Any, ...], head: memoryview, part: Part) -> bool:
+def _same_check(seen: tuple[Any, ...], head: bytes, part: Part) -> bool:
     """Whether this batch's header and delivered ids are those of a batch that passed the checks."""
     header, senders, index, receivers, _ = seen
     return (
