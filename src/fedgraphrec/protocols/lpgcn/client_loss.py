@@ -116,30 +116,33 @@ class LossStages(StageParts):
         owner: np.ndarray,
         rows_all: torch.Tensor,
     ) -> dict[str, Part]:
-        """One message per (sender, convolution-client): rows ``[D | λ-term | token]`` of its items."""
+        """One message per (sender, convolution-client): rows ``[D | λ-term | token]`` of its items.
+
+        The messages to convolution-clients come first and those to the server (items nobody
+        holds) last, each group by (sender, convolution-client): each part's rows are one slice.
+        """
         ids = np.flatnonzero(remote)
         if not len(ids):
             return {}
-        order, first = pair_groups(sender[ids], owner[ids] + 1)  # a message per (sender, owner) pair
+        to_server = owner[ids] < 0
+        major = sender[ids] + to_server * (int(sender[ids].max()) + 1)  # the server's messages last
+        order, first = pair_groups(major, owner[ids] + 1)  # a message per (sender, owner) pair
         ids = ids[order]
         starts = np.flatnonzero(first)
         lens = np.diff(starts, append=len(ids))
         src, dst = sender[ids[starts]], owner[ids[starts]]
         rows = rows_all.index_select(0, torch.from_numpy(ids))
-        row_srv = np.repeat(dst < 0, lens)
+        n_msgs, n_rows = int(np.count_nonzero(dst >= 0)), int(np.count_nonzero(~to_server))
         out: dict[str, Part] = {}
-        for name, sel, rsel, prot in (
-            ("grads-server", dst < 0, row_srv, "plain"),
-            ("grads", dst >= 0, ~row_srv, "sealed"),
-        ):
-            if not sel.any():
-                continue
-            sealed = prot == "sealed"
-            body = rows if rsel.all() else rows.index_select(0, torch.from_numpy(np.flatnonzero(rsel)))
-            out[name] = Part(
-                "loss/item-gradients", "item_gradient", CLIENT, SERVER, body,
-                protection="sealed" if sealed else "plain", senders=src[sel], counts=lens[sel],
-                seal_to_role=CONV_CLIENT if sealed else "", seal_to=dst[sel] if sealed else None,
+        if n_msgs:
+            out["grads"] = Part(
+                "loss/item-gradients", "item_gradient", CLIENT, SERVER, rows[:n_rows], protection="sealed",
+                senders=src[:n_msgs], counts=lens[:n_msgs], seal_to_role=CONV_CLIENT, seal_to=dst[:n_msgs],
+            )  # fmt: skip
+        if n_msgs < len(dst):
+            out["grads-server"] = Part(
+                "loss/item-gradients", "item_gradient", CLIENT, SERVER, rows[n_rows:], protection="plain",
+                senders=src[n_msgs:], counts=lens[n_msgs:],
             )  # fmt: skip
         return out
 
