@@ -81,7 +81,9 @@ class NodeEndpoint:
         self.real = crypto == "real"
         self.batch = batch
         self.aead_bytes = 0
-        """Plaintext bytes this endpoint sealed and opened (the AEAD's work, for cost floors)."""
+        """Bytes this endpoint sealed and opened (the AEAD's work, for cost floors)."""
+        self.aead_calls = 0
+        """AEAD operations (seals and opens) behind :attr:`aead_bytes`: their mean size."""
         self.charge = charge
         self._channel: tuple[bytes, GroupChannel] | None = None
         self._checked: dict[object, object] = {}
@@ -145,6 +147,7 @@ class NodeEndpoint:
             t0 = time.perf_counter()
             batched = seal_batch(channel, binding, part)
             self.aead_bytes += sum(len(b) for b in batched.sealed or [] if b is not None)
+            self.aead_calls += 1
             self._charge(part.senders, time.perf_counter() - t0)
             return batched
         senders = _sender_names(part)
@@ -157,6 +160,7 @@ class NodeEndpoint:
         t0 = time.perf_counter()
         blobs = channel.seal(binding, _encode_blocks(part), binding.aads(senders, to))
         self.aead_bytes += sum(len(b) for b in blobs)
+        self.aead_calls += len(blobs)
         self._charge(part.senders, time.perf_counter() - t0)
         sizes = part.sizes()
         return replace(part, value=None, sealed=list(blobs), _sizes=sizes)
@@ -175,6 +179,7 @@ class NodeEndpoint:
                 channel, binding, part, f"{part.receiver_role} on this node", self._checked
             )
             self.aead_bytes += sum(len(b) for b in part.sealed or [] if b is not None)
+            self.aead_calls += 1
             self._charge(part.receivers, time.perf_counter() - t0)
             return delivered
         if part.receivers is None:
@@ -191,6 +196,7 @@ class NodeEndpoint:
         t0 = time.perf_counter()
         opened = channel.open(binding, unique, binding.aads(exp_from, exp_to), exp_from, names)
         self.aead_bytes += sum(len(b) for b in opened)
+        self.aead_calls += len(opened)
         self._charge(part.receivers, time.perf_counter() - t0)
         return _decode_blocks(part, opened, index)
 

@@ -1,0 +1,134 @@
+"""What LP-GCN's bookkeeping costs on a small graph: the ledger and the node's part checks.
+
+A diagnostic for issue #33, not a mode of the library. Three sides consume the same minibatches,
+interleaved by block and alternating by pass as in ``lpgcn_epoch.py``: the centralized LightGCN
+epoch, LP-GCN (``accounted``) as it runs, and a second LP-GCN learner during whose turns the
+ledger's booking (``Ledger.record``), the node's checks of the parts it receives against its own
+expectation (``check_parts``, ``check_content``) and the transport's payload check are replaced by
+no-ops. The library never runs without them; the third side is the floor that making them cheaper
+could reach, everything else (the party programs' arithmetic, routing, lookups) left as it is.
+Both LP-GCN learners must end with the same tables (the checks change no number); the report says so.
+
+Example (the issue's ML-100K configuration)::
+
+    python benchmarks/lpgcn_bookkeeping.py --dataset ml-100k --layers 5 --dim 20 --lr 0.01 \
+        --reg 1e-3 --init-std 1 --block 2 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import fedgraphrec.runtime.endpoint as endpoint
+from fedgraphrec.data.registry import load_dataset
+from fedgraphrec.protocols.central import CentralSettings
+from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
+from fedgraphrec.runtime.ledger import Ledger
+from fedgraphrec.runtime.transport import Transport
+from fedgraphrec.training.central import CentralLearner
+from fedgraphrec.training.config import TrainConfig
+from fedgraphrec.training.protocol_learner import ProtocolLearner
+from fedgraphrec.training.sampler import BPRSampler
+
+
+def _skip(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+@contextlib.contextmanager
+def without_bookkeeping() -> Iterator[None]:
+    """The ledger's booking and the node's part checks as no-ops, restored on exit."""
+    saved = (Ledger.record, endpoint.check_parts, endpoint.check_content, Transport._check_payload)
+    Ledger.record = _skip  # type: ignore[method-assign,assignment]
+    endpoint.check_parts = endpoint.check_content = _skip
+    Transport._check_payload = _skip  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        Ledger.record, endpoint.check_parts, endpoint.check_content, Transport._check_payload = saved  # type: ignore[method-assign]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="ml-100k")
+    ap.add_argument("--layers", type=int, default=5)
+    ap.add_argument("--dim", type=int, default=20)
+    ap.add_argument("--batch-size", type=int, default=2048)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--reg", type=float, default=1e-3)
+    ap.add_argument("--init-std", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--block", type=int, default=2, help="batches per interleaved block")
+    ap.add_argument("--repeats", type=int, default=3, help="timed passes over the batches (medians)")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+
+    data = load_dataset(args.dataset)
+    model = dict(model="lightgcn", dim=args.dim, n_layers=args.layers, init_std=args.init_std, lr=args.lr,
+                 reg=args.reg, batch_size=args.batch_size)  # fmt: skip
+    cfg = TrainConfig(protocol="lpgcn", dataset=args.dataset, seed=args.seed, crypto="accounted",
+                      settings=LPGCNSettings(**model, alpha=0))  # type: ignore[arg-type]  # fmt: skip
+    oracle = TrainConfig(protocol="central", dataset=args.dataset, seed=args.seed, crypto="accounted",
+                         settings=CentralSettings(**model))  # type: ignore[arg-type]  # fmt: skip
+    central = CentralLearner(oracle, data)
+    fed, bare = ProtocolLearner(cfg, data), ProtocolLearner(cfg, data)
+    batches = list(BPRSampler(data.train, args.seed, "users").batches(0, args.batch_size))
+
+    def run_bare(b: tuple[torch.Tensor, ...]) -> None:
+        with without_bookkeeping():
+            bare.train_batch(*b)
+
+    sides: list[tuple[str, Callable[[tuple[torch.Tensor, ...]], object]]] = [
+        ("central", lambda b: central.train_batch(*b)),
+        ("lpgcn", lambda b: fed.train_batch(*b)),
+        ("lpgcn_bare", run_bare),
+    ]
+    passes: list[dict[str, float]] = []
+    for _ in range(args.repeats):
+        spent = dict.fromkeys((name for name, _ in sides), 0.0)
+        for start in range(0, len(batches), args.block):
+            block = batches[start : start + args.block]
+            for name, step in sides if (start // args.block + len(passes)) % 2 == 0 else sides[::-1]:
+                t = time.perf_counter()
+                for b in block:
+                    step(b)
+                spent[name] += time.perf_counter() - t
+        passes.append(spent)
+    a, b = fed.tables(), bare.tables()
+    same = all(torch.equal(a[k], b[k]) for k in a)
+    report = {
+        "dataset": args.dataset,
+        "config": vars(args) | {"json": str(args.json) if args.json else None},
+        "repeats": args.repeats,
+        "central_epoch_seconds": statistics.median(p["central"] for p in passes),
+        "lpgcn_ratio": statistics.median(p["lpgcn"] / p["central"] for p in passes),
+        "lpgcn_without_bookkeeping_ratio": statistics.median(p["lpgcn_bare"] / p["central"] for p in passes),
+        "bookkeeping_share_of_lpgcn": statistics.median(1 - p["lpgcn_bare"] / p["lpgcn"] for p in passes),
+        "passes": passes,
+        "same_tables": same,
+        "load_average_end": os.getloadavg()[0],
+    }
+    for k, v in report.items():
+        if k not in ("config", "passes"):
+            print(f"{k:>34}: {v:.4g}" if isinstance(v, float) else f"{k:>34}: {v}")
+    if not same:
+        raise SystemExit(
+            "the learner without bookkeeping ended with other tables: the stubs changed a number"
+        )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
