@@ -22,8 +22,7 @@ import contextlib
 import json
 import os
 import statistics
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from fedgraphrec.training.central import CentralLearner
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
+from lpgcn_epoch import Batch, Side, interleaved_passes  # the benchmark beside this file
 
 
 def _skip(*args: Any, **kwargs: Any) -> None:
@@ -84,26 +84,16 @@ def main() -> None:
     fed, bare = ProtocolLearner(cfg, data), ProtocolLearner(cfg, data)
     batches = list(BPRSampler(data.train, args.seed, "users").batches(0, args.batch_size))
 
-    def run_bare(b: tuple[torch.Tensor, ...]) -> None:
+    def run_bare(b: Batch) -> None:
         with without_bookkeeping():
             bare.train_batch(*b)
 
-    sides: list[tuple[str, Callable[[tuple[torch.Tensor, ...]], object]]] = [
+    sides: list[Side] = [
         ("central", lambda b: central.train_batch(*b)),
         ("lpgcn", lambda b: fed.train_batch(*b)),
         ("lpgcn_bare", run_bare),
     ]
-    passes: list[dict[str, float]] = []
-    for _ in range(args.repeats):
-        spent = dict.fromkeys((name for name, _ in sides), 0.0)
-        for start in range(0, len(batches), args.block):
-            block = batches[start : start + args.block]
-            for name, step in sides if (start // args.block + len(passes)) % 2 == 0 else sides[::-1]:
-                t = time.perf_counter()
-                for b in block:
-                    step(b)
-                spent[name] += time.perf_counter() - t
-        passes.append(spent)
+    passes, _ = interleaved_passes(sides, batches, args.block, args.repeats)
     a, b = fed.tables(), bare.tables()
     same = all(torch.equal(a[k], b[k]) for k in a)
     report = {

@@ -32,6 +32,7 @@ import os
 import resource
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -75,6 +76,34 @@ def aead_throughput(size: int, total: int = 1 << 26, repeats: int = 3) -> dict[s
         best["seal"] = max(best["seal"], size * count / (t1 - t) / 1e9)
         best["open"] = max(best["open"], size * count / (t2 - t1) / 1e9)
     return best
+
+
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+Side = tuple[str, Callable[[Batch], object]]
+
+
+def interleaved_passes(
+    sides: Sequence[Side], batches: Sequence[Batch], block: int, repeats: int
+) -> tuple[list[dict[str, float]], dict[str, list[float]]]:
+    """Each side's seconds in every pass over ``batches``, and each side's seconds per batch.
+
+    Every block of ``block`` batches runs on each side in turn; the sides' order alternates by
+    block and by pass, so the machine's drift hits every side alike.
+    """
+    times: dict[str, list[float]] = {name: [] for name, _ in sides}
+    passes: list[dict[str, float]] = []
+    for _ in range(repeats):
+        spent = dict.fromkeys(times, 0.0)
+        for start in range(0, len(batches), block):
+            chunk = batches[start : start + block]
+            for name, step in sides if (start // block + len(passes)) % 2 == 0 else sides[::-1]:
+                for b in chunk:
+                    t = time.perf_counter()
+                    step(b)
+                    times[name].append(time.perf_counter() - t)
+                    spent[name] += times[name][-1]
+        passes.append(spent)
+    return passes, times
 
 
 def main() -> None:
@@ -124,27 +153,14 @@ def main() -> None:
     def step_central(b: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
         central.train_batch(*b)
 
-    times: dict[str, list[float]] = {"lpgcn": [], "central": []}
     endpoints = fed.transport.endpoints.values()  # type: ignore[attr-defined]
     aead0 = sum(e.aead_bytes for e in endpoints)
     calls0 = sum(e.aead_calls for e in endpoints)
-    sides = [("lpgcn", lambda b: fed.train_batch(*b))]
+    sides: list[Side] = [("lpgcn", lambda b: fed.train_batch(*b))]
     if reference is not None:
-        times["lpgcn_accounted"] = []
         sides.append(("lpgcn_accounted", lambda b: reference.train_batch(*b)))
     sides += [] if args.no_central else [("central", step_central)]
-    passes: list[dict[str, float]] = []  # each side's seconds in every timed pass
-    for _ in range(args.repeats):
-        spent = dict.fromkeys(times, 0.0)
-        for start in range(0, len(batches), args.block):
-            block = batches[start : start + args.block]
-            for name, step in sides if (start // args.block + len(passes)) % 2 == 0 else sides[::-1]:
-                for b in block:
-                    t = time.perf_counter()
-                    step(b)
-                    times[name].append(time.perf_counter() - t)
-                    spent[name] += times[name][-1]
-        passes.append(spent)
+    passes, times = interleaved_passes(sides, batches, args.block, args.repeats)
     if not args.no_central:
         oracle = central.parameters_for_verification()
         # the accounted run starts from the central run's tables; a real run draws its own

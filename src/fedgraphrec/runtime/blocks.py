@@ -2,7 +2,8 @@
 
 A rows :class:`~fedgraphrec.runtime.part.Part` stores its logical messages back to back, message
 ``k`` being ``counts[k]`` consecutive rows. :func:`block_bounds` turns the counts into offsets and
-:func:`gather_blocks` turns a selection of messages into row indices, without copying rows; the
+:func:`gather_blocks` turns a selection of messages into row indices, without copying rows
+(:func:`in_order` tells a selection of every message as it came, which needs no indices); the
 part, the transport's node side and the batching of sealed parts all use them; :func:`block_sizes`
 gives each block's bytes on the wire (remembered for static layouts). They import nothing of the
 runtime, so every runtime module can build on them; :mod:`fedgraphrec.runtime.message` re-exports
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["block_bounds", "block_sizes", "equal_size_of", "equal_sizes", "gather_blocks"]
+__all__ = ["block_bounds", "block_sizes", "equal_size_of", "equal_sizes", "gather_blocks", "in_order"]
 
 
 def block_bounds(counts: np.ndarray | None, n_rows: int) -> np.ndarray:
@@ -35,6 +36,11 @@ def _take(items: list[Any], pick: np.ndarray) -> list[Any]:
     table = np.empty(len(items), dtype=object)
     table[:] = items
     return list(table[pick])
+
+
+def in_order(pick: np.ndarray, n: int) -> bool:
+    """Whether ``pick`` is ``0, 1, .., n - 1``: every message (or row) as it came (one node's relay)."""
+    return len(pick) == n and bool((pick == np.arange(n)).all())
 
 
 def gather_blocks(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:

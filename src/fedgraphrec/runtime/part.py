@@ -27,6 +27,7 @@ from fedgraphrec.runtime.blocks import (
     equal_size_of,
     equal_sizes,
     gather_blocks,
+    in_order,
 )
 from fedgraphrec.runtime.codec import dtype_of, encoded_size, row_layout
 
@@ -49,11 +50,6 @@ def _as_index(at: np.ndarray) -> torch.Tensor:
     with warnings.catch_warnings():  # torch warns about writes through it; an index is never written
         warnings.simplefilter("ignore", UserWarning)
         return torch.from_numpy(at)
-
-
-def _every_in_order(pick: np.ndarray, n: int) -> bool:
-    """Whether ``pick`` is ``0, 1, .., n - 1``: a relay of every message as it came (one node's)."""
-    return len(pick) == n and bool((pick == np.arange(n)).all())
 
 
 @dataclass
@@ -257,7 +253,7 @@ class Part:
                 n_rows = len(self.index) if self.index is not None else int(self.value.shape[0])
                 bounds = None if self.counts is None else block_bounds(self.counts, n_rows)
                 whole = self.index is None and (bounds is not None or self.n_messages == n_rows)
-                if not (whole and _every_in_order(pick, self.n_messages)):  # else: the rows as they are
+                if not (whole and in_order(pick, self.n_messages)):  # else: the rows as they are
                     rows = pick if bounds is None else gather_blocks(bounds, pick)
                     index = rows if self.index is None else self.index[rows]
                 counts = None if self.counts is None else self.counts[pick]

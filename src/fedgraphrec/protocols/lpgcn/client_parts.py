@@ -18,6 +18,7 @@ from fedgraphrec.protocols.lpgcn.client_setup import grouped
 from fedgraphrec.protocols.lpgcn.expect import ExpectedParts
 from fedgraphrec.protocols.lpgcn.lookup import distinct
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT
+from fedgraphrec.runtime.blocks import in_order
 from fedgraphrec.runtime.endpoint import require_senders
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
@@ -158,8 +159,7 @@ class StageParts(ExpectedParts):
         The relayed table itself when those are all its rows in order (one node: no copy).
         """
         pick = first if index is None else index[first]
-        n = len(pick)
-        if n == int(value.shape[0]) and n and pick[0] == 0 and bool((np.diff(pick) == 1).all()):
+        if len(pick) and in_order(pick, int(value.shape[0])):
             return value.to(dtype)
         return value.index_select(0, torch.from_numpy(pick)).to(dtype)
 

@@ -94,7 +94,7 @@ class TrainingRounds(SetupRounds):
         """An empty row table (shared: a table without rows cannot be written to)."""
         empty = vars(self).get("_empty")
         if empty is None or empty.dtype != self.dtype or int(empty.shape[1]) != self.dim:
-            empty = self.__dict__["_empty"] = torch.zeros((0, self.dim), dtype=self.dtype)
+            empty = vars(self)["_empty"] = torch.zeros((0, self.dim), dtype=self.dtype)
         assert isinstance(empty, torch.Tensor)
         return empty
 
@@ -253,7 +253,7 @@ class TrainingRounds(SetupRounds):
         rows = (
             torch.cat([self._row_of_column(layers, extra, layer) for layer in range(L + 1)])
             if len(extra)
-            else torch.zeros((0, self.dim), dtype=self.dtype)  # the node holds every item asked for
+            else self._no_rows()  # the node holds every item asked for
         )
         request.add("negatives", Part(
             "loss/negative-embeddings", "item_embedding", SERVER, CLIENT, rows, shape="broadcast",
