@@ -63,3 +63,24 @@ def test_a_remembered_route_is_reused_only_for_the_same_header_and_arrays() -> N
     tampered = replace(_relayed([3, 4, 5], pick, to, step=5), senders=first.senders)
     with pytest.raises(IntegrityError, match="labelled with another sender"):
         open_batch(CHAN, Binding("lpgcn", "fwd", 5), tampered, "conv-client on this node", memo)
+
+
+def test_a_batch_delivered_whole_and_in_order_is_the_sealed_table_and_any_other_a_view() -> None:
+    """Every message as sealed: the opened part is the decrypted table itself (no row view)."""
+    chan = GroupChannel(SharedKey.generate(), "lpgcn")  # its own key usage: step 1 again
+    rows = torch.arange(12, dtype=torch.float64).reshape(6, 2)
+    counts = np.array([1, 3, 2])
+    up = Part("grads", "item_gradient", "client", "server", rows, protection="sealed",
+              senders=np.array([4, 5, 6]), counts=counts, seal_to_role="conv-client",
+              seal_to=np.array([1, 2, 1]))  # fmt: skip
+    batch = seal_batch(chan, Binding("lpgcn", "grads", 1), up)
+    whole = batch.forward(np.array([0, 1, 2]), np.array([1, 2, 1]), "conv-client")
+    got = open_batch(chan, Binding("lpgcn", "grads", 1), whole, "conv-client on this node")
+    assert got.index is None and torch.equal(got.rows(), rows) and np.array_equal(got.counts, counts)
+    # another order, or fewer messages: a view naming the delivered messages' rows
+    swapped = batch.forward(np.array([2, 0, 1]), np.array([1, 1, 2]), "conv-client")
+    got = open_batch(chan, Binding("lpgcn", "grads", 1), swapped, "conv-client on this node")
+    assert got.index is not None and torch.equal(got.rows(), rows[[4, 5, 0, 1, 2, 3]])
+    some = batch.forward(np.array([0, 2]), np.array([1, 1]), "conv-client")
+    got = open_batch(chan, Binding("lpgcn", "grads", 1), some, "conv-client on this node")
+    assert torch.equal(got.rows(), rows[[0, 4, 5]]) and np.array_equal(got.counts, [1, 2])

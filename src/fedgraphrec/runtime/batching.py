@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.runtime.blocks import block_bounds
+from fedgraphrec.runtime.blocks import block_bounds, in_order
 from fedgraphrec.runtime.codec import decode_tensor, tensor_buffers
 from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.sealing import Binding, GroupChannel
@@ -79,7 +79,8 @@ def open_batch(
     checks for each phase and receiver, with the read-only id arrays it was checked against: a
     static route relayed every step carries the same header and the very same arrays, so the
     checks' outcome is known from a byte comparison and three identity tests; any other header
-    or array is checked in full.
+    or array is checked in full. A batch delivered whole and in order (one node's relay) opens
+    to the decrypted table itself; any other selection to a view of its messages' rows.
 
     Raises:
         IntegrityError: the ciphertext is missing or altered, or a delivered message's sender or
@@ -115,7 +116,10 @@ def open_batch(
         blobs = [body[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
         return replace(part, value=[blobs[k] for k in pick.tolist()], sealed=None, index=None, batched=False)
     table = decode_tensor(memoryview(plain)[at:], copy=False)
-    rows = pick if counts is None else _rows_of(block_bounds(counts, int(table.shape[0])), pick)
+    bounds = block_bounds(counts, int(table.shape[0]))  # refuses counts that miss the table's rows
+    if len(bounds) == n + 1 and in_order(pick, n):  # every message as sealed: the table is the rows
+        return replace(part, value=table, index=None, sealed=None, batched=False)
+    rows = pick if counts is None else _rows_of(bounds, pick)
     return replace(part, value=table, index=rows, sealed=None, batched=False)
 
 
