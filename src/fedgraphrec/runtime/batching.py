@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.runtime.blocks import block_bounds, in_order
+from fedgraphrec.runtime.blocks import selected_rows
 from fedgraphrec.runtime.codec import decode_tensor, tensor_buffers
 from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.sealing import Binding, GroupChannel
@@ -116,10 +116,7 @@ def open_batch(
         blobs = [body[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
         return replace(part, value=[blobs[k] for k in pick.tolist()], sealed=None, index=None, batched=False)
     table = decode_tensor(memoryview(plain)[at:], copy=False)
-    bounds = block_bounds(counts, int(table.shape[0]))  # refuses counts that miss the table's rows
-    if len(bounds) == n + 1 and in_order(pick, n):  # every message as sealed: the table is the rows
-        return replace(part, value=table, index=None, sealed=None, batched=False)
-    rows = pick if counts is None else _rows_of(bounds, pick)
+    rows = selected_rows(counts, int(table.shape[0]), pick)  # None: every message as sealed
     return replace(part, value=table, index=rows, sealed=None, batched=False)
 
 
@@ -162,10 +159,3 @@ def _same_check(seen: tuple[Any, ...], head: bytes, part: Part) -> bool:
         and _read_only(senders, index, receivers)
         and head == header
     )
-
-
-def _rows_of(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:
-    starts, lens = bounds[pick], bounds[pick + 1] - bounds[pick]
-    if not lens.sum():
-        return np.zeros(0, dtype=np.int64)
-    return np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))

@@ -3,7 +3,7 @@
 A rows :class:`~fedgraphrec.runtime.part.Part` stores its logical messages back to back, message
 ``k`` being ``counts[k]`` consecutive rows. :func:`block_bounds` turns the counts into offsets and
 :func:`gather_blocks` turns a selection of messages into row indices, without copying rows
-(:func:`in_order` tells a selection of every message as it came, which needs no indices); the
+(:func:`selected_rows` gives none for a selection of every message as it came); the
 part, the transport's node side and the batching of sealed parts all use them; :func:`block_sizes`
 gives each block's bytes on the wire (remembered for static layouts). They import nothing of the
 runtime, so every runtime module can build on them; :mod:`fedgraphrec.runtime.message` re-exports
@@ -17,7 +17,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["block_bounds", "block_sizes", "equal_size_of", "equal_sizes", "gather_blocks", "in_order"]
+__all__ = [
+    "block_bounds",
+    "block_sizes",
+    "equal_size_of",
+    "equal_sizes",
+    "gather_blocks",
+    "in_order",
+    "selected_rows",
+]
 
 
 def block_bounds(counts: np.ndarray | None, n_rows: int) -> np.ndarray:
@@ -41,6 +49,19 @@ def _take(items: list[Any], pick: np.ndarray) -> list[Any]:
 def in_order(pick: np.ndarray, n: int) -> bool:
     """Whether ``pick`` is ``0, 1, .., n - 1``: every message (or row) as it came (one node's relay)."""
     return len(pick) == n and bool((pick == np.arange(n)).all())
+
+
+def selected_rows(counts: np.ndarray | None, n_rows: int, pick: np.ndarray) -> np.ndarray | None:
+    """Row indices of messages ``pick`` of a table of ``n_rows`` rows; ``None``: the rows as they are.
+
+    ``counts`` holds each message's rows (``None``: a row each; counts that do not add up to
+    ``n_rows`` are refused). A selection of every message in order needs no indices (one node's
+    relay); any other is gathered block by block.
+    """
+    bounds = block_bounds(counts, n_rows)
+    if in_order(pick, len(bounds) - 1):
+        return None
+    return pick if counts is None else gather_blocks(bounds, pick)
 
 
 def gather_blocks(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:

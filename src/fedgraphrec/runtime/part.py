@@ -26,8 +26,7 @@ from fedgraphrec.runtime.blocks import (
     block_sizes,
     equal_size_of,
     equal_sizes,
-    gather_blocks,
-    in_order,
+    selected_rows,
 )
 from fedgraphrec.runtime.codec import dtype_of, encoded_size, row_layout
 
@@ -251,11 +250,9 @@ class Part:
             else:  # a view of the rows received: no copy
                 value = self.value
                 n_rows = len(self.index) if self.index is not None else int(self.value.shape[0])
-                bounds = None if self.counts is None else block_bounds(self.counts, n_rows)
-                whole = self.index is None and (bounds is not None or self.n_messages == n_rows)
-                if not (whole and in_order(pick, self.n_messages)):  # else: the rows as they are
-                    rows = pick if bounds is None else gather_blocks(bounds, pick)
-                    index = rows if self.index is None else self.index[rows]
+                # None: every message in order, so the rows (or the view) stay as they are
+                rows = selected_rows(self.counts, n_rows, pick)
+                index = rows if self.index is None else self.index if rows is None else self.index[rows]
                 counts = None if self.counts is None else self.counts[pick]
         elif self.counts is not None:
             counts = self.counts[pick]
