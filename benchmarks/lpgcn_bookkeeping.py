@@ -1,4 +1,4 @@
-"""What LP-GCN's bookkeeping costs on a small graph: the ledger and the node's part checks.
+"""What LP-GCN's bookkeeping costs on a small graph, and where the rest of its epoch goes.
 
 A diagnostic for issue #33, not a mode of the library. Three sides consume the same minibatches,
 interleaved by block and alternating by pass as in ``lpgcn_epoch.py``: the centralized LightGCN
@@ -8,6 +8,13 @@ expectation (``check_parts``, ``check_content``) and the transport's payload che
 no-ops. The library never runs without them; the third side is the floor that making them cheaper
 could reach, everything else (the party programs' arithmetic, routing, lookups) left as it is.
 Both LP-GCN learners must end with the same tables (the checks change no number); the report says so.
+
+Then ``--repeats`` more passes time the layers of the LP-GCN epoch, each beside a centralized pass
+(``breakdown``): the client programs' stage bodies (their arithmetic, lookups and the parts they
+build), the node endpoint around them (stage order and part checks; sealing in ``real`` mode), the
+transport around the endpoint (booking, payload checks, delivery) and the server program (routing,
+synchronisation, the negatives' answers, its own rows), each as a multiple of the centralized epoch.
+The stage bodies alone bound from below what any runtime could reach with the programs as they are.
 
 Example (the issue's ML-100K configuration)::
 
@@ -22,7 +29,8 @@ import contextlib
 import json
 import os
 import statistics
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +38,11 @@ import torch
 
 import fedgraphrec.runtime.endpoint as endpoint
 from fedgraphrec.data.registry import load_dataset
+from fedgraphrec.protocols.base import ClientProgram
 from fedgraphrec.protocols.central import CentralSettings
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
 from fedgraphrec.runtime.ledger import Ledger
+from fedgraphrec.runtime.local import LocalTransport
 from fedgraphrec.runtime.transport import Transport
 from fedgraphrec.training.central import CentralLearner
 from fedgraphrec.training.config import TrainConfig
@@ -56,6 +66,64 @@ def without_bookkeeping() -> Iterator[None]:
         yield
     finally:
         Ledger.record, endpoint.check_parts, endpoint.check_content, Transport._check_payload = saved  # type: ignore[method-assign]
+
+
+LAYERS = (
+    (ClientProgram, "handle", "stage_bodies"),
+    (endpoint.NodeEndpoint, "handle", "endpoint"),
+    (LocalTransport, "round", "transport"),
+)
+"""The nested calls timed: a transport round holds the endpoints' handling, which holds the stage bodies."""
+
+
+@contextlib.contextmanager
+def timed_layers(spent: dict[str, float]) -> Iterator[None]:
+    """Add the seconds spent in each of :data:`LAYERS` to ``spent``, restored on exit."""
+
+    def timer(f: Callable[..., Any], key: str) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                spent[key] += time.perf_counter() - t
+
+        return timed
+
+    saved = [(cls, name, vars(cls)[name]) for cls, name, _ in LAYERS]
+    for cls, name, key in LAYERS:
+        setattr(cls, name, timer(vars(cls)[name], key))
+    try:
+        yield
+    finally:
+        for cls, name, f in saved:
+            setattr(cls, name, f)
+
+
+def breakdown(central: Side, fed: ProtocolLearner, batches: list[Batch], repeats: int) -> dict[str, float]:
+    """Median share of each layer of the LP-GCN epoch, as a multiple of the centralized epoch beside it."""
+    ratios: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for b in batches:
+            central[1](b)
+        base = time.perf_counter() - t
+        spent = dict.fromkeys(("stage_bodies", "endpoint", "transport"), 0.0)
+        t = time.perf_counter()
+        with timed_layers(spent):
+            for b in batches:
+                fed.train_batch(*b)
+        epoch = time.perf_counter() - t
+        layers = {
+            "client_stage_bodies": spent["stage_bodies"],
+            "node_endpoint": spent["endpoint"] - spent["stage_bodies"],
+            "transport": spent["transport"] - spent["endpoint"],
+            "server_program": epoch - spent["transport"],
+            "lpgcn_epoch": epoch,
+        }
+        for key, seconds in layers.items():
+            ratios.setdefault(key, []).append(seconds / base)
+    return {key: statistics.median(v) for key, v in ratios.items()}
 
 
 def main() -> None:
@@ -96,6 +164,7 @@ def main() -> None:
     passes, _ = interleaved_passes(sides, batches, args.block, args.repeats)
     a, b = fed.tables(), bare.tables()
     same = all(torch.equal(a[k], b[k]) for k in a)
+    layers = breakdown(sides[0], fed, batches, args.repeats)
     report = {
         "dataset": args.dataset,
         "config": vars(args) | {"json": str(args.json) if args.json else None},
@@ -105,12 +174,15 @@ def main() -> None:
         "lpgcn_without_bookkeeping_ratio": statistics.median(p["lpgcn_bare"] / p["central"] for p in passes),
         "bookkeeping_share_of_lpgcn": statistics.median(1 - p["lpgcn_bare"] / p["lpgcn"] for p in passes),
         "passes": passes,
+        "breakdown_over_central_epoch": layers,
         "same_tables": same,
         "load_average_end": os.getloadavg()[0],
     }
     for k, v in report.items():
-        if k not in ("config", "passes"):
+        if k not in ("config", "passes", "breakdown_over_central_epoch"):
             print(f"{k:>34}: {v:.4g}" if isinstance(v, float) else f"{k:>34}: {v}")
+    for k, v in layers.items():
+        print(f"{k + ' / central epoch':>34}: {v:.3f}")
     if not same:
         raise SystemExit(
             "the learner without bookkeeping ended with other tables: the stubs changed a number"
