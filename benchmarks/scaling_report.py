@@ -4,7 +4,8 @@ Per method: the per-client byte formula (:data:`scaling_model.FORMULAS`), the fi
 bytes per client per epoch against users (and, for round protocols, per *participating* client), the
 measured points, the fit's figure at the full dataset and the measured full-size point when there is
 one. Epoch time and peak memory are reported with the load average they were measured under: on a
-shared machine they are context, not results; byte counts do not depend on load.
+loaded shared machine (a load above :data:`QUIET_LOAD`) they are context, not results; byte counts do
+not depend on load.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from scaling_model import FORMULAS, PowerFit, fit_power
 __all__ = ["bytes_of", "check_rows", "fits_of", "report", "spread"]
 
 MIB = 2**20
+QUIET_LOAD = 2.5
+"""Highest one-minute load average of a quiet run on the 2-core machine: a run's own process keeps up to
+two cores busy (torch's threads); anything above means other jobs shared the machine."""
 
 
 def bytes_of(row: dict[str, Any], key: str = "mean") -> float:
@@ -196,10 +200,13 @@ def report(
             "|---|---|---|---|---|---|",
         ]
         lines += checks
+    quiet = bool(loads) and max(loads) <= QUIET_LOAD  # no recorded load: not known to be quiet
+    load_range = f"load average {min(loads, default=0):.1f}–{max(loads, default=0):.1f} on 2 cores"
     lines += [
         "",
-        "## Runs (epoch time and peak memory measured under load: load average "
-        f"{min(loads, default=0):.1f}–{max(loads, default=0):.1f} on 2 cores; context, not results)",
+        f"## Runs (epoch time and peak memory on a quiet machine: {load_range}, the runs' own included)"
+        if quiet
+        else f"## Runs (epoch time and peak memory measured under load: {load_range}; context, not results)",
         "",
         "| method | users | interactions | steps timed / per epoch | epoch (s) | peak RSS (GiB) | load | "
         "bytes / client / epoch | per participant | participants |",
@@ -218,7 +225,7 @@ def report(
             f"{r['steps_timed']} / {r['steps_per_epoch']} | {r['epoch_seconds']:.2f} | "
             f"{r['peak_rss_gib']:.2f} | {r.get('load_avg_1min', float('nan')):.1f} | {cost} |"
         )
-    lines += ["", "Exponents of epoch time and peak memory (under load):", ""]
+    lines += ["", f"Exponents of epoch time and peak memory{'' if quiet else ' (under load)'}:", ""]
     lines += ["| method | epoch time | peak memory |", "|---|---|---|"]
     for method, f in fits.items():
         e = f["exponents"]

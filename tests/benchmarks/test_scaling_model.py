@@ -7,6 +7,8 @@ per-organisation bytes from :func:`organisation_bytes`.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -141,6 +143,23 @@ def test_fits_extrapolate_from_the_samples_and_show_the_full_run_beside() -> Non
         1.0, abs=1e-6
     )
     assert spread([10.0, 12.0]) == pytest.approx(0.2) and spread([7.0]) == 0.0
+
+
+@pytest.mark.parametrize(("loads", "quiet"), [((0.4, 2.1), True), ((0.4, 5.3), False)])
+def test_the_report_calls_timings_results_only_when_no_other_job_loaded_the_machine(
+    tmp_path: Path, loads: tuple[float, float], quiet: bool
+) -> None:
+    from benchmarks.scaling_report import report
+
+    rows = [
+        _row("g", u, u / 40_000, 5.0 * u) | {"load_avg_1min": load, "steps_timed": 2}
+        for u, load in zip((4_000, 10_000), loads, strict=True)
+    ]
+    report(rows, tmp_path, "python benchmarks/scaling.py", None)
+    text = (tmp_path / "scaling.md").read_text()
+    assert ("on a quiet machine" in text) is quiet
+    assert ("context, not results" in text) is not quiet
+    assert f"load average 0.4–{loads[1]:.1f} on 2 cores" in text
 
 
 def test_neighbour_counts_are_the_other_users_sharing_an_item() -> None:
