@@ -30,7 +30,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,16 +56,26 @@ def _skip(*args: Any, **kwargs: Any) -> None:
 
 
 @contextlib.contextmanager
-def without_bookkeeping() -> Iterator[None]:
-    """The ledger's booking and the node's part checks as no-ops, restored on exit."""
-    saved = (Ledger.record, endpoint.check_parts, endpoint.check_content, Transport._check_payload)
-    Ledger.record = _skip  # type: ignore[method-assign,assignment]
-    endpoint.check_parts = endpoint.check_content = _skip
-    Transport._check_payload = _skip  # type: ignore[method-assign,assignment]
+def patched(changes: Sequence[tuple[object, str, object]]) -> Iterator[None]:
+    """Set each ``(owner, name)`` attribute to its new value, and restore the old ones on exit."""
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in changes]
+    for owner, name, value in changes:
+        setattr(owner, name, value)
     try:
         yield
     finally:
-        Ledger.record, endpoint.check_parts, endpoint.check_content, Transport._check_payload = saved  # type: ignore[method-assign]
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+BOOKKEEPING = ((Ledger, "record"), (endpoint, "check_parts"), (endpoint, "check_content"),
+               (Transport, "_check_payload"))  # fmt: skip
+"""What :func:`without_bookkeeping` turns into no-ops: the ledger's booking and the checks of parts."""
+
+
+def without_bookkeeping() -> contextlib.AbstractContextManager[None]:
+    """The ledger's booking and the node's part checks as no-ops, restored on exit."""
+    return patched([(owner, name, _skip) for owner, name in BOOKKEEPING])
 
 
 LAYERS = (
@@ -76,8 +86,7 @@ LAYERS = (
 """The nested calls timed: a transport round holds the endpoints' handling, which holds the stage bodies."""
 
 
-@contextlib.contextmanager
-def timed_layers(spent: dict[str, float]) -> Iterator[None]:
+def timed_layers(spent: dict[str, float]) -> contextlib.AbstractContextManager[None]:
     """Add the seconds spent in each of :data:`LAYERS` to ``spent``, restored on exit."""
 
     def timer(f: Callable[..., Any], key: str) -> Callable[..., Any]:
@@ -90,23 +99,18 @@ def timed_layers(spent: dict[str, float]) -> Iterator[None]:
 
         return timed
 
-    saved = [(cls, name, vars(cls)[name]) for cls, name, _ in LAYERS]
-    for cls, name, key in LAYERS:
-        setattr(cls, name, timer(vars(cls)[name], key))
-    try:
-        yield
-    finally:
-        for cls, name, f in saved:
-            setattr(cls, name, f)
+    return patched([(cls, name, timer(getattr(cls, name), key)) for cls, name, key in LAYERS])
 
 
-def breakdown(central: Side, fed: ProtocolLearner, batches: list[Batch], repeats: int) -> dict[str, float]:
+def breakdown(
+    step_central: Callable[[Batch], object], fed: ProtocolLearner, batches: list[Batch], repeats: int
+) -> dict[str, float]:
     """Median share of each layer of the LP-GCN epoch, as a multiple of the centralized epoch beside it."""
     ratios: dict[str, list[float]] = {}
     for _ in range(repeats):
         t = time.perf_counter()
         for b in batches:
-            central[1](b)
+            step_central(b)
         base = time.perf_counter() - t
         spent = dict.fromkeys(("stage_bodies", "endpoint", "transport"), 0.0)
         t = time.perf_counter()
@@ -164,7 +168,7 @@ def main() -> None:
     passes, _ = interleaved_passes(sides, batches, args.block, args.repeats)
     a, b = fed.tables(), bare.tables()
     same = all(torch.equal(a[k], b[k]) for k in a)
-    layers = breakdown(sides[0], fed, batches, args.repeats)
+    layers = breakdown(sides[0][1], fed, batches, args.repeats)
     report = {
         "dataset": args.dataset,
         "config": vars(args) | {"json": str(args.json) if args.json else None},

@@ -58,10 +58,10 @@ def selected_rows(counts: np.ndarray | None, n_rows: int, pick: np.ndarray) -> n
     ``n_rows`` are refused). A selection of every message in order needs no indices (one node's
     relay); any other is gathered block by block.
     """
+    if counts is None:  # a row a message: the selection is the rows
+        return None if in_order(pick, n_rows) else pick
     bounds = block_bounds(counts, n_rows)
-    if in_order(pick, len(bounds) - 1):
-        return None
-    return pick if counts is None else gather_blocks(bounds, pick)
+    return None if in_order(pick, len(counts)) else gather_blocks(bounds, pick)
 
 
 def gather_blocks(bounds: np.ndarray, pick: np.ndarray) -> np.ndarray:

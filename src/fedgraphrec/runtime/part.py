@@ -252,7 +252,7 @@ class Part:
                 n_rows = len(self.index) if self.index is not None else int(self.value.shape[0])
                 # None: every message in order, so the rows (or the view) stay as they are
                 rows = selected_rows(self.counts, n_rows, pick)
-                index = rows if self.index is None else self.index if rows is None else self.index[rows]
+                index = self.index if rows is None else rows if self.index is None else self.index[rows]
                 counts = None if self.counts is None else self.counts[pick]
         elif self.counts is not None:
             counts = self.counts[pick]
