@@ -37,7 +37,11 @@ from fedgraphrec.runtime.sealing import Binding, GroupChannel
 
 __all__ = ["open_batch", "seal_batch"]
 
-_HEAD = struct.Struct("<IBB")  # messages, has seal_to, has counts
+_HEAD = struct.Struct("<IBBH")  # messages, has seal_to, has counts, padding before the rows
+_ALIGN = 64
+"""The rows' offset in a batch's plaintext is a multiple of this (after zero padding), so the table
+opened in place starts where the allocator aligns the plaintext (16 bytes or more): PyTorch's
+vectorised kernels (a CSR product, a scatter) read an 8-byte-aligned float table about 15 % slower."""
 
 
 def _aad(binding: Binding, part: Part) -> bytes:
@@ -50,17 +54,19 @@ def seal_batch(channel: GroupChannel, binding: Binding, part: Part) -> Part:
     n = part.n_messages
     if part.senders is None:
         raise ValueError(f"{part.phase}: a sealed part must name its senders")
-    head = _HEAD.pack(n, part.seal_to is not None, part.counts is not None)
+    flags = (part.seal_to is not None, part.counts is not None)
     arrays = [part.senders] + [a for a in (part.seal_to, part.counts) if a is not None]
     meta = b"".join(np.ascontiguousarray(a, dtype="<i8").tobytes() for a in arrays)
     if part.shape == "blobs":
         lengths = np.fromiter((len(b) for b in part.value), dtype="<i8", count=n)
         body = lengths.tobytes() + b"".join(bytes(b) for b in part.value)
-        plain = head + meta + body
+        plain = _HEAD.pack(n, *flags, 0) + meta + body
     else:
         value = part.rows()
         tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(value))
-        plain = b"".join([head, meta, *tensor_buffers(tensor)])  # the rows copied once
+        header, data = tensor_buffers(tensor)
+        pad = -(_HEAD.size + len(meta) + len(header)) % _ALIGN
+        plain = b"".join([_HEAD.pack(n, *flags, pad), meta, bytes(pad), header, data])  # rows copied once
     sizes = part.sizes()
     blob = channel.seal(binding, [plain], [_aad(binding, part)])[0]
     return replace(part, value=None, index=None, sealed=[blob], batched=True, _sizes=sizes)
@@ -96,8 +102,10 @@ def open_batch(
         plain = channel.open(binding, [blob], [aad], ["batch"], [receiver_names])[0]
     else:  # the rows tensor keeps the decrypted buffer as its memory
         plain = channel.open_writable(binding, blob, aad, "batch", receiver_names)
-    n, has_to, has_counts = _HEAD.unpack_from(plain)
+    n, has_to, has_counts, pad = _HEAD.unpack_from(plain)
     at = _HEAD.size + 8 * n * (1 + bool(has_to) + bool(has_counts))
+    if pad >= _ALIGN or at + pad > len(plain):
+        raise IntegrityError(f"{who}: a malformed batch header; the receiver rejected it")
     head = bytes(memoryview(plain)[: min(at, len(plain))])  # bytes: a memoryview compares byte by byte
     slot = (binding.phase, part.origin_role, receiver_names)
     seen = None if memo is None else memo.get(slot)
@@ -115,7 +123,7 @@ def open_batch(
         starts = ends - lengths
         blobs = [body[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
         return replace(part, value=[blobs[k] for k in pick.tolist()], sealed=None, index=None, batched=False)
-    table = decode_tensor(memoryview(plain)[at:], copy=False)
+    table = decode_tensor(memoryview(plain)[at + pad :], copy=False)
     rows = selected_rows(counts, int(table.shape[0]), pick)  # None: every message as sealed
     return replace(part, value=table, index=rows, sealed=None, batched=False)
 

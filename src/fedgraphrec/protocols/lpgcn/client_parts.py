@@ -122,8 +122,8 @@ class StageParts(ExpectedParts):
         value = torch.as_tensor(relay.value)
         if value is own_rows:  # in process: the very rows this node sent, nothing to place
             return self.product(name, own_rows, nonzero)
-        first_local, at_local, first_remote = self._placement()
-        placed = self._relayed_rows(value, relay.index, first_local, own_rows.dtype)
+        first_local, at_local, first_remote, local_in_order = self._placement()
+        placed = self._relayed_rows(value, relay.index, first_local, own_rows.dtype, local_in_order)
         if len(first_local) == int(own_rows.shape[0]):  # every shard row replaced (positions in order)
             table = placed
         else:
@@ -131,35 +131,48 @@ class StageParts(ExpectedParts):
             table.index_copy_(0, at_local, placed)
         if len(first_remote):
             table = torch.cat([table, self._relayed_rows(value, relay.index, first_remote, own_rows.dtype)])
-        if nonzero is not None:  # and the rows received from the other nodes
-            nonzero = torch.nonzero(table.any(dim=1)).flatten().numpy()
+            if nonzero is not None:  # the rows received from the other nodes can be non-zero anywhere
+                nonzero = torch.nonzero(table.any(dim=1)).flatten().numpy()
+        # (a row relayed from a client of this node is the row it sealed in this phase and step, as
+        # in own_rows: the sealed header names its sender and the AEAD binds phase and step)
         return self.product(name, table, nonzero)
 
-    def _placement(self) -> tuple[np.ndarray, torch.Tensor, np.ndarray]:
+    def _placement(self) -> tuple[np.ndarray, torch.Tensor, np.ndarray, bool]:
         """Where each distinct neighbour's relayed row goes in the neighbour table (static after set-up).
 
         The first routing pair of every neighbour hosted here (its relayed row replaces the
         shard's own row, at the returned shard positions) and of every neighbour hosted
-        elsewhere (appended after the shard's rows, by client id).
+        elsewhere (appended after the shard's rows, by client id); and whether the former are
+        the routing pairs ``0, 1, ..`` (one node: every relayed row is a distinct neighbour's).
         """
         hit = self._cache.get("placement")
         if hit is None:
             senders, first = np.unique(self.state.nb_user, return_index=True)
             local = np.isin(senders, self.clients)
             at = torch.from_numpy(np.searchsorted(self.clients, senders[local]))
-            hit = self._cache["placement"] = (first[local], at, first[~local])
+            first_local = first[local]
+            hit = (first_local, at, first[~local], in_order(first_local, len(first_local)))
+            self._cache["placement"] = hit
         return hit
 
     @staticmethod
     def _relayed_rows(
-        value: torch.Tensor, index: np.ndarray | None, first: np.ndarray, dtype: torch.dtype
+        value: torch.Tensor,
+        index: np.ndarray | None,
+        first: np.ndarray,
+        dtype: torch.dtype,
+        first_in_order: bool = False,
     ) -> torch.Tensor:
         """Rows ``first`` of the relayed messages (read through the part's view, if any).
 
-        The relayed table itself when those are all its rows in order (one node: no copy).
+        The relayed table itself when those are all its rows in order (one node: no copy);
+        ``first_in_order``: ``first`` is known to be ``0, 1, ..`` (static, checked once).
         """
+        n = int(value.shape[0])
+        if index is None and first_in_order and len(first) == n:
+            return value.to(dtype)
         pick = first if index is None else index[first]
-        if len(pick) and in_order(pick, int(value.shape[0])):
+        if len(pick) and in_order(pick, n):
             return value.to(dtype)
         return value.index_select(0, torch.from_numpy(pick)).to(dtype)
 
