@@ -48,7 +48,7 @@ from fedgraphrec.training.central import CentralLearner
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
-from lpgcn_epoch import Batch, Side, interleaved_passes  # the benchmark beside this file
+from lpgcn_epoch import Batch, Side, interleaved_passes, machine  # the benchmark beside this file
 
 
 def _skip(*args: Any, **kwargs: Any) -> None:
@@ -181,9 +181,10 @@ def main() -> None:
         "breakdown_over_central_epoch": layers,
         "same_tables": same,
         "load_average_end": os.getloadavg()[0],
+        "machine": machine(),
     }
     for k, v in report.items():
-        if k not in ("config", "passes", "breakdown_over_central_epoch"):
+        if k not in ("config", "passes", "breakdown_over_central_epoch", "machine"):
             print(f"{k:>34}: {v:.4g}" if isinstance(v, float) else f"{k:>34}: {v}")
     for k, v in layers.items():
         print(f"{k + ' / central epoch':>34}: {v:.3f}")

@@ -32,15 +32,19 @@ their published simulation takes about 630 s per epoch on this machine (issue #3
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
+import platform
 import resource
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import cryptography
+import numpy as np
 import torch
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -55,6 +59,30 @@ from fedgraphrec.training.sampler import BPRSampler
 
 def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def machine() -> dict[str, object]:
+    """The machine a ratio was measured on: the same code gives other ratios on another CPU.
+
+    The same code gave ML-100K ratios of 1.74x (``accounted``) and 2.35x (``real``) on one quiet
+    machine and 1.97x / 2.77x on another (issue #33): the CPU, PyTorch's kernel width and the
+    versions belong beside every figure.
+    """
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        names = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")]
+        cpu = names[0] if names else cpu
+    return {
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "cryptography": cryptography.__version__,
+        "load_average_end": os.getloadavg()[0],
+    }
 
 
 def aead_throughput(size: int, total: int = 1 << 26, repeats: int = 3) -> dict[str, float]:
@@ -226,8 +254,9 @@ def main() -> None:
         }
     if args.reference_seconds:
         report["speedup_vs_reference"] = args.reference_seconds / report["lpgcn_epoch_seconds"]
+    report["machine"] = machine()
     for k, v in report.items():
-        if k != "config":
+        if k not in ("config", "machine"):
             shown = [round(x, 3) for x in v] if isinstance(v, list) else v
             print(f"{k:>36}: {v:.4g}" if isinstance(v, float) else f"{k:>36}: {shown}")
     if not args.no_central:  # the three side by side, each the median over the passes
@@ -239,7 +268,9 @@ def main() -> None:
             f"epoch / central (median of {args.repeats}):",
             "  ".join(f"{k} {v:.2f}x" for k, v in line.items()),
         )
-    print(f"load average at the end: {os.getloadavg()[0]:.2f} (a loaded machine makes ratios noisy)")
+    m = report["machine"]
+    print(f"on {m['cpu']} ({m['torch_cpu_capability']} kernels); load average at the end: "
+          f"{m['load_average_end']:.2f} (a loaded machine makes ratios noisy)")  # fmt: skip
     if len(batches) < n_epoch:
         print(f"(epoch figures extrapolated from {len(batches)} of {n_epoch} batches)")
     if args.json:

@@ -30,3 +30,4 @@ def test_the_bookkeeping_command_times_every_layer_of_the_epoch(tmp_path: Path) 
     for key in parts:
         assert layers[key] > 0, key
     assert math.isclose(sum(layers[k] for k in parts), layers["lpgcn_epoch"], rel_tol=1e-9)
+    assert report["machine"]["cpus"] and report["machine"]["torch_cpu_capability"]
