@@ -4,7 +4,9 @@
 - training without the debug hook (layer L's user rows for the minibatch's users only) follows the
   oracle step by step, on one node and on three;
 - a relay route is checked again whenever it is not the very read-only route checked before: a
-  server that re-routes neighbour rows after a clean step is still caught.
+  server that re-routes neighbour rows after a clean step is still caught;
+- the relayed table stands for the node's neighbour rows as it is only for the very read-only
+  index found in order before; another index, or that one made writable and changed, is looked at.
 """
 
 from __future__ import annotations
@@ -76,6 +78,27 @@ def test_a_route_changed_after_a_clean_step_is_still_rejected():
     w.server._route = swapped
     with pytest.raises(IntegrityError, match="unexpected sender"):
         w.step(*next(batches))
+
+
+def test_the_relayed_table_is_taken_whole_only_for_the_very_read_only_index_checked():
+    train = random_train(n_users=24, n_items=20, density=0.25, seed=4)
+    model = oracle(train, plus=False, n_layers=2)
+    program = next(iter(world(train, dict(model.named_parameters()), 1, n_layers=2).programs.values()))
+    nb_user = program.state.nb_user
+    n = len(np.unique(nb_user))
+    index = np.searchsorted(np.unique(nb_user), nb_user)  # each routing pair's row: its sender's
+    index.flags.writeable = False
+    assert program._local_rows_whole(index, n) and program._local_rows_whole(index, n)
+    assert not program._local_rows_whole(index, n + 1)  # another table: looked at again
+    swapped = index.copy()
+    first = program._placement()[0]
+    swapped[first[:2]] = swapped[first[[1, 0]]]  # two neighbours' rows exchanged
+    swapped.flags.writeable = False
+    assert not program._local_rows_whole(swapped, n)
+    assert program._local_rows_whole(index, n)
+    index.flags.writeable = True  # the remembered array changed in place: looked at again
+    index[first[:2]] = index[first[[1, 0]]]
+    assert not program._local_rows_whole(index, n)
 
 
 def test_token_lookup_on_the_first_bytes_confirms_the_whole_token():

@@ -122,8 +122,9 @@ class StageParts(ExpectedParts):
         value = torch.as_tensor(relay.value)
         if value is own_rows:  # in process: the very rows this node sent, nothing to place
             return self.product(name, own_rows, nonzero)
-        first_local, at_local, first_remote, local_in_order = self._placement()
-        placed = self._relayed_rows(value, relay.index, first_local, own_rows.dtype, local_in_order)
+        first_local, at_local, first_remote = self._placement()
+        whole = self._local_rows_whole(relay.index, int(value.shape[0]))
+        placed = self._relayed_rows(value, relay.index, first_local, own_rows.dtype, whole)
         if len(first_local) == int(own_rows.shape[0]):  # every shard row replaced (positions in order)
             table = placed
         else:
@@ -137,23 +138,37 @@ class StageParts(ExpectedParts):
         # in own_rows: the sealed header names its sender and the AEAD binds phase and step)
         return self.product(name, table, nonzero)
 
-    def _placement(self) -> tuple[np.ndarray, torch.Tensor, np.ndarray, bool]:
+    def _placement(self) -> tuple[np.ndarray, torch.Tensor, np.ndarray]:
         """Where each distinct neighbour's relayed row goes in the neighbour table (static after set-up).
 
         The first routing pair of every neighbour hosted here (its relayed row replaces the
         shard's own row, at the returned shard positions) and of every neighbour hosted
-        elsewhere (appended after the shard's rows, by client id); and whether the former are
-        the routing pairs ``0, 1, ..`` (one node: every relayed row is a distinct neighbour's).
+        elsewhere (appended after the shard's rows, by client id).
         """
         hit = self._cache.get("placement")
         if hit is None:
             senders, first = np.unique(self.state.nb_user, return_index=True)
             local = np.isin(senders, self.clients)
             at = torch.from_numpy(np.searchsorted(self.clients, senders[local]))
-            first_local = first[local]
-            hit = (first_local, at, first[~local], in_order(first_local, len(first_local)))
-            self._cache["placement"] = hit
+            hit = self._cache["placement"] = (first[local], at, first[~local])
         return hit
+
+    def _local_rows_whole(self, index: np.ndarray | None, n: int) -> bool:
+        """Whether the local neighbours' relayed rows are the relayed table of ``n`` rows, in order.
+
+        True on one node (every row relayed is a distinct neighbour's, in client order). A static
+        route delivers the very same read-only index every step: checked once for that array (as
+        the route itself, :meth:`_eq8`); any other index is checked again.
+        """
+        hit = self._cache.get("local_whole")
+        static = index is None or not index.flags.writeable
+        if static and isinstance(hit, tuple) and hit[0] is index and hit[1] == n:
+            return bool(hit[2])
+        first = self._placement()[0]
+        pick = first if index is None else index[first]
+        whole = bool(len(pick)) and in_order(pick, n)
+        self._cache["local_whole"] = (index, n, whole)
+        return whole
 
     @staticmethod
     def _relayed_rows(
@@ -161,19 +176,20 @@ class StageParts(ExpectedParts):
         index: np.ndarray | None,
         first: np.ndarray,
         dtype: torch.dtype,
-        first_in_order: bool = False,
+        whole: bool | None = None,
     ) -> torch.Tensor:
         """Rows ``first`` of the relayed messages (read through the part's view, if any).
 
         The relayed table itself when those are all its rows in order (one node: no copy);
-        ``first_in_order``: ``first`` is known to be ``0, 1, ..`` (static, checked once).
+        ``whole``: that is already known (:meth:`_local_rows_whole`).
         """
-        n = int(value.shape[0])
-        if index is None and first_in_order and len(first) == n:
+        pick = None
+        if whole is None:
+            pick = first if index is None else index[first]
+            whole = bool(len(pick)) and in_order(pick, int(value.shape[0]))
+        if whole:
             return value.to(dtype)
-        pick = first if index is None else index[first]
-        if len(pick) and in_order(pick, n):
-            return value.to(dtype)
+        pick = (first if index is None else index[first]) if pick is None else pick
         return value.index_select(0, torch.from_numpy(pick)).to(dtype)
 
     # ------------------------------------------------------------------ whole tables or the batch's rows
