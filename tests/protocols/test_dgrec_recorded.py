@@ -58,8 +58,8 @@ def test_one_epoch_matches_the_recorded_run() -> None:
     )
     net = Network(40)
     rec = DGREC(train, social, tags, s, seed=3, network=net)
-    # the reported loss is a float32 sum: its last bits follow the machine's vector width (2e-8 apart
-    # on an AVX-512 machine from the recording's); the parameters it trained stay equal to 1e-9
+    # the reported loss is a float32 sum whose last bits depend on the host (2.2e-8 relative apart on
+    # the host of 2026-11-27's afternoon, whatever PyTorch's kernels); the parameters stay equal to 1e-9
     assert rec.epoch(0) == pytest.approx(RECORDED_LOSS, rel=1e-6)
     sums = {k: float(v.double().abs().sum()) for k, v in rec.models.params.items()}
     assert sums == pytest.approx(RECORDED_ABS_SUMS, rel=1e-9)
