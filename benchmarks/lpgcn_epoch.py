@@ -62,11 +62,11 @@ def peak_rss_gib() -> float:
 
 
 def machine() -> dict[str, object]:
-    """The machine a ratio was measured on: the same code gives other ratios on another CPU.
+    """The machine a ratio was measured on: the same code gives other ratios on another host.
 
-    The same code gave ML-100K ratios of 1.74x (``accounted``) and 2.35x (``real``) on one quiet
-    machine and 1.97x / 2.77x on another (issue #33): the CPU, PyTorch's kernel width and the
-    versions belong beside every figure.
+    Issue #33 measured the same ML-100K code on two quiet hosts a few hours apart, ≈ 0.2x apart in
+    ``accounted`` and ≈ 0.45x in ``real`` (``results/benchmarks/lpgcn_ml100k_profile.md``, "Seventh
+    round"): the CPU, PyTorch's kernel width and the versions belong beside every figure.
     """
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
