@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -48,7 +47,9 @@ from fedgraphrec.training.central import CentralLearner
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
-from lpgcn_epoch import Batch, Side, interleaved_passes, machine  # the benchmark beside this file
+
+# the benchmark beside this file
+from lpgcn_epoch import Batch, Side, interleaved_passes, machine, machine_line
 
 
 def _skip(*args: Any, **kwargs: Any) -> None:
@@ -180,14 +181,14 @@ def main() -> None:
         "passes": passes,
         "breakdown_over_central_epoch": layers,
         "same_tables": same,
-        "load_average_end": os.getloadavg()[0],
-        "machine": machine(),
+        "machine": machine(),  # with the load at the end
     }
     for k, v in report.items():
         if k not in ("config", "passes", "breakdown_over_central_epoch", "machine"):
             print(f"{k:>34}: {v:.4g}" if isinstance(v, float) else f"{k:>34}: {v}")
     for k, v in layers.items():
         print(f"{k + ' / central epoch':>34}: {v:.3f}")
+    print(machine_line(report["machine"]))
     if not same:
         raise SystemExit(
             "the learner without bookkeeping ended with other tables: the stubs changed a number"

@@ -85,6 +85,12 @@ def machine() -> dict[str, object]:
     }
 
 
+def machine_line(m: dict[str, object]) -> str:
+    """The terminal line naming the host of a report (:func:`machine`)."""
+    return (f"on {m['cpu']} ({m['torch_cpu_capability']} kernels); load average at the end: "
+            f"{m['load_average_end']:.2f} (a loaded machine makes ratios noisy)")  # fmt: skip
+
+
 def aead_throughput(size: int, total: int = 1 << 26, repeats: int = 3) -> dict[str, float]:
     """``cryptography``'s AES-256-GCM on messages of ``size`` bytes: GB/s sealing and opening.
 
@@ -268,9 +274,7 @@ def main() -> None:
             f"epoch / central (median of {args.repeats}):",
             "  ".join(f"{k} {v:.2f}x" for k, v in line.items()),
         )
-    m = report["machine"]
-    print(f"on {m['cpu']} ({m['torch_cpu_capability']} kernels); load average at the end: "
-          f"{m['load_average_end']:.2f} (a loaded machine makes ratios noisy)")  # fmt: skip
+    print(machine_line(report["machine"]))
     if len(batches) < n_epoch:
         print(f"(epoch figures extrapolated from {len(batches)} of {n_epoch} batches)")
     if args.json:

@@ -164,9 +164,7 @@ class StageParts(ExpectedParts):
         static = index is None or not index.flags.writeable
         if static and isinstance(hit, tuple) and hit[0] is index and hit[1] == n:
             return bool(hit[2])
-        first = self._placement()[0]
-        pick = first if index is None else index[first]
-        whole = bool(len(pick)) and in_order(pick, n)
+        whole = _rows_in_order(index, self._placement()[0], n)
         self._cache["local_whole"] = (index, n, whole)
         return whole
 
@@ -183,13 +181,11 @@ class StageParts(ExpectedParts):
         The relayed table itself when those are all its rows in order (one node: no copy);
         ``whole``: that is already known (:meth:`_local_rows_whole`).
         """
-        pick = None
         if whole is None:
-            pick = first if index is None else index[first]
-            whole = bool(len(pick)) and in_order(pick, int(value.shape[0]))
+            whole = _rows_in_order(index, first, int(value.shape[0]))
         if whole:
             return value.to(dtype)
-        pick = (first if index is None else index[first]) if pick is None else pick
+        pick = first if index is None else index[first]
         return value.index_select(0, torch.from_numpy(pick)).to(dtype)
 
     # ------------------------------------------------------------------ whole tables or the batch's rows
@@ -274,6 +270,12 @@ class StageParts(ExpectedParts):
     def _finish(self, g_u: torch.Tensor, g_v: torch.Tensor) -> Message:
         """Layer-0 gradients in: Adam on every owned row (:class:`~.client_train.TrainingStages`)."""
         raise NotImplementedError
+
+
+def _rows_in_order(index: np.ndarray | None, first: np.ndarray, n: int) -> bool:
+    """Whether messages ``first``, read through ``index``, are rows ``0 .. n - 1`` of the relayed table."""
+    pick = first if index is None else index[first]
+    return bool(len(pick)) and in_order(pick, n)
 
 
 def _same_readonly(checked: object, route: tuple[np.ndarray | None, np.ndarray | None]) -> bool:
