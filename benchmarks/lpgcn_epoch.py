@@ -64,9 +64,9 @@ def peak_rss_gib() -> float:
 def machine() -> dict[str, object]:
     """The machine a ratio was measured on: the same code gives other ratios on another host.
 
-    Issue #33 measured the same ML-100K code on two quiet hosts a few hours apart, ≈ 0.2x apart in
-    ``accounted`` and ≈ 0.45x in ``real`` (``results/benchmarks/lpgcn_ml100k_profile.md``, "Seventh
-    round"): the CPU, PyTorch's kernel width and the versions belong beside every figure.
+    Issue #33 measured the same ML-100K code on two quiet hosts a few hours apart and got other
+    ratios (``results/benchmarks/lpgcn_ml100k_profile.md``, "Seventh round" and "Eighth round"):
+    the CPU, PyTorch's kernel width and the versions belong beside every figure.
     """
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
