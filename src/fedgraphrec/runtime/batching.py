@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
+from fedgraphrec.runtime.blobs import blob_lengths, joined_blobs
 from fedgraphrec.runtime.blocks import selected_rows
 from fedgraphrec.runtime.codec import decode_tensor, tensor_buffers
 from fedgraphrec.runtime.part import Part
@@ -58,8 +59,7 @@ def seal_batch(channel: GroupChannel, binding: Binding, part: Part) -> Part:
     arrays = [part.senders] + [a for a in (part.seal_to, part.counts) if a is not None]
     meta = b"".join(np.ascontiguousarray(a, dtype="<i8").tobytes() for a in arrays)
     if part.shape == "blobs":
-        lengths = np.fromiter((len(b) for b in part.value), dtype="<i8", count=n)
-        body = lengths.tobytes() + b"".join(bytes(b) for b in part.value)
+        body = blob_lengths(part.value).astype("<i8").tobytes() + joined_blobs(part.value)
         plain = _HEAD.pack(n, *flags, 0) + meta + body
     else:
         value = part.rows()

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto.aead import ciphertext_size
+from fedgraphrec.runtime.blobs import blob_lengths
 from fedgraphrec.runtime.blocks import (
     _take,
     block_bounds,
@@ -61,7 +62,8 @@ class Part:
         kind: what the payloads are (``"user_embedding"``, ``"item_gradient"``, ...).
         sender_role: role of the sending parties on this hop (``"server"`` for the server).
         receiver_role: role of the receiving parties on this hop (``"server"`` for the server).
-        value: the content (rows or broadcast: a tensor or array; blobs: a list of byte strings).
+        value: the content (rows or broadcast: a tensor or array; blobs: a sequence of byte strings,
+            a list or :class:`~fedgraphrec.runtime.blobs.PackedBlobs`).
             ``None`` while a sealed part is in transit in ``real`` mode.
         shape: ``"rows"``, ``"broadcast"`` or ``"blobs"``.
         protection: ``plain``, ``sealed``, ``pseudonymous``, ``masked``, ``homomorphic`` or
@@ -179,7 +181,7 @@ class Part:
         if self.sealed is not None and all(b is not None for b in self.sealed):
             return np.fromiter(map(len, self.sealed), dtype=np.int64, count=n)  # type: ignore[arg-type]
         if self.shape == "blobs":
-            blobs = np.fromiter(map(len, self.value), dtype=np.int64, count=n)
+            blobs = blob_lengths(self.value)
             sealed_here = self.protection == "sealed" and not self.presealed  # the transport adds the AEAD
             return blobs + ciphertext_size(0) if sealed_here else blobs
         value = self.value

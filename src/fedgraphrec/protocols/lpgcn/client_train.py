@@ -42,6 +42,7 @@ from fedgraphrec.protocols.lpgcn.lookup import distinct, in_first_order, unique_
 from fedgraphrec.protocols.lpgcn.roles import BACKWARD, FINAL, FORWARD, LAYER0, item_phase, user_phase
 from fedgraphrec.protocols.lpgcn.step import StepState
 from fedgraphrec.protocols.optim import adam_step
+from fedgraphrec.runtime.blobs import PackedBlobs
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
 from fedgraphrec.seeding import torch_generator
@@ -123,8 +124,8 @@ class TrainingStages(StageParts):
         counts = np.diff(ss.req_ptr)
         who = np.flatnonzero(counts)
         flat = self.tokens_of(ss.req_items).tobytes()
-        ends = (ss.req_ptr * TOKEN_BYTES).tolist()  # Python ints: slicing by numpy scalars is slow
-        blobs = [flat[ends[k] : ends[k + 1]] for k in who.tolist()]
+        # the requesting clients' tokens are the whole buffer in order: no bytes object per client
+        blobs = PackedBlobs(flat, np.append(ss.req_ptr[who] * TOKEN_BYTES, len(flat)))
         part = Part(
             "loss/negative-requests", "item_token", CLIENT, SERVER, blobs, shape="blobs",
             protection="pseudonymous", senders=self.clients[who],

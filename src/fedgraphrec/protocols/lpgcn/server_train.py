@@ -37,6 +37,7 @@ from fedgraphrec.protocols.lpgcn.roles import (
 )
 from fedgraphrec.protocols.lpgcn.server_setup import SetupRounds
 from fedgraphrec.protocols.optim import adam_step
+from fedgraphrec.runtime.blobs import blob_lengths, joined_blobs
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
 
@@ -237,11 +238,11 @@ class TrainingRounds(SetupRounds):
             return
         part = reply["negatives"]
         assert part.senders is not None
-        lengths = np.fromiter(map(len, part.value), dtype=np.int64, count=len(part.value))
+        lengths = blob_lengths(part.value)
         if (lengths % TOKEN_BYTES).any():
             raise IntegrityError("loss/negative-requests: a request is not a whole number of item tokens")
         counts = lengths // TOKEN_BYTES
-        tokens = np.frombuffer(b"".join(part.value), dtype=np.uint8).reshape(-1, TOKEN_BYTES)
+        tokens = np.frombuffer(joined_blobs(part.value), dtype=np.uint8).reshape(-1, TOKEN_BYTES)
         cols = self.token_index.find(tokens)
         if (cols < 0).any():
             raise IntegrityError("loss/negative-requests: a client asked for an item token nobody knows")

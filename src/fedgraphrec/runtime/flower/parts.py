@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
+from fedgraphrec.runtime.blobs import PackedBlobs
 from fedgraphrec.runtime.flower.checks import check_arrays, check_meta, fail
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
@@ -162,6 +163,8 @@ def _decode_fields(record: ConfigRecord) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- parts
 def _joined(blobs: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(blobs, PackedBlobs):  # one buffer already, and no blob missing
+        return np.frombuffer(blobs.buffer, dtype=np.uint8).copy(), blobs.lengths()
     lengths = np.array([-1 if b is None else len(b) for b in blobs], dtype=np.int64)
     data = b"".join(bytes(b) for b in blobs if b is not None)
     return np.frombuffer(data, dtype=np.uint8).copy(), lengths
