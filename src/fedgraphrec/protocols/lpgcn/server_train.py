@@ -182,8 +182,13 @@ class TrainingRounds(SetupRounds):
         return replies, layers
 
     # ------------------------------------------------------------------ one minibatch
+    @torch.inference_mode()
     def train_step(self, users: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> StepStats:
-        """One minibatch of Algorithm 1 (Algorithm 7 for LightGCN+)."""
+        """One minibatch of Algorithm 1 (Algorithm 7 for LightGCN+); no autograd (gradients by hand).
+
+        Under ``torch.inference_mode`` like the clients' stages (:meth:`.LPGCNClient.handle`): the
+        tables the server keeps were made at set-up and are only updated in place.
+        """
         s, L = self.settings, self.settings.n_layers
         w = 1.0 / (L + 1)
         self._begin_cycle()
@@ -295,6 +300,7 @@ class TrainingRounds(SetupRounds):
         self._grad_w = grad
 
     # ------------------------------------------------------------------ §4.6 prediction
+    @torch.inference_mode()
     def predict(self) -> None:
         """A forward pass without a batch; every final item embedding to every client (token order)."""
         self._begin_cycle()
