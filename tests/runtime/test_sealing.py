@@ -114,3 +114,24 @@ def test_opening_into_a_writable_buffer_checks_exactly_what_open_checks() -> Non
         chan.open_writable(b, blobs[1][:10], aads[1], FROM[1], TO[1])
     with pytest.raises(IntegrityError, match="never arrived"):
         chan.open_writable(b, None, aads[1], FROM[1], TO[1])
+
+
+def test_sealing_into_one_buffer_frames_the_message_as_seal_does() -> None:
+    """``seal_into`` (a batch's one ciphertext) is ``nonce ‖ ciphertext ‖ tag`` under the step key.
+
+    Both openers accept it, only with its own binding; each call draws a fresh nonce; the key's
+    message count is charged as for :meth:`GroupChannel.seal`.
+    """
+    chan = GroupChannel(KEY, "lpgcn")
+    b = Binding("lpgcn", "p", 5)
+    aad = b.aad(FROM[0], TO[0])
+    one, two = chan.seal_into(b, b"row-a", aad), chan.seal_into(b, b"row-a", aad)
+    assert isinstance(one, bytearray) and len(one) == len(chan.seal(b, [b"row-a"], [aad])[0])
+    assert one[:12] != two[:12] and one[12:] != two[12:]
+    assert chan.open(b, [one], [aad], FROM[:1], TO[:1]) == [b"row-a"]
+    assert chan.open_writable(b, one, aad, FROM[0], TO[0]) == b"row-a"
+    assert chan.usage.sealed == 3
+    with pytest.raises(IntegrityError, match="failed authentication"):  # another step's key
+        chan.open(Binding("lpgcn", "p", 6), [one], [aad], FROM[:1], TO[:1])
+    with pytest.raises(IntegrityError, match="failed authentication"):  # re-routed
+        chan.open_writable(b, one, b.aad(FROM[0], TO[1]), FROM[0], TO[0])

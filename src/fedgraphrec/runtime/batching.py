@@ -68,7 +68,7 @@ def seal_batch(channel: GroupChannel, binding: Binding, part: Part) -> Part:
         pad = -(_HEAD.size + len(meta) + len(header)) % _ALIGN
         plain = b"".join([_HEAD.pack(n, *flags, pad), meta, bytes(pad), header, data])  # rows copied once
     sizes = part.sizes()
-    blob = channel.seal(binding, [plain], [_aad(binding, part)])[0]
+    blob = channel.seal_into(binding, plain, _aad(binding, part))
     return replace(part, value=None, index=None, sealed=[blob], batched=True, _sizes=sizes)
 
 

@@ -205,7 +205,9 @@ class NodeEndpoint:
             self.charge(ids, seconds)
 
 
-def _multicast_groups(part: Part) -> tuple[list[bytes | None], list[str], list[str], list[str], np.ndarray]:
+def _multicast_groups(
+    part: Part,
+) -> tuple[list[bytes | bytearray | None], list[str], list[str], list[str], np.ndarray]:
     """The distinct (sender, ciphertext) copies of a multicast part, and each copy's distinct copy.
 
     Copies are grouped by object identity and sender first (the same bytes object is the same
@@ -231,14 +233,15 @@ def _multicast_groups(part: Part) -> tuple[list[bytes | None], list[str], list[s
     group[order] = np.cumsum(new) - 1
     role = part.origin_role
     slot: dict[tuple[str, bytes | None], int] = {}
-    unique: list[bytes | None] = []
+    unique: list[bytes | bytearray | None] = []
     exp_from: list[str] = []
     names: list[str] = []
     of_group = np.empty(len(first), dtype=np.int64)
     ids_of = part.senders if part.senders is not None else np.zeros(len(sealed), dtype=np.int64)
     for g, j in enumerate(first.tolist()):
         sender = part.bound_senders[j] if part.bound_senders is not None else party(role, int(ids_of[j]))
-        key = (sender, sealed[j])
+        blob = sealed[j]
+        key = (sender, bytes(blob) if isinstance(blob, bytearray) else blob)  # a batch's blob is a bytearray
         at = slot.get(key)
         if at is None:
             at = slot[key] = len(unique)

@@ -80,7 +80,8 @@ class Part:
             are their ids); empty for a part sent by ``sender_role`` itself.
         bound_senders: the sender names bound into sealed messages when receivers know a message by
             what it is rather than by who sent it (default ``sender_role:id``).
-        sealed: the ciphertexts of a sealed part (``real`` mode), one per logical message.
+        sealed: the ciphertexts of a sealed part (``real`` mode), one per logical message (a
+            batched part's one ciphertext is the ``bytearray`` the cipher wrote it into).
         presealed: the blobs are already ciphertexts of a sub-protocol's own AEAD (secure
             aggregation's shares, each under the pairwise key of its sender and receiver): the
             transport relays them as they are and never seals or opens them under the group key.
@@ -114,7 +115,7 @@ class Part:
     seal_to: np.ndarray | None = None
     from_role: str = ""
     bound_senders: list[str] | None = None
-    sealed: list[bytes | None] | None = None
+    sealed: list[bytes | bytearray | None] | None = None
     presealed: bool = False
     repeat: int = 1
     summed: bool = False

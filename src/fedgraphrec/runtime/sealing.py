@@ -189,10 +189,23 @@ class GroupChannel:
             for k, p, a in zip(range(0, len(nonces), NONCE_BYTES), plaintexts, aads, strict=True)
         ]
 
+    def seal_into(self, binding: Binding, plaintext: bytes, aad: bytes) -> bytearray:
+        """:meth:`seal` of one plaintext, framed in one fresh buffer the cipher writes into.
+
+        The same ``nonce ‖ ciphertext ‖ tag`` as :meth:`seal`, without joining the nonce to the
+        cipher's output afterwards: one pass less over a batched part's bytes (issue #33).
+        """
+        self.usage.charge(binding, 1)
+        blob = bytearray(NONCE_BYTES + len(plaintext) + TAG_BYTES)
+        nonce = _random_nonces(1)
+        blob[:NONCE_BYTES] = nonce
+        self._aead(binding.step).encrypt_into(nonce, plaintext, aad, memoryview(blob)[NONCE_BYTES:])
+        return blob
+
     def open(
         self,
         binding: Binding,
-        blobs: Sequence[bytes | None],
+        blobs: Sequence[bytes | bytearray | None],
         aads: Sequence[bytes],
         senders: Sequence[str],
         receivers: Sequence[str],
@@ -214,7 +227,7 @@ class GroupChannel:
         return out
 
     def open_writable(
-        self, binding: Binding, blob: bytes | None, aad: bytes, sender: str, receiver: str
+        self, binding: Binding, blob: bytes | bytearray | None, aad: bytes, sender: str, receiver: str
     ) -> bytearray:
         """:meth:`open` of one blob into a fresh ``bytearray``: a tensor may keep it as its memory."""
         nonce, body = _nonce_and_body(binding, blob, sender, receiver)
@@ -234,14 +247,14 @@ def _random_nonces(count: int) -> bytes:
 
 
 def _nonce_and_body(
-    binding: Binding, blob: bytes | None, sender: str, receiver: str
+    binding: Binding, blob: bytes | bytearray | None, sender: str, receiver: str
 ) -> tuple[bytes, memoryview]:
     """A blob's nonce and ciphertext (a view, not a copy), or the rejection of a missing or short one."""
     if blob is None:
         raise IntegrityError(_rejected(binding, sender, receiver, "never arrived (dropped)"))
     if len(blob) < NONCE_BYTES + TAG_BYTES:
         raise IntegrityError(_rejected(binding, sender, receiver, "is truncated"))
-    return blob[:NONCE_BYTES], memoryview(blob)[NONCE_BYTES:]
+    return bytes(blob[:NONCE_BYTES]), memoryview(blob)[NONCE_BYTES:]
 
 
 def _forged(binding: Binding, sender: str, receiver: str) -> IntegrityError:

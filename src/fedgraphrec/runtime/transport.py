@@ -201,7 +201,8 @@ class Transport(ABC):
             return
         sizes = part.sizes()
         if part.protection == "sealed" and not part.presealed:
-            payloads = list(part.sealed) if part.sealed is not None else []
+            # bytes as the wire has them (a batch's ciphertext is the bytearray the cipher wrote into)
+            payloads = [bytes(b) if isinstance(b, bytearray) else b for b in part.sealed or []]
         elif part.value is None or part.summed:
             payloads = []
         else:

@@ -162,7 +162,7 @@ def _decode_fields(record: ConfigRecord) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- parts
-def _joined(blobs: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndarray]:
+def _joined(blobs: Sequence[bytes | bytearray | None]) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(blobs, PackedBlobs):  # one buffer already, and no blob missing
         return np.frombuffer(blobs.buffer, dtype=np.uint8).copy(), blobs.lengths()
     lengths = np.array([-1 if b is None else len(b) for b in blobs], dtype=np.int64)
@@ -256,7 +256,9 @@ def _decode_part(raw_meta: ConfigRecord, record: ArrayRecord, part_name: str) ->
             )
     elif value_type == "numpy":
         value = np.array(arrays["value"], copy=True)
-    sealed = _split(arrays["sealed"], arrays["sealed_lengths"]) if "sealed" in arrays else None
+    sealed: list[bytes | bytearray | None] | None = None
+    if "sealed" in arrays:
+        sealed = list(_split(arrays["sealed"], arrays["sealed_lengths"]))
     return Part(
         phase=str(meta["phase"]),
         kind=str(meta["kind"]),
