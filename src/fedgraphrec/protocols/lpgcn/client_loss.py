@@ -75,16 +75,15 @@ class LossStages(StageParts):
         )
         sender = self.clients[row_user]
         own = owner == sender
-        # each row's message row [D | λ-term | token], built once: the remote rows are gathered from it
-        rows = torch.cat([loc.d_rows, loc.r_rows, self._token_columns(row_item)], 1)
         ss.dr_v = torch.zeros((len(st.conv_items), 2 * d), dtype=self.dtype)
         ss.v_at = np.zeros(0, dtype=np.int64)
         if own.any():
             ss.v_at = self._conv_position(owner[own], row_item[own])
             sel = torch.from_numpy(np.flatnonzero(own))
-            ss.dr_v.index_add_(0, torch.from_numpy(ss.v_at), rows[:, : 2 * d].index_select(0, sel))
+            mine = torch.cat([loc.d_rows.index_select(0, sel), loc.r_rows.index_select(0, sel)], 1)
+            ss.dr_v.index_add_(0, torch.from_numpy(ss.v_at), mine)
         out = Message(fields={"bpr": float(loc.bpr), "reg": float(loc.reg)})
-        out.parts.update(self._gradient_messages(~own, sender, owner, rows))
+        out.parts.update(self._gradient_messages(~own, sender, owner, loc.d_rows, loc.r_rows, row_item))
         ss.acc_u = ss.acc_i = ss.u0 = ss.v0 = torch.zeros(0)
         return out
 
@@ -114,12 +113,16 @@ class LossStages(StageParts):
         remote: np.ndarray,
         sender: np.ndarray,
         owner: np.ndarray,
-        rows_all: torch.Tensor,
+        d_rows: torch.Tensor,
+        r_rows: torch.Tensor,
+        row_item: np.ndarray,
     ) -> dict[str, Part]:
         """One message per (sender, convolution-client): rows ``[D | λ-term | token]`` of its items.
 
         The messages to convolution-clients come first and those to the server (items nobody
         holds) last, each group by (sender, convolution-client): each part's rows are one slice.
+        The three column blocks are gathered straight into the message table, in message order
+        (no whole table of every row first: one pass less over ≈ 700 KB a minibatch on ML-100K).
         """
         ids = np.flatnonzero(remote)
         if not len(ids):
@@ -131,7 +134,12 @@ class LossStages(StageParts):
         starts = np.flatnonzero(first)
         lens = np.diff(starts, append=len(ids))
         src, dst = sender[ids[starts]], owner[ids[starts]]
-        rows = rows_all.index_select(0, torch.from_numpy(ids))
+        at, d = torch.from_numpy(ids), self.dim
+        tokens = self._token_columns(row_item[ids])
+        rows = torch.empty((len(ids), 2 * d + int(tokens.shape[1])), dtype=self.dtype)
+        torch.index_select(d_rows, 0, at, out=rows[:, :d])
+        torch.index_select(r_rows, 0, at, out=rows[:, d : 2 * d])
+        rows[:, 2 * d :] = tokens
         n_msgs, n_rows = int(np.count_nonzero(dst >= 0)), int(np.count_nonzero(~to_server))
         out: dict[str, Part] = {}
         if n_msgs:
