@@ -4,7 +4,7 @@ A blobs :class:`~fedgraphrec.runtime.part.Part` carries one byte string per logi
 tokens, ciphertexts of another layer). A shard of clients that builds them from one table (LP-GCN's
 negative requests: every client's tokens, back to back) would otherwise cut that table into one
 Python ``bytes`` object per client, only for the ledger to measure each and the server to join them
-again: on ML-100K that is ~940 objects a minibatch, 3-4 % of LP-GCN's minibatch (issue #33,
+again: on ML-100K that is ~940 objects a minibatch, 2-3 % of LP-GCN's minibatch (issue #33,
 ``benchmarks/lpgcn_ab.py``). :class:`PackedBlobs` is the same sequence of byte strings stored as
 the buffer and its offsets; :func:`blob_lengths` and :func:`joined_blobs` read any sequence of
 blobs, without a per-message step when it is packed. Everything that iterates or indexes blobs
