@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from lpgcn_epoch import interleaved_passes, machine, machine_line
+from lpgcn_epoch import interleaved_passes, machine, machine_line, model_options, model_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "fedgraphrec"
@@ -110,8 +110,7 @@ def learner(tree: Tree, args: argparse.Namespace, central: bool = False) -> tupl
     with tree.active():
         synthetic = {"n_users": args.users, "n_items": 2 * args.users, "mean_degree": 10.0}
         data = a["load_dataset"](args.dataset, **(synthetic if args.dataset == "synthetic" else {}))
-        model = dict(model="lightgcn", dim=args.dim, n_layers=args.layers, init_std=args.init_std,
-                     lr=args.lr, reg=args.reg, batch_size=args.batch_size)  # fmt: skip
+        model = model_settings(args)
         if central:
             cfg = a["TrainConfig"](protocol="central", dataset=args.dataset, seed=args.seed,
                                    crypto="accounted", settings=a["CentralSettings"](**model))  # fmt: skip
@@ -137,14 +136,8 @@ def main() -> None:
     ap.add_argument("--null", action="store_true", help="working tree on both sides: the harness's spread")
     ap.add_argument("--dataset", default="ml-100k")
     ap.add_argument("--users", type=int, default=300, help="synthetic dataset: users (items: twice)")
-    ap.add_argument("--layers", type=int, default=5)
-    ap.add_argument("--dim", type=int, default=20)
-    ap.add_argument("--batch-size", type=int, default=2048)
-    ap.add_argument("--lr", type=float, default=0.01)
-    ap.add_argument("--reg", type=float, default=1e-3)
-    ap.add_argument("--init-std", type=float, default=1.0)
+    model_options(ap, layers=5, dim=20, lr=0.01, reg=1e-3, init_std=1.0)
     ap.add_argument("--crypto", choices=["accounted", "real"], default="accounted")
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--block", type=int, default=2, help="minibatches per interleaved block")
     ap.add_argument("--passes", type=int, default=10, help="passes over the epoch's minibatches")
     ap.add_argument("--json", type=Path)

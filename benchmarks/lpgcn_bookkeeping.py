@@ -49,7 +49,7 @@ from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
 
 # the benchmark beside this file
-from lpgcn_epoch import Batch, Side, interleaved_passes, machine, machine_line
+from lpgcn_epoch import Batch, Side, interleaved_passes, machine, machine_line, model_options, model_settings
 
 
 def _skip(*args: Any, **kwargs: Any) -> None:
@@ -134,21 +134,14 @@ def breakdown(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="ml-100k")
-    ap.add_argument("--layers", type=int, default=5)
-    ap.add_argument("--dim", type=int, default=20)
-    ap.add_argument("--batch-size", type=int, default=2048)
-    ap.add_argument("--lr", type=float, default=0.01)
-    ap.add_argument("--reg", type=float, default=1e-3)
-    ap.add_argument("--init-std", type=float, default=1.0)
-    ap.add_argument("--seed", type=int, default=0)
+    model_options(ap, layers=5, dim=20, lr=0.01, reg=1e-3, init_std=1.0)
     ap.add_argument("--block", type=int, default=2, help="batches per interleaved block")
     ap.add_argument("--repeats", type=int, default=3, help="timed passes over the batches (medians)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
     data = load_dataset(args.dataset)
-    model = dict(model="lightgcn", dim=args.dim, n_layers=args.layers, init_std=args.init_std, lr=args.lr,
-                 reg=args.reg, batch_size=args.batch_size)  # fmt: skip
+    model = model_settings(args)
     cfg = TrainConfig(protocol="lpgcn", dataset=args.dataset, seed=args.seed, crypto="accounted",
                       settings=LPGCNSettings(**model, alpha=0))  # type: ignore[arg-type]  # fmt: skip
     oracle = TrainConfig(protocol="central", dataset=args.dataset, seed=args.seed, crypto="accounted",

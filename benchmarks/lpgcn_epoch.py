@@ -122,6 +122,25 @@ Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 Side = tuple[str, Callable[[Batch], object]]
 
 
+def model_options(
+    ap: argparse.ArgumentParser, *, layers: int, dim: int, lr: float, reg: float, init_std: float
+) -> None:
+    """The LightGCN options every LP-GCN benchmark takes (each script gives its own defaults)."""
+    ap.add_argument("--layers", type=int, default=layers)
+    ap.add_argument("--dim", type=int, default=dim)
+    ap.add_argument("--batch-size", type=int, default=2048)
+    ap.add_argument("--lr", type=float, default=lr)
+    ap.add_argument("--reg", type=float, default=reg)
+    ap.add_argument("--init-std", type=float, default=init_std)
+    ap.add_argument("--seed", type=int, default=0)
+
+
+def model_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The settings :func:`model_options` chose, as the protocols' settings classes take them."""
+    return dict(model="lightgcn", dim=args.dim, n_layers=args.layers, init_std=args.init_std, lr=args.lr,
+                reg=args.reg, batch_size=args.batch_size)  # fmt: skip
+
+
 def interleaved_passes(
     sides: Sequence[Side], batches: Sequence[Batch], block: int, repeats: int
 ) -> tuple[list[dict[str, float]], dict[str, list[float]]]:
@@ -150,15 +169,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="gowalla")
     ap.add_argument("--users", type=int, default=300, help="synthetic dataset: users (items: twice)")
-    ap.add_argument("--layers", type=int, default=3)
-    ap.add_argument("--dim", type=int, default=64)
-    ap.add_argument("--batch-size", type=int, default=2048)
-    ap.add_argument("--lr", type=float, default=0.001)
-    ap.add_argument("--reg", type=float, default=1e-4)
-    ap.add_argument("--init-std", type=float, default=0.1)
+    model_options(ap, layers=3, dim=64, lr=0.001, reg=1e-4, init_std=0.1)
     ap.add_argument("--alpha", type=int, default=0)
     ap.add_argument("--crypto", choices=["accounted", "real"], default="accounted")
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nodes", type=int, default=1, help="in-process nodes hosting the clients")
     ap.add_argument("--batches", type=int, default=0, help="time only this many batches (0: one epoch)")
     ap.add_argument("--block", type=int, default=10, help="batches per interleaved block")
@@ -170,8 +183,7 @@ def main() -> None:
 
     synthetic = {"n_users": args.users, "n_items": 2 * args.users, "mean_degree": 10.0}
     data = load_dataset(args.dataset, **(synthetic if args.dataset == "synthetic" else {}))
-    model = dict(model="lightgcn", dim=args.dim, n_layers=args.layers, init_std=args.init_std, lr=args.lr,
-                 reg=args.reg, batch_size=args.batch_size)  # fmt: skip
+    model = model_settings(args)
     settings = LPGCNSettings(**model, alpha=args.alpha)  # type: ignore[arg-type]
     cfg = TrainConfig(
         protocol="lpgcn", dataset=args.dataset, seed=args.seed, crypto=args.crypto, settings=settings
