@@ -8,9 +8,9 @@ alternates by block and by pass (``lpgcn_epoch.interleaved_passes``), so the hos
 alike; a centralized learner runs alongside for scale.
 
 The base revision's ``src/`` is extracted with ``git archive`` into a temporary folder and imported
-as a second copy of ``fedgraphrec``. Each copy's modules are swapped into ``sys.modules`` for its
-own turns (outside the timed steps), so every import either copy makes at run time finds its own
-modules. Both learners are built from the same configuration and seed; in ``accounted`` mode the
+as a second copy of ``fedgraphrec``. Each copy's modules are swapped into ``sys.modules`` for each
+block of its turns, outside the timed steps, so every import either copy makes at run time finds
+its own modules. Both learners are built from the same configuration and seed; in ``accounted`` mode the
 report says whether they end with the same tables (a change meant to keep every number must).
 
 ``--null`` runs the working tree on both sides: the harness's own spread (which learner was built
@@ -120,16 +120,6 @@ def learner(tree: Tree, args: argparse.Namespace, central: bool = False) -> tupl
         return a["ProtocolLearner"](cfg, data), data
 
 
-def turn(tree: Tree, step: Any) -> Any:
-    """A side of the interleaving: ``step`` with ``tree``'s modules in place (the swap is not timed)."""
-
-    def run(batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
-        with tree.active():
-            step(*batch)
-
-    return run
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", default="HEAD", help="the revision the working tree is measured against")
@@ -159,13 +149,15 @@ def main() -> None:
         central, _ = learner(work, args, central=True)
         with work.active():
             batches = list(work.api["BPRSampler"](data.train, args.seed, "users").batches(0, args.batch_size))
-        sides = [("base", turn(base, old.train_batch)), ("work", turn(work, new.train_batch)),
-                 ("work#2", turn(work, new2.train_batch)), ("base#2", turn(base, old2.train_batch)),
-                 ("central", turn(work, central.train_batch))]  # fmt: skip
-        for _, step in sides:  # warm-up, untimed: operators, caches, allocator (every side alike)
-            for b in batches[: 2 * args.block]:
-                step(b)
-        passes, times = interleaved_passes(sides, batches, args.block, args.passes)
+        learners = {"base": (base, old), "work": (work, new), "work#2": (work, new2), "base#2": (base, old2),
+                    "central": (work, central)}  # fmt: skip
+        sides = [(name, lambda b, fed=fed: fed.train_batch(*b)) for name, (_, fed) in learners.items()]
+        enter = {name: tree.active for name, (tree, _) in learners.items()}  # swapped once a block, untimed
+        for name, step in sides:  # warm-up, untimed: operators, caches, allocator (every side alike)
+            with enter[name]():
+                for b in batches[: 2 * args.block]:
+                    step(b)
+        passes, times = interleaved_passes(sides, batches, args.block, args.passes, enter)
         for side in ("base", "work"):  # each version's two learners are one side from here on
             times[side] += times.pop(side + "#2")
             for p in passes:

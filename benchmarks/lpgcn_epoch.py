@@ -40,7 +40,7 @@ import platform
 import resource
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import cryptography
@@ -142,12 +142,17 @@ def model_settings(args: argparse.Namespace) -> dict[str, object]:
 
 
 def interleaved_passes(
-    sides: Sequence[Side], batches: Sequence[Batch], block: int, repeats: int
+    sides: Sequence[Side],
+    batches: Sequence[Batch],
+    block: int,
+    repeats: int,
+    enter: Mapping[str, Callable[[], contextlib.AbstractContextManager[object]]] | None = None,
 ) -> tuple[list[dict[str, float]], dict[str, list[float]]]:
     """Each side's seconds in every pass over ``batches``, and each side's seconds per batch.
 
     Every block of ``block`` batches runs on each side in turn; the sides' order alternates by
-    block and by pass, so the machine's drift hits every side alike.
+    block and by pass, so the machine's drift hits every side alike. ``enter``: a context a side's
+    block runs in, entered outside the timed steps (``lpgcn_ab.py``'s copy of the library).
     """
     times: dict[str, list[float]] = {name: [] for name, _ in sides}
     passes: list[dict[str, float]] = []
@@ -156,11 +161,12 @@ def interleaved_passes(
         for start in range(0, len(batches), block):
             chunk = batches[start : start + block]
             for name, step in sides if (start // block + len(passes)) % 2 == 0 else sides[::-1]:
-                for b in chunk:
-                    t = time.perf_counter()
-                    step(b)
-                    times[name].append(time.perf_counter() - t)
-                    spent[name] += times[name][-1]
+                with enter[name]() if enter else contextlib.nullcontext():
+                    for b in chunk:
+                        t = time.perf_counter()
+                        step(b)
+                        times[name].append(time.perf_counter() - t)
+                        spent[name] += times[name][-1]
         passes.append(spent)
     return passes, times
 
