@@ -5,7 +5,10 @@ r"""The client shard's loss stages: Algorithms 5 and 9, Eqs. 16-17 (spec ``lpgcn
 holds no row of, the rows of every layer the server sent (Algorithm 9 line 1). Items' direct
 gradients travel to their convolution-client — known to the holder from verification, named by
 the server for other negatives — in one :math:`S`-sealed message per (sender, convolution-client)
-holding rows ``[D | λ-term | token]``; items nobody holds go to the server in the clear.
+holding rows ``[D | token]``; items nobody holds go to the server in the clear. The
+regulariser's term of an item's layer-0 gradient (:math:`\lambda/|B|\,V^{(0)}_i` for every triple
+that uses :math:`i`) is added by the item's owner, who holds :math:`V^{(0)}_i` and counts the rows
+it receives for :math:`i` (it learns no more than the rows themselves tell it).
 
 ``train/aggregate`` (Eqs. 16-17): each convolution-item adds what it received (checking that every
 row names one of its receiver's items); :math:`G^{(L)}` of users and convolution-items out.
@@ -75,15 +78,14 @@ class LossStages(StageParts):
         )
         sender = self.clients[row_user]
         own = owner == sender
-        ss.dr_v = torch.zeros((len(st.conv_items), 2 * d), dtype=self.dtype)
+        ss.d_v = torch.zeros((len(st.conv_items), d), dtype=self.dtype)
         ss.v_at = np.zeros(0, dtype=np.int64)
         if own.any():
             ss.v_at = self._conv_position(owner[own], row_item[own])
             sel = torch.from_numpy(np.flatnonzero(own))
-            mine = torch.cat([loc.d_rows.index_select(0, sel), loc.r_rows.index_select(0, sel)], 1)
-            ss.dr_v.index_add_(0, torch.from_numpy(ss.v_at), mine)
+            ss.d_v.index_add_(0, torch.from_numpy(ss.v_at), loc.d_rows.index_select(0, sel))
         out = Message(fields={"bpr": float(loc.bpr), "reg": float(loc.reg)})
-        out.parts.update(self._gradient_messages(~own, sender, owner, loc.d_rows, loc.r_rows, row_item))
+        out.parts.update(self._gradient_messages(~own, sender, owner, loc.d_rows, row_item))
         ss.acc_u = ss.acc_i = ss.u0 = ss.v0 = torch.zeros(0)
         return out
 
@@ -114,15 +116,13 @@ class LossStages(StageParts):
         sender: np.ndarray,
         owner: np.ndarray,
         d_rows: torch.Tensor,
-        r_rows: torch.Tensor,
         row_item: np.ndarray,
     ) -> dict[str, Part]:
-        """One message per (sender, convolution-client): rows ``[D | λ-term | token]`` of its items.
+        """One message per (sender, convolution-client): rows ``[D | token]`` of its items.
 
         The messages to convolution-clients come first and those to the server (items nobody
         holds) last, each group by (sender, convolution-client): each part's rows are one slice.
-        The three column blocks are gathered straight into the message table, in message order
-        (no whole table of every row first: one pass less over ≈ 700 KB a minibatch on ML-100K).
+        The column blocks are gathered straight into the message table, in message order.
         """
         ids = np.flatnonzero(remote)
         if not len(ids):
@@ -136,10 +136,9 @@ class LossStages(StageParts):
         src, dst = sender[ids[starts]], owner[ids[starts]]
         at, d = torch.from_numpy(ids), self.dim
         tokens = self._token_columns(row_item[ids])
-        rows = torch.empty((len(ids), 2 * d + int(tokens.shape[1])), dtype=self.dtype)
+        rows = torch.empty((len(ids), d + int(tokens.shape[1])), dtype=self.dtype)
         torch.index_select(d_rows, 0, at, out=rows[:, :d])
-        torch.index_select(r_rows, 0, at, out=rows[:, d : 2 * d])
-        rows[:, 2 * d :] = tokens
+        rows[:, d:] = tokens
         n_msgs, n_rows = int(np.count_nonzero(dst >= 0)), int(np.count_nonzero(~to_server))
         out: dict[str, Part] = {}
         if n_msgs:
@@ -161,7 +160,7 @@ class LossStages(StageParts):
         part = request.get("grads")
         if part is not None and part.n_messages:
             rows = torch.as_tensor(part.rows())
-            tokens = np.ascontiguousarray(rows[:, 2 * d :].numpy()).view(np.uint8).reshape(-1, TOKEN_BYTES)
+            tokens = np.ascontiguousarray(rows[:, d:].numpy()).view(np.uint8).reshape(-1, TOKEN_BYTES)
             pos = self.conv_token_index().find(tokens)
             assert part.receivers is not None
             to = np.repeat(part.receivers, part.counts if part.counts is not None else 1)
@@ -171,7 +170,7 @@ class LossStages(StageParts):
                     "the receiver rejected it (re-routed)"
                 )
             # a contiguous source: index_add_ from a column slice is several times slower
-            ss.dr_v.index_add_(0, torch.from_numpy(pos), rows[:, : 2 * d].contiguous())
+            ss.d_v.index_add_(0, torch.from_numpy(pos), rows[:, :d].contiguous())
             ss.v_at = np.concatenate([ss.v_at, pos])
         self._direct_rows()
         ss.d_u, ss.d_v = ss.d_u * self._w, ss.d_v * self._w  # D^(l) of every layer l > 0

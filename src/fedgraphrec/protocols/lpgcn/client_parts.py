@@ -216,16 +216,18 @@ class StageParts(ExpectedParts):
             ss.acc_i.add_(table if self._whole_items() else table.index_select(0, ss.known_t), alpha=self._w)
 
     def _direct_rows(self) -> None:
-        """The convolution-items' direct gradients, their distinct non-zero rows and those rows' λ-terms.
+        r"""The convolution-items' distinct non-zero direct-gradient rows and those rows' λ-terms.
 
-        ``dr_v`` summed every ``[D | λ-term]`` row into a zero table in arrival order, so later
-        stages can touch only the rows that hold one.
+        Every triple that uses item :math:`i` adds :math:`\lambda/|B|\,V^{(0)}_i` to its layer-0
+        gradient (spec §2.4); the owner adds them as one product, ``count × λ/|B| × V^{(0)}_i``,
+        from the rows it received for :math:`i` (``v_at``), so the senders need not send them.
         """
-        ss, d = self.state.step, self.dim
-        ss.v_rows = distinct(ss.v_at, len(self.state.conv_items))
-        ss.d_v = ss.dr_v[:, :d]
-        ss.r_v = ss.dr_v[:, d:].index_select(0, torch.from_numpy(ss.v_rows))
-        ss.dr_v = torch.zeros(0)
+        st, ss = self.state, self.state.step
+        ss.v_rows = distinct(ss.v_at, len(st.conv_items))
+        uses = np.bincount(ss.v_at, minlength=len(st.conv_items))[ss.v_rows]
+        scale = torch.from_numpy(uses.astype(np.float64)).to(self.dtype).unsqueeze(1)
+        at = torch.from_numpy(ss.v_rows)
+        ss.r_v = st.item_emb.index_select(0, at).mul_(self.settings.reg / ss.batch_size).mul_(scale)
 
     def _plus_direct(
         self, g_u: torch.Tensor, g_v: torch.Tensor, u_rows: torch.Tensor, v_rows: torch.Tensor

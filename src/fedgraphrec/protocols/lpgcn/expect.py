@@ -218,7 +218,7 @@ class ExpectedParts(ClientBase):
             }
         if stage == AGGREGATE:
             self._in_cycle(stage, "train", layers=L)
-            width = 2 * self.dim + TOKEN_BYTES // torch.empty(0, dtype=self.dtype).element_size()
+            width = self.dim + TOKEN_BYTES // torch.empty(0, dtype=self.dtype).element_size()
             grads = self._expect("loss/item-gradients", "sealed", kind="item_gradient", shape="rows",
                                  dtype=self.dtype, width=width, from_role=CLIENT, optional=True)  # fmt: skip
             return {"grads": grads}

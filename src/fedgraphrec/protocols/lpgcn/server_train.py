@@ -207,9 +207,10 @@ class TrainingRounds(SetupRounds):
         bpr = sum(float(r.fields["bpr"]) for r in replies.values())
         reg = sum(float(r.fields["reg"]) for r in replies.values())
         d_own = torch.zeros_like(self.own_rows)
-        r_own = torch.zeros_like(self.own_rows)
+        uses = np.zeros(int(self.own_rows.shape[0]), dtype=np.int64)
         for part in Message.merge(replies, "grads-server"):
-            self._own_gradients(part, d_own, r_own)
+            self._own_gradients(part, d_own, uses)
+        r_own = self._own_regulariser(uses, len(u))
         # --- Eqs. 16-17: direct gradients to the convolution-clients (sealed; forwarded unopened)
         requests = {}
         for j, node in enumerate(self.node_ids):
@@ -267,18 +268,27 @@ class TrainingRounds(SetupRounds):
         ))  # fmt: skip
         request.fields["neg_owner"] = self.conv_of_col[cols]
 
-    def _own_gradients(self, part: Part, d_own: torch.Tensor, r_own: torch.Tensor) -> None:
-        """Direct gradients of the items the server owns (sent to it in the clear)."""
+    def _own_gradients(self, part: Part, d_own: torch.Tensor, uses: np.ndarray) -> None:
+        """Direct gradients of the items the server owns (sent to it in the clear); their uses counted."""
         rows = torch.as_tensor(part.rows())
         d = self.dim
-        cols = self.token_index.find(_tokens_in(rows, 2 * d))
+        cols = self.token_index.find(_tokens_in(rows, d))
         if (cols < self.n_held).any():
             raise IntegrityError(
                 "loss/item-gradients: the server got a gradient of an item a client convolves"
             )
         at = torch.from_numpy(cols - self.n_held)
         d_own.index_add_(0, at, rows[:, :d].contiguous())  # contiguous sources: scatters run faster
-        r_own.index_add_(0, at, rows[:, d : 2 * d].contiguous())
+        np.add.at(uses, cols - self.n_held, 1)
+
+    def _own_regulariser(self, uses: np.ndarray, batch_size: int) -> torch.Tensor:
+        r""":math:`\lambda/|B|\,V^{(0)}_i` once for every triple that used an item the server owns.
+
+        The owner adds the regulariser's term of its items' layer-0 gradients (spec §2.4), as a
+        client owner does (:meth:`~.client_parts.StageParts._direct_rows`): the senders send only D.
+        """
+        scale = torch.from_numpy(uses.astype(np.float64)).to(self.dtype).unsqueeze(1)
+        return self.own_rows.mul(self.settings.reg / batch_size).mul_(scale)
 
     def _update_w(self, replies: dict[int, Message]) -> None:
         r"""Algorithm 7 lines 10-16: :math:`\nabla W`, from convolution-clients (lossless) or clients."""

@@ -47,9 +47,8 @@ class StepState:
         d_u, d_v: direct gradients (spec §2.4) of users and convolution-items (whole tables, sent
             at layer L); d_u_rows, d_v_rows: their only non-zero rows, those of ``users`` and
             ``v_rows``, added in every backward layer (gathered only when not added as whole tables).
-        r_u, r_v: the regulariser's gradient rows of ``users`` and of ``v_rows``.
-        dr_v: between the loss and aggregate stages, every convolution-item's ``[D | λ-term]`` row,
-            summed in arrival order (split into ``d_v`` and ``r_v`` by ``StageParts._direct_rows``).
+        r_u, r_v: the regulariser's gradient rows of ``users`` and of ``v_rows`` (the latter added
+            by the owner from the count of rows received: ``StageParts._direct_rows``).
         v_at: the convolution-item position of every direct gradient row, in arrival order;
             v_rows: its distinct positions.
         known_t: local positions of the batch items the node holds a row of (``item_local >= 0``).
@@ -81,7 +80,6 @@ class StepState:
     r_u: torch.Tensor = field(default_factory=empty_tensor)
     d_v: torch.Tensor = field(default_factory=empty_tensor)
     r_v: torch.Tensor = field(default_factory=empty_tensor)
-    dr_v: torch.Tensor = field(default_factory=empty_tensor)
     d_u_rows: torch.Tensor = field(default_factory=empty_tensor)
     d_v_rows: torch.Tensor = field(default_factory=empty_tensor)
     v_at: np.ndarray = field(default_factory=empty_ids)
