@@ -43,7 +43,14 @@ from typing import Any
 
 import torch
 
-from lpgcn_epoch import interleaved_passes, machine, machine_line, model_options, model_settings
+from lpgcn_epoch import (
+    dataset_options,
+    interleaved_passes,
+    machine,
+    machine_line,
+    model_options,
+    model_settings,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "fedgraphrec"
@@ -108,8 +115,7 @@ def learner(tree: Tree, args: argparse.Namespace, central: bool = False) -> tupl
     """A learner of ``tree`` (LP-GCN, or the centralized one) and its dataset, from the options."""
     a = tree.api
     with tree.active():
-        synthetic = {"n_users": args.users, "n_items": 2 * args.users, "mean_degree": 10.0}
-        data = a["load_dataset"](args.dataset, **(synthetic if args.dataset == "synthetic" else {}))
+        data = a["load_dataset"](args.dataset, **dataset_options(args))
         model = model_settings(args)
         if central:
             cfg = a["TrainConfig"](protocol="central", dataset=args.dataset, seed=args.seed,

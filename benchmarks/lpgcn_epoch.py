@@ -141,6 +141,13 @@ def model_settings(args: argparse.Namespace) -> dict[str, object]:
                 reg=args.reg, batch_size=args.batch_size)  # fmt: skip
 
 
+def dataset_options(args: argparse.Namespace) -> dict[str, object]:
+    """The loader's options: the synthetic graph's size from ``--users``, none for a real dataset."""
+    if args.dataset != "synthetic":
+        return {}
+    return {"n_users": args.users, "n_items": 2 * args.users, "mean_degree": 10.0}
+
+
 def interleaved_passes(
     sides: Sequence[Side],
     batches: Sequence[Batch],
@@ -187,8 +194,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
-    synthetic = {"n_users": args.users, "n_items": 2 * args.users, "mean_degree": 10.0}
-    data = load_dataset(args.dataset, **(synthetic if args.dataset == "synthetic" else {}))
+    data = load_dataset(args.dataset, **dataset_options(args))
     model = model_settings(args)
     settings = LPGCNSettings(**model, alpha=args.alpha)  # type: ignore[arg-type]
     cfg = TrainConfig(

@@ -21,6 +21,7 @@ __all__ = [
     "ShardRows",
     "layer_mean",
     "local_bpr",
+    "regulariser_by_use",
 ]
 
 SERVER = "server"
@@ -137,3 +138,15 @@ def local_bpr(
         d_rows=torch.cat([-su, su]),
         r_rows=v0_rows.mul_(reg_weight / B),
     )
+
+
+def regulariser_by_use(
+    v0: torch.Tensor, uses: np.ndarray, reg_weight: float, batch_size: int
+) -> torch.Tensor:
+    r""":math:`\lambda/|B|\,V^{(0)}_i` once for every use of row :math:`i` in the minibatch's triples.
+
+    The regulariser's gradient of rows each used ``uses[i]`` times (as positive or negative): what
+    :func:`local_bpr`'s ``r_rows`` sum to per row, computed by a row's owner from the count alone.
+    """
+    scale = torch.from_numpy(uses.astype(np.float64)).to(v0.dtype).unsqueeze(1)
+    return v0.mul(reg_weight / batch_size).mul_(scale)

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from fedgraphrec.crypto.errors import IntegrityError
-from fedgraphrec.protocols.common import CLIENT, SERVER
+from fedgraphrec.protocols.common import CLIENT, SERVER, regulariser_by_use
 from fedgraphrec.protocols.lpgcn.client_setup import grouped
 from fedgraphrec.protocols.lpgcn.expect import ExpectedParts
 from fedgraphrec.protocols.lpgcn.lookup import distinct
@@ -225,9 +225,8 @@ class StageParts(ExpectedParts):
         st, ss = self.state, self.state.step
         ss.v_rows = distinct(ss.v_at, len(st.conv_items))
         uses = np.bincount(ss.v_at, minlength=len(st.conv_items))[ss.v_rows]
-        scale = torch.from_numpy(uses.astype(np.float64)).to(self.dtype).unsqueeze(1)
-        at = torch.from_numpy(ss.v_rows)
-        ss.r_v = st.item_emb.index_select(0, at).mul_(self.settings.reg / ss.batch_size).mul_(scale)
+        v0 = st.item_emb.index_select(0, torch.from_numpy(ss.v_rows))
+        ss.r_v = regulariser_by_use(v0, uses, self.settings.reg, ss.batch_size)
 
     def _plus_direct(
         self, g_u: torch.Tensor, g_v: torch.Tensor, u_rows: torch.Tensor, v_rows: torch.Tensor

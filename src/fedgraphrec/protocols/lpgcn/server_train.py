@@ -21,7 +21,7 @@ import torch
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.base import StepStats
-from fedgraphrec.protocols.common import CLIENT, SERVER
+from fedgraphrec.protocols.common import CLIENT, SERVER, regulariser_by_use
 from fedgraphrec.protocols.lpgcn.holdings import token_order
 from fedgraphrec.protocols.lpgcn.lookup import in_first_order
 from fedgraphrec.protocols.lpgcn.roles import (
@@ -210,7 +210,8 @@ class TrainingRounds(SetupRounds):
         uses = np.zeros(int(self.own_rows.shape[0]), dtype=np.int64)
         for part in Message.merge(replies, "grads-server"):
             self._own_gradients(part, d_own, uses)
-        r_own = self._own_regulariser(uses, len(u))
+        # the owner adds the regulariser's term of its items (as a client owner does): senders send D only
+        r_own = regulariser_by_use(self.own_rows, uses, s.reg, len(u))
         # --- Eqs. 16-17: direct gradients to the convolution-clients (sealed; forwarded unopened)
         requests = {}
         for j, node in enumerate(self.node_ids):
@@ -280,15 +281,6 @@ class TrainingRounds(SetupRounds):
         at = torch.from_numpy(cols - self.n_held)
         d_own.index_add_(0, at, rows[:, :d].contiguous())  # contiguous sources: scatters run faster
         np.add.at(uses, cols - self.n_held, 1)
-
-    def _own_regulariser(self, uses: np.ndarray, batch_size: int) -> torch.Tensor:
-        r""":math:`\lambda/|B|\,V^{(0)}_i` once for every triple that used an item the server owns.
-
-        The owner adds the regulariser's term of its items' layer-0 gradients (spec §2.4), as a
-        client owner does (:meth:`~.client_parts.StageParts._direct_rows`): the senders send only D.
-        """
-        scale = torch.from_numpy(uses.astype(np.float64)).to(self.dtype).unsqueeze(1)
-        return self.own_rows.mul(self.settings.reg / batch_size).mul_(scale)
 
     def _update_w(self, replies: dict[int, Message]) -> None:
         r"""Algorithm 7 lines 10-16: :math:`\nabla W`, from convolution-clients (lossless) or clients."""
