@@ -1,7 +1,8 @@
 """Property tests of the Flower record decoder: round trips, and hostile bytes are refused, never cast.
 
-(i) For random valid parts (rows, broadcast, blobs; plain values or sealed ciphertexts in transit;
-with counts, senders, receivers, sealing names, sizes and meta) ``decode(encode(m))`` equals ``m``.
+(i) For random valid parts (rows, broadcast, blobs; plain values or sealed ciphertexts in transit,
+some carried by several messages; with counts, senders, receivers, sealing names, sizes and meta)
+``decode(encode(m))`` equals ``m``.
 (ii) For random mutations of an encoded record (truncated, extended or flipped array bytes, a
 relabelled dtype or shape, a re-typed array, a row dropped or added, changed counts, metadata fields
 dropped, added or re-typed, records dropped or added), decoding either raises the documented
@@ -12,6 +13,7 @@ re-encoding the result gives the mutated record back (nothing was cast, reshaped
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -45,6 +47,8 @@ def parts(draw: st.DrawFn) -> Part:
     sealed = None
     if sealed_in_transit:
         sealed = draw(st.lists(st.none() | st.binary(min_size=0, max_size=40), min_size=n, max_size=n))
+        if n and draw(st.booleans()):  # a ciphertext fanned out to several receivers: one object
+            sealed = [sealed[k] for k in draw(st.lists(st.integers(0, n - 1), min_size=n, max_size=n))]
     elif shape == "blobs":
         value = draw(st.lists(st.binary(max_size=20), min_size=n, max_size=n))
     else:
@@ -242,4 +246,60 @@ def test_booleans_hold_only_zero_and_one() -> None:
     content = _copy(encode_message(Message({"b": part}), {"stage": "s", "step": 1}))
     content.array_records["a.0"]["value"] = Array(np.array([1, 2], dtype=np.uint8).view(np.bool_))
     with pytest.raises(RecordError, match="field 'value'"):
+        decode_message(content)
+
+
+def _fanned_out(blobs: list[bytes | None], at: list[int]) -> Part:
+    """A relayed sealed part: message ``k`` carries ciphertext ``blobs[at[k]]`` (the same object)."""
+    n = len(at)
+    return Part(
+        "train/forward/1", "user_embedding", "server", "conv-client", shape="rows", protection="sealed",
+        senders=np.array(at, dtype=np.int64), receivers=np.arange(n), seal_to_role="conv-client",
+        sealed=[blobs[k] for k in at],
+    )  # fmt: skip
+
+
+def test_a_ciphertext_fanned_out_to_several_receivers_travels_once() -> None:
+    """A user's row relayed to three convolution-clients on one node: one copy of its bytes."""
+    rows = [bytes([k]) * 50 for k in range(2)]
+    part = _fanned_out(rows, [0, 0, 1, 0, 1, 1])
+    content = encode_message(Message({"rows": part}), {"stage": "s", "step": 1})
+    arrays = content.array_records["a.0"]
+    assert arrays["sealed"].numpy().size == 100 and arrays["sealed_index"].numpy().tolist() == [
+        0,
+        0,
+        1,
+        0,
+        1,
+        1,
+    ]
+    _, back = decode_message(_copy(content))
+    assert back["rows"].sealed == part.sealed
+    copies = replace(part, sealed=[bytes(bytearray(b)) for b in part.sealed or []])  # six objects
+    arrays = encode_message(Message({"rows": copies}), {"stage": "s", "step": 1}).array_records["a.0"]
+    assert arrays["sealed"].numpy().size == 300 and "sealed_index" not in arrays
+
+
+@pytest.mark.parametrize(
+    ("index", "lengths", "reported"),
+    [
+        ([0, 1, 1], [4, 4, 4], "nothing repeats"),
+        ([0, 1, 3, 1], [4, 4, 4], "points at ciphertext 3"),
+        ([0, 2, 1, 1], [4, 4, 4], "in order"),
+        ([0, 0, 0, 1], [4, 4, 4], "in order"),
+        ([0, 1, 1, 0], [-1, 4], "dropped ciphertext"),
+    ],
+)
+def test_a_ciphertext_index_not_in_the_encoders_form_is_refused(
+    index: list[int], lengths: list[int], reported: str
+) -> None:
+    part = _fanned_out([b"abcd", b"efgh"], [0, 1, 1, 0])
+    content = _copy(encode_message(Message({"rows": part}), {"stage": "s", "step": 1}))
+    arrays = content.array_records["a.0"]
+    arrays["sealed_index"] = Array(np.array(index, dtype=np.int64))
+    arrays["sealed_lengths"] = Array(np.array(lengths, dtype=np.int64))
+    arrays["sealed"] = Array(np.zeros(int(np.clip(lengths, 0, None).sum()), dtype=np.uint8))
+    arrays["senders"] = Array(np.zeros(len(index), dtype=np.int64))
+    arrays["receivers"] = Array(np.arange(len(index), dtype=np.int64))
+    with pytest.raises(RecordError, match=rf"field 'sealed_index': .*{reported}"):
         decode_message(content)

@@ -8,7 +8,8 @@ header *and* the part's declared structure:
   declares (a truncated, extended or relabelled array is refused, never cast or reshaped);
 * id arrays (``senders``, ``receivers``, ``counts``, ``seal_to``, ``index``, ``sizes``, the blob and
   ciphertext lengths) are one-dimensional ``int64`` with values in range;
-* concatenated blobs and ciphertexts add up exactly to their lengths;
+* concatenated blobs and ciphertexts add up exactly to their lengths, and a ciphertext index
+  (``sealed_index``: repeated ciphertexts sent once) points at every ciphertext and at nothing else;
 * every per-message array has one entry per message, a rows part's ``counts`` add up to its rows
   (or one row per message without counts; a ``summed`` part's value is the sum of its messages), a
   view's ``index`` points inside the value;
@@ -54,7 +55,7 @@ _SHAPES = ("rows", "broadcast", "blobs")
 _PROTECTIONS = ("plain", "sealed", "pseudonymous", "masked", "homomorphic", "asymmetric")
 _VALUE_TYPES = ("none", "blobs", "torch", "numpy")
 _PER_MESSAGE = ("senders", "receivers", "counts", "seal_to", "sizes")
-_IDS = (*_PER_MESSAGE, "index", "blob_lengths", "sealed_lengths")
+_IDS = (*_PER_MESSAGE, "index", "blob_lengths", "sealed_lengths", "sealed_index")
 _BYTES = ("blobs", "sealed")
 _ARRAYS = frozenset(("value", *_IDS, *_BYTES))
 _NUMERIC = "biuf"  # bool, signed, unsigned, float: what a value may hold
@@ -193,7 +194,13 @@ def check_arrays(record: ArrayRecord, meta: dict[str, Any], where: str) -> dict[
 def _check_counts(arrays: dict[str, np.ndarray], meta: dict[str, Any], where: str) -> None:
     """One entry per message everywhere; rows, counts and the view's index agree."""
     per_message = {name: len(arrays[name]) for name in _PER_MESSAGE if name in arrays}
-    if "sealed_lengths" in arrays:
+    sealed_index = arrays.get("sealed_index")
+    if sealed_index is not None:  # repeated ciphertexts sent once: one index entry per message
+        if "sealed_lengths" not in arrays:
+            fail(where, "sealed_index", "travels only with ciphertexts")
+        _check_sealed_index(sealed_index, arrays["sealed_lengths"], where)
+        per_message["sealed"] = len(sealed_index)
+    elif "sealed_lengths" in arrays:
         per_message["sealed"] = len(arrays["sealed_lengths"])
     if "blob_lengths" in arrays:
         per_message["blobs"] = len(arrays["blob_lengths"])
@@ -219,3 +226,23 @@ def _check_counts(arrays: dict[str, np.ndarray], meta: dict[str, Any], where: st
         fail(where, "counts", f"add up to {int(counts.sum())} rows but the part has {rows}")
     if index is not None and value is not None and len(index) and int(index.max()) >= len(value):
         fail(where, "index", f"points at row {int(index.max())} of a value of {len(value)} rows")
+
+
+def _check_sealed_index(index: np.ndarray, lengths: np.ndarray, where: str) -> None:
+    """``sealed_index`` in the one form the encoder writes, so a decoded part re-encodes to it.
+
+    Every ciphertext is some message's, first used in order (message ``k``'s is either one an
+    earlier message carries or the next one), at least one repeats, and a dropped one (length
+    ``-1``) is no more than one message's.
+    """
+    n = len(lengths)
+    if len(index) <= n:
+        fail(where, "sealed_index", f"{len(index)} messages for {n} ciphertexts: nothing repeats")
+    if int(index.max()) >= n:
+        fail(where, "sealed_index", f"points at ciphertext {int(index.max())} of {n}")
+    seen = np.maximum.accumulate(np.concatenate([[-1], index[:-1]]))
+    if (index > seen + 1).any() or int(index.max()) != n - 1:
+        fail(where, "sealed_index", "does not use the ciphertexts in order, each at least once")
+    uses = np.bincount(index, minlength=n)
+    if (uses[lengths < 0] > 1).any():
+        fail(where, "sealed_index", "gives one dropped ciphertext to several messages")

@@ -14,7 +14,8 @@ or reply:
   ``ArrayRecord`` of NumPy arrays: the value (rows or broadcast), the id arrays (``senders``,
   ``receivers``, ``counts``, ``seal_to``), the ledger sizes a part in transit keeps (``sizes``), and
   blobs and ciphertexts concatenated (``uint8``) with their lengths (``-1``: a message the
-  adversary dropped).
+  adversary dropped). A ciphertext several messages carry (one the server fans out to several
+  receivers on the node) travels once, with ``sealed_index``: each message's ciphertext.
 
 Decoding gives back an equal part: same tensor or array type and dtype, same ids, same sizes, so
 the ServerApp's ledger books exactly what the in-process engine books. A view (a rows part with an
@@ -170,6 +171,33 @@ def _joined(blobs: Sequence[bytes | bytearray | None]) -> tuple[np.ndarray, np.n
     return np.frombuffer(data, dtype=np.uint8).copy(), lengths
 
 
+def _distinct(
+    blobs: Sequence[bytes | bytearray | None],
+) -> tuple[Sequence[bytes | bytearray | None], np.ndarray | None]:
+    """The part's distinct ciphertexts (by identity) and each message's position among them.
+
+    A message the server fans out unchanged is one ciphertext forwarded once per receiver (a
+    user's row sealed to the multicast receiver, relayed to each convolution-client that needs
+    it): a SuperNode hosting several of those receivers gets its bytes once, and every message
+    still gets its own copy when decoded. A dropped message (``None``) keeps a slot of its own.
+    ``None``: no ciphertext repeats (no index travels).
+    """
+    if isinstance(blobs, PackedBlobs):
+        return blobs, None
+    first: dict[int, int] = {}
+    unique: list[bytes | bytearray | None] = []
+    index = np.empty(len(blobs), dtype=np.int64)
+    for k, blob in enumerate(blobs):
+        at = None if blob is None else first.get(id(blob))
+        if at is None:
+            at = len(unique)
+            unique.append(blob)
+            if blob is not None:
+                first[id(blob)] = at
+        index[k] = at
+    return (blobs, None) if len(unique) == len(blobs) else (unique, index)
+
+
 def _split(data: np.ndarray, lengths: np.ndarray) -> list[bytes | None]:
     raw = np.asarray(data, dtype=np.uint8).tobytes()
     out: list[bytes | None] = []
@@ -207,7 +235,10 @@ def _encode_part(part: Part) -> tuple[ConfigRecord, ArrayRecord]:
     if part._sizes is not None:
         arrays["sizes"] = np.asarray(part._sizes, dtype=np.int64)
     if part.sealed is not None:
-        arrays["sealed"], arrays["sealed_lengths"] = _joined(part.sealed)
+        unique, index = _distinct(part.sealed)
+        arrays["sealed"], arrays["sealed_lengths"] = _joined(unique)
+        if index is not None:
+            arrays["sealed_index"] = index
     meta = ConfigRecord(
         {
             "phase": part.phase,
@@ -258,7 +289,10 @@ def _decode_part(raw_meta: ConfigRecord, record: ArrayRecord, part_name: str) ->
         value = np.array(arrays["value"], copy=True)
     sealed: list[bytes | bytearray | None] | None = None
     if "sealed" in arrays:
-        sealed = list(_split(arrays["sealed"], arrays["sealed_lengths"]))
+        blobs: list[bytes | bytearray | None] = list(_split(arrays["sealed"], arrays["sealed_lengths"]))
+        # repeated ciphertexts travel once (:func:`_distinct`): each message gets its own back
+        index = arrays.get("sealed_index")
+        sealed = blobs if index is None else [blobs[k] for k in index.tolist()]
     return Part(
         phase=str(meta["phase"]),
         kind=str(meta["kind"]),
