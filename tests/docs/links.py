@@ -114,9 +114,15 @@ def check_links(root: Path = ROOT) -> list[str]:
 
 
 def check_code_paths(root: Path = ROOT) -> list[str]:
-    """Every repository path named in a code span of the docs that does not exist."""
-    pages = [root / "README.md", root / "ARCHITECTURE.md", root / "SECURITY.md"]
+    """Every repository path named in a code span of the docs that does not exist.
+
+    The docs are ``README.md`` and every page the site publishes: ``docs/`` and the pages the docs
+    hook brings in (``ARCHITECTURE.md``, ``SECURITY.md``, the results' ``README.md`` and
+    ``reproduce.md`` files), so a results page cannot name a script or module that is gone.
+    """
+    pages = [root / "README.md"]
     pages += [p for p in sorted((root / "docs").rglob("*.md")) if "_hooks" not in p.parts]
+    pages += [root / source for source in load_hook().site_sources(root) if source.endswith(".md")]
     failures = []
     for page in (p for p in pages if p.exists()):
         for line, path in code_paths(page.read_text()):

@@ -152,6 +152,21 @@ def test_the_path_check_finds_a_renamed_test_file(tmp_path: Path) -> None:
     assert check_code_paths(root) == []
 
 
+def test_the_path_check_reads_the_results_pages_the_site_publishes(tmp_path: Path) -> None:
+    root = _repo(
+        tmp_path,
+        {
+            "docs/index.md": "home\n",
+            "results/flower/README.md": "# Flower\n\nmade by `benchmarks/flower_gone.py`\n",
+            "SECURITY.md": "see `src/fedgraphrec/gone.py`\n",
+        },
+    )
+    assert sorted(check_code_paths(root)) == [
+        "SECURITY.md:1: `src/fedgraphrec/gone.py` does not exist",
+        "results/flower/README.md:3: `benchmarks/flower_gone.py` does not exist",
+    ]
+
+
 def test_links_and_paths_are_read_outside_code_only() -> None:
     text = (
         "a [x](y.md)\n\n```md\n[z](w.md) `src/a.py`\n```\n<!-- [c](d.md) -->\n`src/b.py` and ``[e](f.md)``\n"
