@@ -93,6 +93,11 @@ def training_rows(run: Path) -> list[str]:
     return sorted(ln for ln in lines if not ln.startswith(("evaluate/", "export/")))
 
 
+def flower_bytes(rounds: list[dict[str, Any]]) -> int:
+    """What Flower serialised in ``rounds``: requests and replies."""
+    return sum(int(r["sent_bytes"]) + int(r["received_bytes"]) for r in rounds)
+
+
 def round_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """Rounds, their median and mean wall time and the bytes Flower serialised, for one part."""
     seconds = [float(r["seconds"]) for r in rounds]
@@ -101,7 +106,7 @@ def round_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "median_round_seconds": statistics.median(seconds) if seconds else 0.0,
         "mean_round_seconds": statistics.fmean(seconds) if seconds else 0.0,
         "seconds": math.fsum(seconds),
-        "flower_bytes": sum(int(r["sent_bytes"]) + int(r["received_bytes"]) for r in rounds),
+        "flower_bytes": flower_bytes(rounds),
     }
 
 
@@ -111,7 +116,7 @@ def per_stage(rounds: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     for r in rounds:
         by_op[r["op"]].append(r)
     return {op: {"rounds": len(v), "mean_seconds": statistics.fmean(float(r["seconds"]) for r in v),
-                 "flower_bytes": sum(int(r["sent_bytes"]) + int(r["received_bytes"]) for r in v)}
+                 "flower_bytes": flower_bytes(v)}
             for op, v in sorted(by_op.items())}  # fmt: skip
 
 

@@ -283,7 +283,7 @@ def test_a_ciphertext_fanned_out_to_several_receivers_travels_once() -> None:
 @pytest.mark.parametrize(
     ("index", "lengths", "reported"),
     [
-        ([0, 1, 1], [4, 4, 4], "nothing repeats"),
+        ([0, 1, 1], [4, 4, 4], "no ciphertext repeats"),
         ([0, 1, 3, 1], [4, 4, 4], "points at ciphertext 3"),
         ([0, 2, 1, 1], [4, 4, 4], "in order"),
         ([0, 0, 0, 1], [4, 4, 4], "in order"),

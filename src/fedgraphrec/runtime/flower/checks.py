@@ -237,7 +237,7 @@ def _check_sealed_index(index: np.ndarray, lengths: np.ndarray, where: str) -> N
     """
     n = len(lengths)
     if len(index) <= n:
-        fail(where, "sealed_index", f"{len(index)} messages for {n} ciphertexts: nothing repeats")
+        fail(where, "sealed_index", f"{len(index)} messages for {n} ciphertexts: no ciphertext repeats")
     if int(index.max()) >= n:
         fail(where, "sealed_index", f"points at ciphertext {int(index.max())} of {n}")
     seen = np.maximum.accumulate(np.concatenate([[-1], index[:-1]]))

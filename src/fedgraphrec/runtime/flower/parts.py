@@ -179,7 +179,7 @@ def _distinct(
     A message the server fans out unchanged is one ciphertext forwarded once per receiver (a
     user's row sealed to the multicast receiver, relayed to each convolution-client that needs
     it): a SuperNode hosting several of those receivers gets its bytes once, and every message
-    still gets its own copy when decoded. A dropped message (``None``) keeps a slot of its own.
+    still decodes to its ciphertext. A dropped message (``None``) keeps a slot of its own.
     ``None``: no ciphertext repeats (no index travels).
     """
     if isinstance(blobs, PackedBlobs):
@@ -290,7 +290,7 @@ def _decode_part(raw_meta: ConfigRecord, record: ArrayRecord, part_name: str) ->
     sealed: list[bytes | bytearray | None] | None = None
     if "sealed" in arrays:
         blobs: list[bytes | bytearray | None] = list(_split(arrays["sealed"], arrays["sealed_lengths"]))
-        # repeated ciphertexts travel once (:func:`_distinct`): each message gets its own back
+        # repeated ciphertexts travel once (:func:`_distinct`): each message gets its ciphertext back
         index = arrays.get("sealed_index")
         sealed = blobs if index is None else [blobs[k] for k in index.tolist()]
     return Part(
