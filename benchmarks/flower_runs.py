@@ -45,9 +45,13 @@ PARTS = ("setup", "after_setup")
 
 
 def ledger_bytes(run: Path) -> int:
-    """All payload bytes of the run's ledger (``ledger.csv``)."""
-    lines = (run / "ledger.csv").read_text().splitlines()[1:]
-    return sum(int(line.rsplit(",", 1)[1]) for line in lines)
+    """All payload bytes of the run folder's saved ledger."""
+    from fedgraphrec.runtime.ledger import read_saved
+
+    saved = read_saved(run)
+    if saved is None:
+        raise SystemExit(f"{run}: the run saved no ledger")
+    return sum(int(row["payload_bytes"]) for row in saved.get("rows", []))
 
 
 def flower_rounds(run: Path) -> dict[str, list[dict[str, Any]]]:
@@ -63,11 +67,6 @@ def flower_rounds(run: Path) -> dict[str, list[dict[str, Any]]]:
     for r in json.loads((run / "flower.json").read_text())["rounds"]:
         out["setup" if r["label"].rsplit("@", 1)[1] == "-1" else "after_setup"].append(r)
     return out
-
-
-def history(run: Path) -> list[dict[str, Any]]:
-    """``metrics.jsonl``: one record per evaluated epoch."""
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
 def largest_difference(got: list[dict[str, Any]], ref: list[dict[str, Any]]) -> dict[str, float]:
@@ -175,6 +174,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from fedgraphrec.training.loading import load_config
+    from fedgraphrec.training.rundir import RunDir
 
     cfg = load_config(
         args.config, args.overrides, protocol=args.protocol, dataset=args.dataset, epochs=args.epochs,
@@ -198,9 +198,11 @@ def main() -> None:
             "supernodes": args.supernodes,
             "config": cfg.to_dict(),
             "equal": {
-                "largest_relative_difference": largest_difference(history(flower_dir), history(local_dir)),
+                "largest_relative_difference": largest_difference(
+                    RunDir(flower_dir).read_metrics(), RunDir(local_dir).read_metrics()
+                ),
                 "training_ledger_rows_equal": training_rows(flower_dir) == training_rows(local_dir),
-                "test": json.loads((flower_dir / "summary.json").read_text())["test"],
+                "test": RunDir(flower_dir).read_summary()["test"],
             },
             "seconds": {"flower_run": flower_s, "in_process_run": local_s},
             "parts": parts,

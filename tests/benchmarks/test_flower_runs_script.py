@@ -53,6 +53,7 @@ def test_the_ledger_sum_and_the_rows_compared(tmp_path: Path) -> None:
         "forward/l=1/user-embeddings,client,server,2,7",
         "evaluate/scores,server,client,1,13",
     ]
+    (tmp_path / "ledger.json").write_text("{}")  # what Ledger.save writes beside the rows
     (tmp_path / "ledger.csv").write_text("\n".join(rows) + "\n")
     assert flower_runs.ledger_bytes(tmp_path) == 50
     assert flower_runs.training_rows(tmp_path) == sorted(rows[1:3])
