@@ -118,23 +118,27 @@ def loop(side: str, seconds: float) -> None:
 def profile(side: str, seconds: float, rate: int, py_spy: str) -> dict[str, object]:
     """One child for ``side``: its minibatch time over ``seconds``, then ``seconds`` sampled."""
     child = subprocess.Popen(
-        [sys.executable, __file__, "--loop", side, "--seconds", str(seconds + 4)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [sys.executable, __file__, "--loop", side, "--seconds", str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert child.stdout is not None
-    if child.stdout.readline().strip() != "READY":
-        raise RuntimeError(f"{side}: the training child did not start")
-    ms = float(json.loads(child.stdout.readline())["ms_per_batch"])
-    time.sleep(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp) / "raw.txt"
-        subprocess.run(
-            [py_spy, "record", "--native", "--rate", str(rate), "--duration", str(int(seconds)),
-             "--format", "raw", "--output", str(raw), "--pid", str(child.pid)],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        shares, samples = split(raw.read_text())
-    child.wait()
+    try:
+        if child.stdout.readline().strip() != "READY":
+            raise RuntimeError(f"{side}: the training child did not start")
+        ms = float(json.loads(child.stdout.readline())["ms_per_batch"])
+        time.sleep(1)
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = Path(tmp) / "raw.txt"
+            cmd = [py_spy, "record", "--native", "--rate", str(rate), "--duration", str(int(seconds)),
+                   "--format", "raw", "--output", str(raw), "--pid", str(child.pid)]  # fmt: skip
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode:
+                raise RuntimeError(f"{side}: py-spy failed ({done.returncode}): {done.stderr.strip()}")
+            shares, samples = split(raw.read_text())
+        child.wait()
+    finally:
+        child.kill()
     return {"side": side, "ms_per_batch": ms, "samples": samples, "shares": shares}
 
 
