@@ -3,10 +3,10 @@
 A diagnostic for issue #33, not a mode of the library. ``lpgcn_bookkeeping.py`` splits LP-GCN's
 epoch by what the code does (stage bodies, server, transport, checks); this script splits it by
 where the CPU is when a sample is taken. For each side (the centralized LightGCN learner, LP-GCN in
-``accounted`` or ``real`` mode; the ML-100K configuration of ``lpgcn_epoch.py``), it starts a child
-process that trains on ML-100K's minibatches in a loop. It then attaches ``py-spy record --native``
-(``pip install py-spy``) and classifies each sample of the training loop by the library its
-innermost frame is in:
+``accounted`` or ``real`` mode; ``lpgcn_epoch.py``'s model options, its ML-100K run by default), it
+starts a child process that trains on ML-100K's minibatches in a loop. It then attaches
+``py-spy record --native`` (``pip install py-spy``) and classifies each sample of the training loop
+by the library its innermost frame is in:
 
 - PyTorch's native code (``libtorch*``, ``libc10``, ``libgomp``);
 - numpy's compiled code;
@@ -39,7 +39,7 @@ from collections import Counter
 from pathlib import Path
 
 # the benchmark beside this file
-from lpgcn_epoch import machine
+from lpgcn_epoch import machine, model_options, model_settings
 
 KINDS = ("torch", "numpy", "libc", "crypto", "python", "other native")
 _LIB = re.compile(r"\(([^()]*\.so[^()]*)\)$")
@@ -76,8 +76,8 @@ def split(raw: str, within: str = "train_batch") -> tuple[dict[str, float], int]
     return {k: counts[k] / total if total else 0.0 for k in KINDS}, total
 
 
-def loop(side: str, seconds: float) -> None:
-    """The child: after READY, train ``side`` on ML-100K minibatches, timed, then while sampled."""
+def loop(args: argparse.Namespace) -> None:
+    """The child: after READY, train side ``args.loop`` on ML-100K minibatches, timed, then while sampled."""
     from fedgraphrec.data.registry import load_dataset
     from fedgraphrec.protocols.central import CentralSettings
     from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
@@ -86,18 +86,22 @@ def loop(side: str, seconds: float) -> None:
     from fedgraphrec.training.protocol_learner import ProtocolLearner
     from fedgraphrec.training.sampler import BPRSampler
 
+    side, seconds = args.loop, args.seconds
     data = load_dataset("ml-100k")
-    model = dict(model="lightgcn", n_layers=5, dim=20, lr=0.01, reg=1e-3, init_std=1.0, batch_size=2048)
+    model = model_settings(args)
     learner: CentralLearner | ProtocolLearner
     if side == "central":
-        cfg = TrainConfig(protocol="central", dataset="ml-100k", seed=0, settings=CentralSettings(**model))  # type: ignore[arg-type]
-        learner = CentralLearner(cfg, data)
+        central = CentralSettings(**model)  # type: ignore[arg-type]
+        learner = CentralLearner(
+            TrainConfig(protocol="central", dataset="ml-100k", seed=args.seed, settings=central), data
+        )
     else:
         settings = LPGCNSettings(**model)  # type: ignore[arg-type]
         learner = ProtocolLearner(
-            TrainConfig(protocol="lpgcn", dataset="ml-100k", seed=0, crypto=side, settings=settings), data
+            TrainConfig(protocol="lpgcn", dataset="ml-100k", seed=args.seed, crypto=side, settings=settings),
+            data,
         )
-    batches = list(BPRSampler(data.train, 0, "users").batches(0, 2048))
+    batches = list(BPRSampler(data.train, args.seed, "users").batches(0, args.batch_size))
     for b in batches[:3]:  # operators and caches built before the profiler attaches
         learner.train_batch(*b)
     print("READY", flush=True)
@@ -117,11 +121,8 @@ def loop(side: str, seconds: float) -> None:
 
 def profile(side: str, seconds: float, rate: int, py_spy: str) -> dict[str, object]:
     """One child for ``side``: its minibatch time over ``seconds``, then ``seconds`` sampled."""
-    child = subprocess.Popen(
-        [sys.executable, __file__, "--loop", side, "--seconds", str(seconds)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    argv = [sys.executable, __file__, *sys.argv[1:], "--loop", side]  # the same model options and seconds
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     try:
         if child.stdout.readline().strip() != "READY":
@@ -148,10 +149,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="sampled seconds per side")
     ap.add_argument("--rate", type=int, default=400, help="py-spy samples a second")
     ap.add_argument("--loop", choices=["central", "accounted", "real"], help=argparse.SUPPRESS)
+    model_options(ap, layers=5, dim=20, lr=0.01, reg=1e-3, init_std=1.0)  # lpgcn_epoch.py's ML-100K run
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if args.loop:
-        loop(args.loop, args.seconds)
+        loop(args)
         return
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(py_spy).exists():
