@@ -1,6 +1,6 @@
 """``benchmarks/native_split.py``: which kind of code a py-spy sample's innermost frame is in.
 
-The committed split of LP-GCN's minibatch (``results/benchmarks/lpgcn_ml100k_profile.md``, twelfth
+The committed split of LP-GCN's minibatch (``results/benchmarks/lpgcn_ml100k_profile.md``, eleventh
 round) rests on this classification of py-spy's raw stacks, and on counting only the samples taken
 inside the training loop (not the set-up or the sleep before it).
 """
