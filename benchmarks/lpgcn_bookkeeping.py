@@ -11,15 +11,21 @@ Both LP-GCN learners must end with the same tables (the checks change no number)
 
 Then ``--repeats`` more passes time the layers of the LP-GCN epoch, each beside a centralized pass
 (``breakdown``): the client programs' stage bodies (their arithmetic, lookups and the parts they
-build), the node endpoint around them (stage order and part checks; sealing in ``real`` mode), the
+build), the node endpoint around them (stage order and part checks; with ``--crypto real`` the
+sealing and opening too, also shown alone as ``node_sealing``), the
 transport around the endpoint (booking, payload checks, delivery) and the server program (routing,
 synchronisation, the negatives' answers, its own rows), each as a multiple of the centralized epoch.
 The stage bodies alone bound from below what any runtime could reach with the programs as they are.
+Inside the stage bodies, the same passes time the model's arithmetic (``client_arithmetic``): the
+sparse products of Eqs. 7, 8 and 18-27 (every ``@`` whose left operand is a CSR operator), the local
+BPR and Adam, the work the centralized learner does too. The rest of the bodies
+(``client_protocol_work``: the batch's id lookups, the gradient messages and their tokens, the
+parts) is what the protocol adds on the clients' side.
 
 Example (the issue's ML-100K configuration)::
 
     python benchmarks/lpgcn_bookkeeping.py --dataset ml-100k --layers 5 --dim 20 --lr 0.01 \
-        --reg 1e-3 --init-std 1 --block 2 --repeats 3
+        --reg 1e-3 --init-std 1 --block 2 --repeats 3 [--crypto real]
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from typing import Any
 
 import torch
 
+import fedgraphrec.protocols.lpgcn.client_loss as client_loss
+import fedgraphrec.protocols.lpgcn.client_train as client_train
 import fedgraphrec.runtime.endpoint as endpoint
 from fedgraphrec.data.registry import load_dataset
 from fedgraphrec.protocols.base import ClientProgram
@@ -82,25 +90,57 @@ def without_bookkeeping() -> contextlib.AbstractContextManager[None]:
 LAYERS = (
     (ClientProgram, "handle", "stage_bodies"),
     (endpoint.NodeEndpoint, "handle", "endpoint"),
+    (endpoint.NodeEndpoint, "_seal", "sealing"),
+    (endpoint.NodeEndpoint, "_open", "sealing"),
     (LocalTransport, "round", "transport"),
 )
-"""The nested calls timed: a transport round holds the endpoints' handling, which holds the stage bodies."""
+"""The nested calls timed: a transport round holds the endpoints' handling, which holds the stage
+bodies and the sealing and opening of the parts (a no-op pass-through in ``accounted`` mode)."""
 
 
-def timed_layers(spent: dict[str, float]) -> contextlib.AbstractContextManager[None]:
-    """Add the seconds spent in each of :data:`LAYERS` to ``spent``, restored on exit."""
+ARITHMETIC = ((client_loss, "local_bpr", "bpr"), (client_train, "adam_step", "adam"))
+"""The model's arithmetic the client programs call by name (the products are timed at ``@``)."""
 
-    def timer(f: Callable[..., Any], key: str) -> Callable[..., Any]:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return f(*args, **kwargs)
-            finally:
-                spent[key] += time.perf_counter() - t
 
-        return timed
+def _timer(f: Callable[..., Any], spent: dict[str, float], key: str) -> Callable[..., Any]:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return f(*args, **kwargs)
+        finally:
+            spent[key] += time.perf_counter() - t
 
-    return patched([(cls, name, timer(getattr(cls, name), key)) for cls, name, key in LAYERS])
+    return timed
+
+
+@contextlib.contextmanager
+def timed_layers(spent: dict[str, float]) -> Iterator[None]:
+    """Add the seconds spent in :data:`LAYERS`, :data:`ARITHMETIC` and the sparse products to ``spent``."""
+    changes = [(cls, name, _timer(getattr(cls, name), spent, key)) for cls, name, key in LAYERS]
+    changes += [(mod, name, _timer(getattr(mod, name), spent, key)) for mod, name, key in ARITHMETIC]
+    with patched(changes), timed_sparse_products(spent):
+        yield
+
+
+@contextlib.contextmanager
+def timed_sparse_products(spent: dict[str, float]) -> Iterator[None]:
+    """Add the seconds of every ``csr @ x`` to ``spent["products"]`` (``Tensor.__matmul__`` wrapped)."""
+    matmul = torch.Tensor.__matmul__
+
+    def timed(self: torch.Tensor, other: Any) -> Any:
+        if self.layout is not torch.sparse_csr:
+            return matmul(self, other)
+        t = time.perf_counter()
+        try:
+            return matmul(self, other)
+        finally:
+            spent["products"] += time.perf_counter() - t
+
+    torch.Tensor.__matmul__ = timed  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del torch.Tensor.__matmul__  # back to the inherited operator
 
 
 def breakdown(
@@ -113,15 +153,23 @@ def breakdown(
         for b in batches:
             step_central(b)
         base = time.perf_counter() - t
-        spent = dict.fromkeys(("stage_bodies", "endpoint", "transport"), 0.0)
+        keys = ("stage_bodies", "endpoint", "sealing", "transport", "products", "bpr", "adam")
+        spent = dict.fromkeys(keys, 0.0)
         t = time.perf_counter()
         with timed_layers(spent):
             for b in batches:
                 fed.train_batch(*b)
         epoch = time.perf_counter() - t
+        arithmetic = spent["products"] + spent["bpr"] + spent["adam"]
         layers = {
             "client_stage_bodies": spent["stage_bodies"],
+            "client_arithmetic": arithmetic,
+            "client_sparse_products": spent["products"],
+            "client_local_bpr": spent["bpr"],
+            "client_adam": spent["adam"],
+            "client_protocol_work": spent["stage_bodies"] - arithmetic,
             "node_endpoint": spent["endpoint"] - spent["stage_bodies"],
+            "node_sealing": spent["sealing"],
             "transport": spent["transport"] - spent["endpoint"],
             "server_program": epoch - spent["transport"],
             "lpgcn_epoch": epoch,
@@ -137,12 +185,15 @@ def main() -> None:
     model_options(ap, layers=5, dim=20, lr=0.01, reg=1e-3, init_std=1.0)
     ap.add_argument("--block", type=int, default=2, help="batches per interleaved block")
     ap.add_argument("--repeats", type=int, default=3, help="timed passes over the batches (medians)")
+    ap.add_argument("--crypto", choices=("accounted", "real"), default="accounted",
+                    help="both LP-GCN learners' mode (real: seeded, so the tables compare)")  # fmt: skip
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
     data = load_dataset(args.dataset)
     model = model_settings(args)
-    cfg = TrainConfig(protocol="lpgcn", dataset=args.dataset, seed=args.seed, crypto="accounted",
+    cfg = TrainConfig(protocol="lpgcn", dataset=args.dataset, seed=args.seed, crypto=args.crypto,
+                      reproducible=True if args.crypto == "real" else None,
                       settings=LPGCNSettings(**model, alpha=0))  # type: ignore[arg-type]  # fmt: skip
     oracle = TrainConfig(protocol="central", dataset=args.dataset, seed=args.seed, crypto="accounted",
                          settings=CentralSettings(**model))  # type: ignore[arg-type]  # fmt: skip

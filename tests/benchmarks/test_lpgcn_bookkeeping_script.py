@@ -3,7 +3,9 @@
 Issue #33's floor argument rests on this script's two figures: LP-GCN without its bookkeeping (the
 same tables, so the stubs changed no number) and the layers of the epoch, each timed where it runs.
 A smoke run keeps the command working and checks that every layer was actually timed: a wrapper on
-a method the run never calls would report a layer of zero.
+a method the run never calls would report a layer of zero. The same holds for the model's
+arithmetic inside the client programs (sparse products, local BPR, Adam), which must be a part of
+the stage bodies, not more; and, in ``real`` mode, for the sealing inside the node endpoint.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ def test_the_bookkeeping_command_times_every_layer_of_the_epoch(tmp_path: Path) 
     out = tmp_path / "bookkeeping.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "lpgcn_bookkeeping.py"), "--dataset", "synthetic",
            "--layers", "2", "--dim", "4", "--batch-size", "512", "--block", "2", "--repeats", "1",
-           "--json", str(out)]  # fmt: skip
+           "--crypto", "real", "--json", str(out)]  # fmt: skip
     subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT, timeout=300)
     report = json.loads(out.read_text())
     assert report["same_tables"] is True
@@ -30,4 +32,15 @@ def test_the_bookkeeping_command_times_every_layer_of_the_epoch(tmp_path: Path) 
     for key in parts:
         assert layers[key] > 0, key
     assert math.isclose(sum(layers[k] for k in parts), layers["lpgcn_epoch"], rel_tol=1e-9)
+    assert 0 < layers["node_sealing"] < layers["node_endpoint"]  # real mode: the AEAD work, timed inside
+    arithmetic = ("client_sparse_products", "client_local_bpr", "client_adam")
+    for key in arithmetic:
+        assert layers[key] > 0, key
+    assert math.isclose(sum(layers[k] for k in arithmetic), layers["client_arithmetic"], rel_tol=1e-9)
+    assert 0 < layers["client_protocol_work"] < layers["client_stage_bodies"]
+    assert math.isclose(
+        layers["client_arithmetic"] + layers["client_protocol_work"],
+        layers["client_stage_bodies"],
+        rel_tol=1e-9,
+    )
     assert report["machine"]["cpus"] and report["machine"]["torch_cpu_capability"]
