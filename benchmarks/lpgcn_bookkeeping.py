@@ -136,11 +136,15 @@ def timed_sparse_products(spent: dict[str, float]) -> Iterator[None]:
         finally:
             spent["products"] += time.perf_counter() - t
 
+    own = torch.Tensor.__dict__.get("__matmul__")  # None: the operator is inherited from the C base
     torch.Tensor.__matmul__ = timed  # type: ignore[method-assign]
     try:
         yield
     finally:
-        del torch.Tensor.__matmul__  # back to the inherited operator
+        if own is None:
+            del torch.Tensor.__matmul__
+        else:
+            torch.Tensor.__matmul__ = own  # type: ignore[method-assign]
 
 
 def breakdown(
