@@ -126,15 +126,10 @@ def timed_layers(spent: dict[str, float]) -> Iterator[None]:
 def timed_sparse_products(spent: dict[str, float]) -> Iterator[None]:
     """Add the seconds of every ``csr @ x`` to ``spent["products"]`` (``Tensor.__matmul__`` wrapped)."""
     matmul = torch.Tensor.__matmul__
+    sparse = _timer(matmul, spent, "products")
 
     def timed(self: torch.Tensor, other: Any) -> Any:
-        if self.layout is not torch.sparse_csr:
-            return matmul(self, other)
-        t = time.perf_counter()
-        try:
-            return matmul(self, other)
-        finally:
-            spent["products"] += time.perf_counter() - t
+        return sparse(self, other) if self.layout is torch.sparse_csr else matmul(self, other)
 
     own = torch.Tensor.__dict__.get("__matmul__")  # None: the operator is inherited from the C base
     torch.Tensor.__matmul__ = timed  # type: ignore[method-assign]
