@@ -7,14 +7,16 @@ model's arithmetic, every stage of a minibatch pays the runtime's work on each p
   its payload is present (``Transport._check_payload``);
 * ``checks``: the node endpoint holds each stage to the program's stage order, asks the program what
   it expects and checks every part's labels and content against it (``NodeEndpoint.handle``);
-* ``validation``: a part checks its own fields when it is made (``Part.__post_init__``).
+* ``validation``: a part checks its own fields, and makes its id arrays int64, when it is made
+  (``Part.__post_init__``).
 
-Two learners of the same configuration and seed train on the same minibatches in one process,
-interleaved as in ``lpgcn_ab.py``. On the *bounded* one the chosen layers are replaced by stubs
-that do nothing, only while it runs (the stage counter a program reads is still kept, so it
-computes the same numbers). The ratio of the two is the most a redesign that made those layers
-free could win. It is a measuring device and nothing else: the stubs drop checks the library never
-drops, so they live in this script and ``accounted`` mode only (they do not open or seal).
+Four LP-GCN learners of the same configuration and seed, two *full* and two *bounded*, and a
+centralized one train on the same minibatches in one process, interleaved as in ``lpgcn_ab.py``.
+On the bounded ones the chosen layers are replaced by stubs that do nothing, only while they run
+(the stage counter a program reads is still kept, so they compute the same numbers). The ratio
+bounded / full is the most a redesign that made those layers free could win. It is a measuring
+device and nothing else: the stubs drop checks the library never drops, so they live in this
+script and ``accounted`` mode only (they do not open or seal).
 
 Example (issue #33's configuration)::
 
@@ -66,11 +68,11 @@ def _nothing(*_: object) -> None:
 
 def _unchecked_handle(self: NodeEndpoint, node: Any, stage: str, step: int, request: Message) -> Message:
     """``NodeEndpoint.handle`` without its checks: only the stage counter the program reads."""
-    counts: dict[str, int] = self.__dict__.setdefault("_bound_counts", {})
-    if counts.get("\0step") != step:
-        counts.clear()
-        counts["\0step"] = step
-    node.occurrence = counts.get(stage, 0)
+    last_step, counts = self.__dict__.get("_bound_flow", (None, {}))
+    if last_step != step:  # a new step: every stage's count starts again (as ``FlowState`` does)
+        counts = {}
+        self.__dict__["_bound_flow"] = (step, counts)
+    node.occurrence = counts.get(stage, 0)  # what ``begin_stage`` records before the program runs
     counts[stage] = node.occurrence + 1
     reply: Message = node.handle(stage, step, request)
     return reply
