@@ -45,11 +45,11 @@ import torch
 
 from lpgcn_epoch import (
     dataset_options,
-    interleaved_passes,
     machine,
     machine_line,
     model_options,
     model_settings,
+    paired_passes,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,15 +159,7 @@ def main() -> None:
                     "central": (work, central)}  # fmt: skip
         sides = [(name, lambda b, fed=fed: fed.train_batch(*b)) for name, (_, fed) in learners.items()]
         enter = {name: tree.active for name, (tree, _) in learners.items()}  # swapped once a block, untimed
-        for name, step in sides:  # warm-up, untimed: operators, caches, allocator (every side alike)
-            with enter[name]():
-                for b in batches[: 2 * args.block]:
-                    step(b)
-        passes, times = interleaved_passes(sides, batches, args.block, args.passes, enter)
-        for side in ("base", "work"):  # each version's two learners are one side from here on
-            times[side] += times.pop(side + "#2")
-            for p in passes:
-                p[side] += p.pop(side + "#2")
+        passes, times = paired_passes(sides, batches, args.block, args.passes, enter, ("base", "work"))
         same = None
         if args.crypto == "accounted":  # a real run draws its own tables on each side
             tables = []

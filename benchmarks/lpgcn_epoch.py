@@ -178,6 +178,34 @@ def interleaved_passes(
     return passes, times
 
 
+def paired_passes(
+    sides: Sequence[Side],
+    batches: Sequence[Batch],
+    block: int,
+    repeats: int,
+    enter: Mapping[str, Callable[[], contextlib.AbstractContextManager[object]]],
+    pairs: Sequence[str],
+) -> tuple[list[dict[str, float]], dict[str, list[float]]]:
+    """:func:`interleaved_passes` after an untimed warm-up, with each of ``pairs`` and its twin as one side.
+
+    Two learners of each kind compared (``lpgcn_ab.py``, ``lpgcn_runtime_bound.py``), named ``x`` and
+    ``x#2`` and built in the order ``x, y, y#2, x#2``: the learner built first runs ≈ 1-2 % faster
+    (``lpgcn_ab.py --null``), so each kind gets one early and one late learner. Every side first
+    trains two blocks untimed (operators, caches, the allocator); then ``x#2``'s times and passes
+    are added to ``x``'s.
+    """
+    for name, step in sides:
+        with enter[name]():
+            for b in batches[: 2 * block]:
+                step(b)
+    passes, times = interleaved_passes(sides, batches, block, repeats, enter)
+    for side in pairs:
+        times[side] += times.pop(side + "#2")
+        for p in passes:
+            p[side] += p.pop(side + "#2")
+    return passes, times
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="gowalla")

@@ -16,7 +16,9 @@ On the bounded ones the chosen layers are replaced by stubs that do nothing, onl
 (the stage counter a program reads is still kept, so they compute the same numbers). The ratio
 bounded / full is the most a redesign that made those layers free could win. It is a measuring
 device and nothing else: the stubs drop checks the library never drops, so they live in this
-script and ``accounted`` mode only (they do not open or seal).
+script and ``accounted`` mode only (they do not open or seal). ``lpgcn_bookkeeping.py``'s floor
+no-ops a subset inside two of these layers (the ledger's record call and the part checks) on one
+learner; this script stubs the whole layers, each alone if asked, on two learners against two.
 
 Example (issue #33's configuration)::
 
@@ -30,7 +32,7 @@ import argparse
 import contextlib
 import json
 import statistics
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +50,16 @@ from fedgraphrec.training.central import CentralLearner
 from fedgraphrec.training.config import TrainConfig
 from fedgraphrec.training.protocol_learner import ProtocolLearner
 from fedgraphrec.training.sampler import BPRSampler
+from lpgcn_bookkeeping import patched
 from lpgcn_epoch import (
     Batch,
     Side,
     dataset_options,
-    interleaved_passes,
     machine,
     machine_line,
     model_options,
     model_settings,
+    paired_passes,
 )
 
 LAYERS = ("booking", "checks", "validation")
@@ -99,17 +102,9 @@ def _stubs(layers: list[str]) -> list[tuple[type, str, Callable[..., Any]]]:
     return out
 
 
-@contextlib.contextmanager
-def stubbed(layers: list[str]) -> Iterator[None]:
+def stubbed(layers: list[str]) -> contextlib.AbstractContextManager[None]:
     """The chosen runtime layers replaced by stubs while inside (class attributes, restored after)."""
-    saved = [(cls, name, cls.__dict__[name]) for cls, name, _ in _stubs(layers)]
-    for cls, name, stub in _stubs(layers):
-        setattr(cls, name, stub)
-    try:
-        yield
-    finally:
-        for cls, name, original in saved:
-            setattr(cls, name, original)
+    return patched(_stubs(layers))
 
 
 def main() -> None:
@@ -130,7 +125,7 @@ def main() -> None:
                       settings=LPGCNSettings(**model, alpha=0))  # type: ignore[arg-type]  # fmt: skip
     oracle = TrainConfig(protocol="central", dataset=args.dataset, seed=args.seed, crypto="accounted",
                          settings=CentralSettings(**model))  # type: ignore[arg-type]  # fmt: skip
-    # built full, bounded, bounded, full: the learner built first runs ≈ 1-2 % faster (lpgcn_ab.py)
+    # built full, bounded, bounded, full: one early and one late learner of each kind (paired_passes)
     learners = {name: ProtocolLearner(cfg, data) for name in ("full", "bounded", "bounded#2", "full#2")}
     central = CentralLearner(oracle, data)
     batches = list(BPRSampler(data.train, args.seed, "users").batches(0, args.batch_size))
@@ -142,15 +137,7 @@ def main() -> None:
     before = {name: _progress(fed) for name, fed in learners.items()}  # after set-up, before any minibatch
     sides: list[Side] = [(name, _trainer(fed)) for name, fed in learners.items()]
     sides.append(("central", _trainer(central)))
-    for name, step in sides:  # warm-up, untimed: operators, caches, allocator (every side alike)
-        with enter[name]():
-            for b in batches[: 2 * args.block]:
-                step(b)
-    passes, times = interleaved_passes(sides, batches, args.block, args.passes, enter)
-    for side in ("full", "bounded"):  # each kind's two learners are one side from here on
-        times[side] += times.pop(side + "#2")
-        for p in passes:
-            p[side] += p.pop(side + "#2")
+    passes, times = paired_passes(sides, batches, args.block, args.passes, enter, ("full", "bounded"))
     # a stub on a method the run never calls would change nothing: the stubbed layers did no work
     moved = {name: [a != b for a, b in zip(before[name], _progress(fed), strict=True)]
              for name, fed in learners.items()}  # fmt: skip
