@@ -1,7 +1,7 @@
 """``benchmarks/lpgcn_runtime_bound.py``: LP-GCN with the runtime's per-part work stubbed, as a ceiling.
 
-Issue #33's argument that a cheaper runtime alone cannot bring ML-100K to 1.5x rests on this
-script's ratio. A smoke run on a small synthetic graph checks that the command works, that the
+Issue #33's budget for a cheaper runtime (how much of its per-part cost would have to go for
+ML-100K to reach 1.5x) rests on this script's ratio. A smoke run on a small synthetic graph checks that the command works, that the
 stubbed learners compute the same tables (the stubs changed no number), and that the stubs did take
 effect: the bounded learners booked no message and their endpoints checked no stage while training,
 when the full ones did (a stub on a method the run never calls would report a ceiling of 1). The
