@@ -30,8 +30,6 @@ import argparse
 import contextlib
 import importlib
 import io
-import json
-import statistics
 import subprocess
 import sys
 import tarfile
@@ -45,11 +43,12 @@ import torch
 
 from lpgcn_epoch import (
     dataset_options,
+    emit,
     machine,
-    machine_line,
     model_options,
     model_settings,
     paired_passes,
+    paired_ratios,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,31 +167,18 @@ def main() -> None:
                     tables.append(fed.tables())
             a = tables[0]
             same = all(t.keys() == a.keys() and all(torch.equal(t[k], a[k]) for k in a) for t in tables)
-    med = {k: statistics.median(v) for k, v in times.items()}
     report = {
         "base": args.base if not args.null else None,
         "base_commit": sha,
         "config": vars(args) | {"json": str(args.json) if args.json else None},
         "minibatches": len(batches),
-        "median_minibatch_seconds": med,
-        "work_over_base_median": med["work"] / med["base"],
-        "work_over_base_per_pass": [p["work"] / p["base"] for p in passes],
-        "work_over_base_total": sum(p["work"] for p in passes) / sum(p["base"] for p in passes),
-        # two learners a version: half their time beside the one centralized learner's
-        "base_over_central_total": sum(p["base"] for p in passes) / 2 / sum(p["central"] for p in passes),
-        "work_over_central_total": sum(p["work"] for p in passes) / 2 / sum(p["central"] for p in passes),
+        **paired_ratios(passes, times, "work", "base"),
         "same_tables": same,
         "machine": machine(),
     }
-    for k, v in report.items():
-        if k not in ("config", "machine"):
-            print(f"{k:>26}: {v}")
-    print(f"work / base: {report['work_over_base_median']:.4f} (median minibatch), "
-          f"{report['work_over_base_total']:.4f} (all passes)")  # fmt: skip
-    print(machine_line(report["machine"]))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    summary = (f"work / base: {report['work_over_base_median']:.4f} (median minibatch), "
+               f"{report['work_over_base_total']:.4f} (all passes)")  # fmt: skip
+    emit(report, 26, summary, args.json)
 
 
 if __name__ == "__main__":

@@ -206,6 +206,40 @@ def paired_passes(
     return passes, times
 
 
+def paired_ratios(
+    passes: Sequence[Mapping[str, float]], times: Mapping[str, list[float]], new: str, old: str
+) -> dict[str, object]:
+    """What :func:`paired_passes` measured: medians, ``new`` over ``old``, and each over ``central``.
+
+    Each of ``new`` and ``old`` is two learners (their times summed), so beside the one centralized
+    learner each counts half its time.
+    """
+    med = {k: statistics.median(v) for k, v in times.items()}
+    central = sum(p["central"] for p in passes)
+    return {
+        "median_minibatch_seconds": med,
+        f"{new}_over_{old}_median": med[new] / med[old],
+        f"{new}_over_{old}_per_pass": [p[new] / p[old] for p in passes],
+        f"{new}_over_{old}_total": sum(p[new] for p in passes) / sum(p[old] for p in passes),
+        f"{old}_over_central_total": sum(p[old] for p in passes) / 2 / central,
+        f"{new}_over_central_total": sum(p[new] for p in passes) / 2 / central,
+    }
+
+
+def emit(report: Mapping[str, object], width: int, summary: str, json_path: Path | None) -> None:
+    """Print a report's fields (not its config and machine), a summary line and the host; write the JSON."""
+    for k, v in report.items():
+        if k not in ("config", "machine"):
+            print(f"{k:>{width}}: {v}")
+    print(summary)
+    machine_info = report["machine"]
+    assert isinstance(machine_info, dict)
+    print(machine_line(machine_info))
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=2) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="gowalla")

@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,11 +53,12 @@ from lpgcn_epoch import (
     Batch,
     Side,
     dataset_options,
+    emit,
     machine,
-    machine_line,
     model_options,
     model_settings,
     paired_passes,
+    paired_ratios,
 )
 
 LAYERS = ("booking", "checks", "validation")
@@ -143,37 +142,21 @@ def main() -> None:
              for name, fed in learners.items()}  # fmt: skip
     first, *rest = (fed.tables() for fed in learners.values())
     same = all(t.keys() == first.keys() and all(torch.equal(t[k], first[k]) for k in t) for t in rest)
-    med = {k: statistics.median(v) for k, v in times.items()}
-
-    def over_central(side: str) -> float:  # two learners a kind: half their time beside the central one's
-        return sum(p[side] for p in passes) / 2 / sum(p["central"] for p in passes)
-
     report = {
         "skipped": args.skip,
         "config": vars(args) | {"json": str(args.json) if args.json else None},
         "minibatches": len(batches),
-        "median_minibatch_seconds": med,
-        "bounded_over_full_median": med["bounded"] / med["full"],
-        "bounded_over_full_per_pass": [p["bounded"] / p["full"] for p in passes],
-        "bounded_over_full_total": sum(p["bounded"] for p in passes) / sum(p["full"] for p in passes),
-        "full_over_central_total": over_central("full"),
-        "bounded_over_central_total": over_central("bounded"),
+        **paired_ratios(passes, times, "bounded", "full"),
         "same_tables": same,
         "booked_in_training": {name: m[0] for name, m in moved.items()},
         "checked_in_training": {name: m[1] for name, m in moved.items()},
         "machine": machine(),
     }
-    for k, v in report.items():
-        if k not in ("config", "machine"):
-            print(f"{k:>28}: {v}")
-    print(f"bounded / full: {report['bounded_over_full_median']:.4f} (median minibatch), "
-          f"{report['bounded_over_full_total']:.4f} (all passes); over central: full "
-          f"{report['full_over_central_total']:.3f}x, "
-          f"bounded {report['bounded_over_central_total']:.3f}x")  # fmt: skip
-    print(machine_line(report["machine"]))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    summary = (f"bounded / full: {report['bounded_over_full_median']:.4f} (median minibatch), "
+               f"{report['bounded_over_full_total']:.4f} (all passes); over central: full "
+               f"{report['full_over_central_total']:.3f}x, "
+               f"bounded {report['bounded_over_central_total']:.3f}x")  # fmt: skip
+    emit(report, 28, summary, args.json)
 
 
 if __name__ == "__main__":
