@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 
@@ -72,3 +75,16 @@ class ProgramsRun:
         out = torch.empty_like(rows)
         out[..., torch.from_numpy(ids), :] = rows
         return out
+
+
+def count_replays(ledger: Any, patch: pytest.MonkeyPatch) -> list[bool]:
+    """Every ``ledger.replay`` call's answer from now on (the transport's replays of static layouts)."""
+    answers: list[bool] = []
+    replay = ledger.replay
+
+    def counted(booked: Any) -> bool:
+        answers.append(replay(booked))
+        return answers[-1]
+
+    patch.setattr(ledger, "replay", counted)
+    return answers

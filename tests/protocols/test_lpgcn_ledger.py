@@ -1,14 +1,16 @@
 """The ledger of an LP-GCN run agrees with the paper's communication formula (Eq. 30)."""
 
 import numpy as np
+import pytest
 import torch
 
 from fedgraphrec.crypto.aead import ciphertext_size
 from fedgraphrec.reproduce.lpgcn_communication import neighbour_sets, per_client_cost
+from fedgraphrec.runtime import transport
 from fedgraphrec.runtime.codec import encoded_size
 from fedgraphrec.training.sampler import BPRSampler
-from tests.helpers import random_train
-from tests.protocols.lpgcn_world import World, world
+from tests.helpers import count_replays, random_train
+from tests.protocols.lpgcn_world import World, oracle, world
 
 
 def _assignment(w: World, m: int) -> np.ndarray:
@@ -68,3 +70,44 @@ def test_virtual_items_grow_routing_but_not_real_neighbours():
     # verification: the convolution-clients' real neighbour sets are the same as without virtual items
     real_nb = {(int(c), int(u)) for c, u in expected if train[u, np.flatnonzero(conv == c)].nnz}
     assert len(real_nb) <= len(expected)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "model", "crypto"),
+    [
+        (1, "lightgcn", "accounted"),
+        (2, "lightgcn", "accounted"),
+        (1, "lightgcn+", "real"),
+        (2, "lightgcn+", "real"),
+    ],
+)
+def test_booking_a_static_layout_again_books_what_recording_it_would(
+    monkeypatch: pytest.MonkeyPatch, nodes: int, model: str, crypto: str
+) -> None:
+    """The transport's replay of a part laid out as one booked before leaves every ledger figure as it was.
+
+    One run books every part in full (no part is recognised as a static layout); the other replays
+    the ledger's entry of each part laid out as one booked before. Rows, per-client bytes and the
+    trained tables are the same, and the second run did replay (most parts of a minibatch).
+    """
+    train = random_train(n_users=30, n_items=25, density=0.2, seed=9)
+    model_ = oracle(train, plus=model == "lightgcn+", n_layers=2)
+    tables = dict(model_.named_parameters())
+    batches = list(BPRSampler(train, seed=0).batches(0, 16))[:4]
+    runs = []
+    for replay in (False, True):
+        with monkeypatch.context() as patch:
+            if not replay:
+                patch.setattr(transport, "_static_layout", lambda part: None)
+            w = world(train, tables, nodes, model=model, n_layers=2, alpha=2, crypto=crypto)
+            replays = count_replays(w.net.ledger, patch)
+            for b in batches:
+                w.step(*b)
+            runs.append((w, sum(replays)))
+    (full, none), (replayed, hits) = runs
+    assert none == 0 and hits > 2 * len(batches)  # most parts of a minibatch after the first
+    assert replayed.net.ledger.rows() == full.net.ledger.rows()
+    assert replayed.net.ledger.client_sent.tolist() == full.net.ledger.client_sent.tolist()
+    assert replayed.net.ledger.client_received.tolist() == full.net.ledger.client_received.tolist()
+    for name, table in full.tables().items():
+        assert torch.equal(replayed.tables()[name], table), name

@@ -123,6 +123,44 @@ def test_ledger_defers_static_ids_without_changing_any_total():
     assert merged.client_sent.tolist() == (eager.client_sent + np.bincount(static, minlength=4)).tolist()
 
 
+def test_a_replayed_static_record_adds_exactly_what_recording_it_again_adds():
+    """``Ledger.replay`` re-adds a static record's row and deferred counts; stale or watched ones refuse."""
+    static = np.array([0, 2, 2, 3])
+    static.flags.writeable = False
+    layout = np.array([3, 5, 5, 8])
+    layout.flags.writeable = False
+    recorded, replayed = Ledger(n_clients=4), Ledger(n_clients=4)
+    calls = [
+        (("p", "client", "server", 10), {"senders": static, "count": 4, "repeat": 2}),
+        (("s", "client", "server", layout), {"senders": static, "receivers": static}),
+        (("r", "server", "client", 7), {"receivers": static, "count": 4}),
+    ]
+    booked = [replayed.record(*args, **kw) for args, kw in calls]
+    assert all(b is not None for b in booked)
+    for _ in range(3):
+        for args, kw in calls:
+            recorded.record(*args, **kw)
+    for _ in range(2):
+        assert all(replayed.replay(b) for b in booked if b is not None)
+    assert replayed.rows() == recorded.rows()
+    assert replayed.client_sent.tolist() == recorded.client_sent.tolist()  # reading settles the counts
+    assert replayed.client_received.tolist() == recorded.client_received.tolist()
+    assert not any(replayed.replay(b) for b in booked if b is not None)  # settled: record them again
+    # counted at once (writable ids or sizes) or seen by a watch: nothing to replay
+    assert replayed.record("q", "server", "client", [1, 2, 3, 4], receivers=static) is None
+    assert replayed.record("q", "server", "client", 4, receivers=np.array([1, 1, 3, 0]), count=4) is None
+    fresh = replayed.record(*calls[0][0], **calls[0][1])
+    assert fresh is not None
+    replayed.watch = _NoWatch()
+    assert not replayed.replay(fresh)
+    assert replayed.record(*calls[0][0], **calls[0][1]) is None
+
+
+class _NoWatch:
+    def observe(self, *args: object) -> None:
+        pass
+
+
 def test_crypto_seconds_of_static_ids_are_summed_until_read():
     static = np.array([0, 1, 1, 5])  # 5 is outside the client space: not charged
     static.flags.writeable = False

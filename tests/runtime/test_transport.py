@@ -21,6 +21,7 @@ from fedgraphrec.runtime.network import Network
 from fedgraphrec.runtime.part import Part
 from fedgraphrec.runtime.state import state_from_arrays, state_to_arrays
 from fedgraphrec.runtime.transport import LostNodeError
+from tests.helpers import count_replays
 from tests.ring_protocol import RingClient, RingServer, RingState
 
 N, D = 7, 3
@@ -143,3 +144,56 @@ def test_a_relay_of_every_message_in_order_is_the_part_itself_and_any_other_a_vi
         for pick in (np.arange(3), np.array([1])):
             with pytest.raises(ValueError, match="add up"):
                 bad.forward(pick, np.ones(len(pick), dtype=np.int64))
+
+
+def test_a_part_booked_like_an_earlier_one_is_booked_at_its_own_sizes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Replaying a booked layout needs everything its ledger entry depends on to be the same.
+
+    Parts share read-only id arrays but differ in one thing each (row width, dtype, counts,
+    protection, repeat, phase, roles, the sizes a part in transit carries); every one is booked at its own sizes, as a transport that
+    recognises no layout books it, and the same part booked again is replayed.
+    """
+    ids = np.array([0, 2, 2, 5])
+    counts = np.array([1, 2, 1, 3])
+    other_counts = np.array([2, 2, 1, 3])
+    sizes, other_sizes = np.array([9, 9, 9, 9]), np.array([9, 8, 9, 9])  # as a sealed part keeps them
+    for a in (ids, counts, other_counts, sizes, other_sizes):
+        a.flags.writeable = False
+
+    def parts() -> list[Part]:
+        rows = torch.zeros(7, 3)
+        base = {"senders": ids, "counts": counts}
+        return [
+            Part("p", "k", "client", "server", rows, **base),
+            Part("p", "k", "client", "server", torch.zeros(7, 4), **base),
+            Part("p", "k", "client", "server", torch.zeros(7, 3, dtype=torch.float64), **base),
+            Part("p", "k", "client", "server", rows, senders=ids, counts=other_counts),
+            Part("p", "k", "client", "server", rows, protection="sealed", seal_to_role="client", **base),
+            Part("p", "k", "client", "server", rows, repeat=3, **base),
+            Part("q", "k", "client", "server", rows, **base),
+            Part("p", "k", "server", "client", rows, receivers=ids, counts=counts),
+            Part("p", "k", "server", "client", torch.zeros(4, 3), shape="broadcast", receivers=ids),
+            Part("p", "k", "server", "client", torch.zeros(5, 3), shape="broadcast", receivers=ids),
+            Part("p", "k", "client", "server", rows, **base).with_sizes(sizes),  # a part in transit
+            Part("p", "k", "client", "server", rows, **base).with_sizes(other_sizes),
+        ]
+
+    full, fast = (LocalTransport(Network(N, crypto="accounted", protocol="t"), {}) for _ in range(2))
+    replays = count_replays(fast.net.ledger, monkeypatch)
+    for _ in range(3):
+        for part in parts():
+            fast._book(part)
+        for part in parts():
+            uniform = part.uniform_size()
+            full.net.ledger.record(
+                part.phase, part.sender_role, part.receiver_role, part.sizes() if uniform is None else uniform,
+                senders=part.senders if part.sender_role != "server" else None,
+                receivers=part.receivers if part.receiver_role != "server" else None,
+                count=None if uniform is None else part.n_messages, repeat=part.repeat,
+            )  # fmt: skip
+    assert sum(replays) == 2 * len(parts())  # every layout after its first booking
+    assert fast.net.ledger.rows() == full.net.ledger.rows()
+    assert fast.net.ledger.client_sent.tolist() == full.net.ledger.client_sent.tolist()
+    assert fast.net.ledger.client_received.tolist() == full.net.ledger.client_received.tolist()

@@ -196,26 +196,31 @@ class FlowState:
             IntegrityError: the stage is unknown, out of order, run too often in a step, or the
                 step went back; the message names the protocol, the stage and the step.
         """
-        where = f"{protocol} stage {stage!r} at step {step}"
         if stage not in rules.stages():
-            raise IntegrityError(f"{where}: this node's protocol has no such stage")
+            raise IntegrityError(f"{_at(protocol, stage, step)}: this node's protocol has no such stage")
         if self.step is None:
             if stage not in rules.first:
-                raise IntegrityError(f"{where}: a run must begin with {sorted(rules.first)}")
+                raise IntegrityError(
+                    f"{_at(protocol, stage, step)}: a run must begin with {sorted(rules.first)}"
+                )
         elif step < self.step:
             raise IntegrityError(
-                f"{where}: the server asked for step {step} after step {self.step}; "
+                f"{_at(protocol, stage, step)}: the server asked for step {step} after step {self.step}; "
                 "a node never returns to an earlier step"
             )
         elif stage not in rules.after.get(self.stage, frozenset()):
-            raise IntegrityError(f"{where}: stage {stage!r} may not follow {self.stage!r} on this node")
+            raise IntegrityError(
+                f"{_at(protocol, stage, step)}: stage {stage!r} may not follow {self.stage!r} on this node"
+            )
         elif step > self.step and stage not in rules.new_step:
-            raise IntegrityError(f"{where}: stage {stage!r} cannot open a new step")
+            raise IntegrityError(f"{_at(protocol, stage, step)}: stage {stage!r} cannot open a new step")
         if self.step is None or step > self.step:
             self.step, self.counts = step, {}
         before = self.counts.get(stage, 0)
         if before >= rules.repeats.get(stage, 1):
-            raise IntegrityError(f"{where}: stage {stage!r} already ran {before} time(s) this step")
+            raise IntegrityError(
+                f"{_at(protocol, stage, step)}: stage {stage!r} already ran {before} time(s) this step"
+            )
         self.stage = stage
         self.counts[stage] = before + 1
         return before
@@ -238,6 +243,11 @@ class FlowState:
         return cls(None if step == -(1 << 62) else step, str(record["flow.stage"]), counts)
 
 
+def _at(protocol: str, stage: str, step: int) -> str:
+    """Where a refused stage was (built only when refusing: the accepted path formats nothing)."""
+    return f"{protocol} stage {stage!r} at step {step}"
+
+
 def check_parts(protocol: str, stage: str, expected: Expectation, parts: Mapping[str, Part]) -> None:
     """Check a request's parts against what the node expects (before opening anything).
 
@@ -247,24 +257,25 @@ def check_parts(protocol: str, stage: str, expected: Expectation, parts: Mapping
     Raises:
         IntegrityError: naming the stage, the part and what differs.
     """
-    where = f"{protocol} stage {stage!r}"
     for name in parts:
         if name not in expected:
-            raise IntegrityError(f"{where}: unexpected part {name!r} (expected {sorted(expected)})")
+            raise IntegrityError(
+                f"{protocol} stage {stage!r}: unexpected part {name!r} (expected {sorted(expected)})"
+            )
     for name, exp in expected.items():
         part = parts.get(name)
         if part is None:
             if exp.optional:
                 continue
-            raise IntegrityError(f"{where}: part {name!r} ({exp.phase}) is missing")
+            raise IntegrityError(f"{protocol} stage {stage!r}: part {name!r} ({exp.phase}) is missing")
         got = (part.phase, part.protection, part.sender_role, part.presealed, part.kind, part.shape,
                part.origin_role, part.bound_senders)  # fmt: skip
         if got != _wanted(exp, got):  # one comparison in the common case; the first difference named
             for what, have, want in zip(_LABELS, got, _wanted(exp, got), strict=True):
                 if have != want:
                     raise IntegrityError(
-                        f"{where}: part {name!r} arrived with {what} {have!r}; this node expects "
-                        f"{want!r} (phase {exp.phase}, from {exp.sender_role})"
+                        f"{protocol} stage {stage!r}: part {name!r} arrived with {what} {have!r}; "
+                        f"this node expects {want!r} (phase {exp.phase}, from {exp.sender_role})"
                     )
 
 

@@ -50,6 +50,17 @@ class LedgerRow:
     payload_bytes: int
 
 
+@dataclass(frozen=True)
+class Replay:
+    """What one static :meth:`Ledger.record` call added: its row's increments and deferred counts."""
+
+    row: list[int]
+    messages: int
+    payload: int
+    deferred: tuple[tuple[list[Any], int], ...]
+    generation: int
+
+
 class Ledger:
     """Accumulates transmissions; per-client sent/received bytes for ``n_clients`` clients.
 
@@ -69,6 +80,7 @@ class Ledger:
         self._crypto_pending: dict[int, list[Any]] = {}  # static ids: seconds summed until read
         self._counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._crypto_counts: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+        self._generation = 0  # bumped whenever a replay's row or deferred entries may be gone
         self.watch: MessageWatch | None = None
         """Sees every batch as it is recorded (``device_profile``'s per-device replay; ``None``: off)."""
 
@@ -98,7 +110,7 @@ class Ledger:
         count: int | None = None,
         repeat: int = 1,
         step_key: bool = False,
-    ) -> None:
+    ) -> Replay | None:
         """Record a batch of messages with byte ``sizes`` (one entry per message).
 
         ``senders`` / ``receivers`` are the client ids of each message when that side is a client
@@ -107,6 +119,10 @@ class Ledger:
         listed message ``repeat`` times (e.g. a client sending one share to each of ``n - 1`` peers
         through the server), again without an ``n²`` array. ``step_key``: the messages are sealed
         under the group's per-step key (a device derives one per step); only :attr:`watch` reads it.
+
+        Returns what the call added when all of it was static — equal or read-only sizes, read-only
+        ids — and no :attr:`watch` looks on: :meth:`replay` adds it again for the same batch,
+        without recounting (``None`` otherwise).
         """
         if repeat < 1:
             raise ValueError(f"repeat must be at least 1, got {repeat}")
@@ -122,9 +138,11 @@ class Ledger:
             if low < 0:
                 raise ValueError("message sizes must be non-negative")
             uniform = low if n_msgs and low == high else None
+        generation = self._generation
         row = self._rows[(phase, sender, receiver)]
         row[0] += n_msgs * repeat
         row[1] += total * repeat
+        deferred: list[tuple[list[Any], int]] | None = []
         for side, ids in enumerate((senders, receivers)):
             if ids is None:
                 continue
@@ -138,12 +156,31 @@ class Ledger:
                 key = (side, id(ids), 0 if uniform is not None else id(sz))
                 hit = self._deferred.setdefault(key, [ids, None if uniform is not None else sz, 0])
                 if hit[0] is ids and (uniform is not None or hit[1] is sz):
-                    hit[2] += (uniform if uniform is not None else 1) * repeat
+                    added = (uniform if uniform is not None else 1) * repeat
+                    hit[2] += added
+                    if deferred is not None:
+                        deferred.append((hit, added))
                     continue
+            deferred = None  # counted into the totals now: not replayable
             totals = self._totals[side]
             totals += self._per_client(ids, sz, uniform, len(totals)) * repeat
         if self.watch is not None:
             self.watch.observe(phase, (sender, receiver), sz, uniform, (senders, receivers), repeat, step_key)
+            return None
+        if deferred is None or generation != self._generation:  # settled on the way: entries gone
+            return None
+        return Replay(row, n_msgs * repeat, total * repeat, tuple(deferred), self._generation)
+
+    def replay(self, booked: Replay) -> bool:
+        """Add again what a static :meth:`record` call added (``False``: no longer possible, record it)."""
+        if booked.generation != self._generation or self.watch is not None:
+            return False
+        row = booked.row
+        row[0] += booked.messages
+        row[1] += booked.payload
+        for entry, added in booked.deferred:
+            entry[2] += added
+        return True
 
     @property
     def client_sent(self) -> np.ndarray:
@@ -160,6 +197,7 @@ class Ledger:
     def _settle(self) -> None:
         """Count the deferred messages into the per-client totals."""
         deferred, self._deferred = self._deferred, {}
+        self._generation += 1
         for (side, _, _), (ids, sz, times) in deferred.items():
             if times:
                 totals = self._totals[side]
@@ -224,6 +262,7 @@ class Ledger:
         rows = state["rows"]
         assert isinstance(rows, dict)
         self._rows.clear()
+        self._generation += 1
         for key, (m, b) in rows.items():
             p, s, r = key.split("|")
             self._rows[(p, s, r)] = [int(m), int(b)]

@@ -38,6 +38,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import replace
 
+import numpy as np
+import torch
+
+from fedgraphrec.runtime.ledger import Replay
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.network import LyingAdversary, Network
 from fedgraphrec.runtime.part import BOOKED_ONCE, Part
@@ -67,6 +71,9 @@ class Transport(ABC):
         self.net = net
         self.lost: set[int] = set()
         """Nodes that stopped answering (they are not asked again)."""
+        self._booked: dict[tuple[object, ...], tuple[Replay, tuple[np.ndarray, ...]]] = {}
+        """Static layouts booked before (:func:`_static_layout`): what the ledger added, and the id
+        arrays the layout names by identity (kept alive here, so no other array takes their ids)."""
 
     @property
     @abstractmethod
@@ -135,9 +142,9 @@ class Transport(ABC):
         for name, part in request.parts.items():
             self._check_payload(part)
             if (
-                part.protection in ("sealed", "asymmetric")
+                net.adversary is not None
+                and part.protection in ("sealed", "asymmetric")
                 and net.real_for(part.phase)
-                and net.adversary is not None
             ):
                 if part.presealed or part.protection == "asymmetric":  # ciphertexts travel as the value
                     altered = net.adversary.forward(part.phase, net.step, list(part.value), part.receivers)
@@ -165,6 +172,8 @@ class Transport(ABC):
             self._book(part)
 
     def _check_payload(self, part: Part) -> None:
+        if self.net.crypto != "real":  # accounted mode: stand-ins and content-free parts are allowed
+            return
         real = self.net.real_for(part.phase)
         if real and (part.summed or part.repeat > 1):
             raise ValueError(
@@ -185,8 +194,20 @@ class Transport(ABC):
         if part.meta.get(BOOKED_ONCE):  # a relay hop of a message booked on its first hop
             return
         net = self.net
+        # a part laid out as one booked before (same static arrays, phase, roles, row shape): the
+        # ledger adds again what it added then, without recounting (not while transcripts record)
+        key = None if net.transcript.enabled else _static_layout(part)
+        if key is not None:
+            hit = self._booked.get(key)
+            if hit is not None:
+                for ids in hit[1]:
+                    if ids.flags.writeable:  # no longer static: book it in full
+                        break
+                else:
+                    if net.ledger.replay(hit[0]):
+                        return
         uniform = part.uniform_size()
-        net.ledger.record(  # a relayed part names its original senders; the server sent this hop
+        booked = net.ledger.record(  # a relayed part names its original senders; the server sent this hop
             part.phase,
             part.sender_role,
             part.receiver_role,
@@ -197,6 +218,11 @@ class Transport(ABC):
             repeat=part.repeat,
             step_key=part.protection == "sealed" and not part.presealed,
         )
+        if key is not None and booked is not None:
+            if len(self._booked) >= 512:
+                self._booked.clear()
+            arrays = (part.senders, part.receivers, part.counts, part._sizes)
+            self._booked[key] = (booked, tuple(a for a in arrays if a is not None))
         if not net.transcript.enabled:
             return
         sizes = part.sizes()
@@ -222,3 +248,27 @@ class Transport(ABC):
                 protection=part.protection,
             ),
         )
+
+
+def _static_layout(part: Part) -> tuple[object, ...] | None:
+    """What a part's ledger entry depends on, when its messages and sizes follow from static arrays.
+
+    Phase, roles, protection, the id arrays (by identity: a protocol sends the same read-only
+    arrays every step) and either the sizes the part carries (a sealed part in transit keeps its
+    plaintext's) or its layout and rows' shape and dtype. ``None`` for parts whose sizes come from
+    their content (ciphertexts, blobs) or whose message count is their row count.
+    """
+    sizes = part._sizes
+    if sizes is not None:
+        layout: tuple[object, ...] = (id(sizes),)
+    else:
+        value = part.value
+        if part.sealed is not None or type(value) is not torch.Tensor or part.shape == "blobs":
+            return None
+        if part.shape == "rows" and part.counts is None and part.senders is None and part.receivers is None:
+            return None
+        layout = (part.shape, value.shape if part.shape == "broadcast" else value.shape[1:], value.dtype)
+    return (
+        part.phase, part.sender_role, part.receiver_role, part.protection, part.presealed, part.summed,
+        part.repeat, id(part.senders), id(part.receivers), id(part.counts), *layout,
+    )  # fmt: skip
