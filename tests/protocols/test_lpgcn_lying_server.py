@@ -39,6 +39,7 @@ from fedgraphrec.protocols.lpgcn.roles import (
     LOSS,
     SETUP_INIT,
     SETUP_TOKENS,
+    SETUP_VERIFY,
     SETUP_WRAP,
     UPDATE,
 )
@@ -169,6 +170,7 @@ def test_the_honest_server_passes_every_check_and_cycles_have_steps_of_their_own
         ("lightgcn", SETUP_TOKENS, 0, "wrapped", 0, False),
         ("lightgcn", SETUP_INIT, 0, "answers", 0, False),
         ("lightgcn", SETUP_INIT, 0, "degrees", 0, False),
+        ("lightgcn", SETUP_VERIFY, 0, "unheld-list", 0, False),
         ("lightgcn", FORWARD, 0, "users", DIM, False),
         ("lightgcn", FORWARD, 2, "users", DIM, False),
         ("lightgcn", FORWARD, 1, "users", DIM, True),

@@ -5,7 +5,8 @@ r"""The client shard's loss stages: Algorithms 5 and 9, Eqs. 16-17 (spec ``lpgcn
 holds no row of, the rows of every layer the server sent (Algorithm 9 line 1). Items' direct
 gradients travel to their convolution-client — known to the holder from verification, named by
 the server for other negatives — in one :math:`S`-sealed message per (sender, convolution-client)
-holding rows ``[D | token]``; items nobody holds go to the server in the clear. The
+holding rows ``[D | token]``; items nobody holds go to the server in the clear, and only items on
+the key-client's sealed list of them (:mod:`.unheld`: the server's word alone is not enough). The
 regulariser's term of an item's layer-0 gradient (:math:`\lambda/|B|\,V^{(0)}_i` for every triple
 that uses :math:`i`) is added by the item's owner, who holds :math:`V^{(0)}_i` and counts the rows
 it receives for :math:`i` (it learns no more than the rows themselves tell it).
@@ -25,6 +26,7 @@ from fedgraphrec.protocols.common import CLIENT, SERVER, local_bpr
 from fedgraphrec.protocols.lpgcn.client_parts import StageParts
 from fedgraphrec.protocols.lpgcn.lookup import pair_groups, ranks
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT, LOSS, item_phase, user_phase
+from fedgraphrec.protocols.lpgcn.unheld import server_owned_check
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
 
@@ -102,6 +104,11 @@ class LossStages(StageParts):
             if len(neg_owner) != len(ss.req_items):
                 raise IntegrityError("loss/negative-embeddings: the server named no owner for some negatives")
             owner[miss] = neg_owner[ss.req_of[miss - n_pos]]
+            assert self.data is not None
+            server_owned_check(
+                owner[miss], row_item[miss], self.clients[row_user[miss]], st.unheld_items,
+                int(self.data.train.shape[0]),
+            )  # fmt: skip
         return owner
 
     def _conv_position(self, owners: np.ndarray, items: np.ndarray) -> np.ndarray:

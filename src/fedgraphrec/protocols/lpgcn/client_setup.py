@@ -9,11 +9,13 @@ Stages, in order (the server program drives them, :mod:`.server_setup`):
 3. ``setup/tokens`` — unwrap :math:`S` (every client checks it got the same key), upload the tokens
    :math:`S(ID_i)` of :math:`\mathcal I_u \cup \mathcal I'_u` (lines 12-14) and the degree
    :math:`|\mathcal I_u|` sealed under :math:`S` for the convolution-clients (spec §11.2).
-4. ``setup/unheld`` — on the key-client's node, when some items have no holder: name them to the
-   server (token and id), which owns them (§11.17).
-5. ``setup/verify`` — learn the assigned convolution-items (Algorithm 3's result) and answer every
-   "is this item virtual for you?" question, sealed to the asking convolution-client's public key
-   and bound to both parties and the item's token (lines 16-18, gap G4).
+4. ``setup/unheld`` — on the key-client's node: name the items that have no holder to the server
+   (token and id), which owns them (§11.17), and seal the same list under :math:`S` for every
+   client (:mod:`.unheld`; an empty list when every item has a holder).
+5. ``setup/verify`` — check and keep the key-client's list of unheld items, learn the assigned
+   convolution-items (Algorithm 3's result) and answer every "is this item virtual for you?"
+   question, sealed to the asking convolution-client's public key and bound to both parties and
+   the item's token (lines 16-18, gap G4).
 6. ``setup/init`` — convolution-clients open the answers and the neighbours' degrees: real holders
    :math:`\mathcal U_{\tilde i}`, real degrees, Eq. 8's weights; owners take their initial rows.
 7. ``setup/degrees`` — holders learn the real degrees of the items others convolve, hence
@@ -43,6 +45,7 @@ from fedgraphrec.protocols.lpgcn.holdings import (
     virtual_items,
 )
 from fedgraphrec.protocols.lpgcn.roles import CONV_CLIENT, SETUP_INIT, SETUP_UNHELD, SETUP_WRAP
+from fedgraphrec.protocols.lpgcn.unheld import read_unheld_list, unheld_list_part
 from fedgraphrec.runtime.message import Message
 from fedgraphrec.runtime.part import Part
 
@@ -169,11 +172,18 @@ class SetupStages(ExpectedParts):
             "setup/unheld-items", "item_token", KEY_HOLDER, SERVER, [body], shape="blobs",
             senders=np.array([key_client]),
         )  # fmt: skip
-        return Message({"unheld": part})
+        assert self.data is not None, "set-up needs the node's data"  # (the roster was checked above)
+        listed = unheld_list_part(all_tokens[unheld], key_client, int(self.data.train.shape[0]))
+        return Message({"unheld": part, "unheld-list": listed})
 
     def stage_setup_verify(self, step: int, request: Message) -> Message:
         """Learn the assigned convolution-items; answer verification questions (Alg. 2 l. 16-18)."""
         st = self.state
+        assert self.data is not None, "set-up needs the node's data"
+        st.unheld_items = read_unheld_list(
+            request["unheld-list"], self.clients, self.key_client(),
+            self.tokens_of(np.arange(int(self.data.train.shape[1]))), st.held_idx,
+        )  # fmt: skip
         s = len(self.clients)
         held_rows = np.repeat(np.arange(s), np.diff(st.held_ptr))
         held_keys = TokenIndex(keyed(held_rows, self.tokens_of(st.held_idx)))

@@ -48,9 +48,10 @@ class LPGCNState:
 
     Held items are stored per client in upload order (``held_ptr``/``held_idx``, CSR layout);
     ``held_virtual``, ``held_owner`` (the client convolving the item; the holder itself for its own
-    convolution-items) and ``held_col`` (the server's column) are aligned with them. Convolution
-    items (``conv_*``) are in the server's assignment order. ``a_*`` is Eq. 8 over the relayed
-    neighbour rows (column = routing pair), ``own_*`` its own-term part (column = shard position);
+    convolution-items) and ``held_col`` (the server's column) are aligned with them.
+    ``unheld_items``: the items nobody holds, from the key-client's sealed list (:mod:`.unheld`).
+    Convolution items (``conv_*``) are in the server's assignment order. ``a_*`` is Eq. 8 over the
+    relayed neighbour rows (column = routing pair), ``own_*`` its own-term part (column = shard position);
     ``aw``/``ownw`` are the same pairs weighted :math:`1/\sqrt{|\mathcal I_u|}` (Eq. 29).
     """
 
@@ -65,6 +66,7 @@ class LPGCNState:
         default_factory=lambda: np.zeros((0, 32), dtype=np.uint8), metadata=SECRET
     )
     key: bytes = field(default=b"", metadata=SECRET)
+    unheld_items: np.ndarray = field(default_factory=empty_ids)
     conv_items: np.ndarray = field(default_factory=empty_ids)
     conv_owner: np.ndarray = field(default_factory=empty_ids)
     conv_degree: np.ndarray = field(default_factory=_f64)

@@ -55,6 +55,7 @@ from fedgraphrec.protocols.lpgcn.roles import (
     user_phase,
 )
 from fedgraphrec.protocols.lpgcn.settings import LPGCNSettings
+from fedgraphrec.protocols.lpgcn.unheld import UNHELD_LIST
 from fedgraphrec.runtime.expect import Expect, Expectation, StageFlow, flow
 
 __all__ = ["EVALUATE", "ExpectedParts", "lpgcn_flow"]
@@ -179,6 +180,7 @@ class ExpectedParts(ClientBase):
             return {"held-tokens": _blobs("setup/held-tokens", "item_token", "pseudonymous", SERVER)}
         if stage == SETUP_VERIFY:
             return {
+                "unheld-list": _blobs(UNHELD_LIST, "item_token", "sealed", KEY_HOLDER),
                 "assignment": _blobs("setup/assignment", "item_token", "pseudonymous", SERVER, optional=True),
                 "questions": _blobs("setup/verification-question", "item_token", "pseudonymous", CONV_CLIENT),
                 "asker-keys": _blobs("setup/asker-keys", "public_key", "plain", CONV_CLIENT),

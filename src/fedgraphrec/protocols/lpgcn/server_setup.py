@@ -151,20 +151,24 @@ class SetupRounds(ServerProgram):
         self.view.sort_indices()
 
     def _unheld(self, kc_node: int, fields: dict[str, int]) -> None:
-        """Items no client holds: the key-client names them (token, id); the server owns their rows."""
+        """Items no client holds: the key-client names them (token, id); the server owns their rows.
+
+        The key-client also seals the list for every client (:mod:`.unheld`), relayed at
+        verification. The stage runs even when every item has a holder (an empty list): every
+        node expects the list.
+        """
         h, m = self.n_held, self.n_items
-        self.unheld_ids = np.zeros(0, dtype=np.int64)
-        if h < m:
-            held = Part(
-                "setup/held-tokens", "item_token", SERVER, KEY_HOLDER, [self.col_tokens[:h].tobytes()],
-                shape="blobs", protection="pseudonymous", receivers=np.array([self.key_client]),
-            )  # fmt: skip
-            reply = self._round(SETUP_UNHELD, {kc_node: Message({"held-tokens": held}, fields)})[kc_node]
-            body = np.frombuffer(reply["unheld"].value[0], dtype=np.uint8).reshape(-1, TOKEN_BYTES + 8)
-            if len(body) != m - h:
-                raise IntegrityError(f"setup/unheld-items: {len(body)} items named for {m - h} unheld ones")
-            self.col_tokens[h:] = body[:, :TOKEN_BYTES]
-            self.unheld_ids = np.ascontiguousarray(body[:, TOKEN_BYTES:]).view("<i8").ravel().astype(np.int64)
+        held = Part(
+            "setup/held-tokens", "item_token", SERVER, KEY_HOLDER, [self.col_tokens[:h].tobytes()],
+            shape="blobs", protection="pseudonymous", receivers=np.array([self.key_client]),
+        )  # fmt: skip
+        reply = self._round(SETUP_UNHELD, {kc_node: Message({"held-tokens": held}, fields)})[kc_node]
+        self.unheld_list = reply["unheld-list"]
+        body = np.frombuffer(reply["unheld"].value[0], dtype=np.uint8).reshape(-1, TOKEN_BYTES + 8)
+        if len(body) != m - h:
+            raise IntegrityError(f"setup/unheld-items: {len(body)} items named for {m - h} unheld ones")
+        self.col_tokens[h:] = body[:, :TOKEN_BYTES]
+        self.unheld_ids = np.ascontiguousarray(body[:, TOKEN_BYTES:]).view("<i8").ravel().astype(np.int64)
         self.token_index = TokenIndex(self.col_tokens)
         dtype = self.tables["item_emb"].dtype
         ids = torch.from_numpy(self.unheld_ids)
@@ -189,7 +193,8 @@ class SetupRounds(ServerProgram):
             plan.conv_cols, plan.conv_owner = cols[order], conv[cols[order]]
             plan.conv_senders, plan.conv_counts = np.unique(plan.conv_owner, return_counts=True)
             plan.conv_counts = plan.conv_counts.astype(np.int64)
-            msg = Message()
+            msg = Message()  # the key-client's list of unheld items: each client's own copy
+            msg.add("unheld-list", self.unheld_list.forward(plan.clients, plan.clients))
             if len(plan.conv_senders):
                 bounds = np.concatenate([[0], np.cumsum(plan.conv_counts)]).tolist()
                 blobs = [
