@@ -146,6 +146,9 @@ def test_a_replayed_static_record_adds_exactly_what_recording_it_again_adds():
     assert replayed.client_sent.tolist() == recorded.client_sent.tolist()  # reading settles the counts
     assert replayed.client_received.tolist() == recorded.client_received.tolist()
     assert not any(replayed.replay(b) for b in booked if b is not None)  # settled: record them again
+    first, other = Ledger(n_clients=4), Ledger(n_clients=4)  # a replay belongs to its own ledger
+    theirs = first.record(*calls[0][0], **calls[0][1])
+    assert theirs is not None and not other.replay(theirs) and other.rows() == []
     # counted at once (writable ids or sizes) or seen by a watch: nothing to replay
     assert replayed.record("q", "server", "client", [1, 2, 3, 4], receivers=static) is None
     assert replayed.record("q", "server", "client", 4, receivers=np.array([1, 1, 3, 0]), count=4) is None

@@ -10,6 +10,7 @@ against what was actually sent.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from collections import defaultdict
 from collections.abc import Sequence
@@ -50,6 +51,10 @@ class LedgerRow:
     payload_bytes: int
 
 
+_GENERATIONS = itertools.count()
+"""Every ledger's generations (:meth:`Ledger.replay`), one sequence for all of them."""
+
+
 @dataclass(frozen=True)
 class Replay:
     """What one static :meth:`Ledger.record` call added: its row's increments and deferred counts."""
@@ -80,7 +85,9 @@ class Ledger:
         self._crypto_pending: dict[int, list[Any]] = {}  # static ids: seconds summed until read
         self._counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._crypto_counts: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
-        self._generation = 0  # bumped whenever a replay's row or deferred entries may be gone
+        # renewed whenever a replay's row or deferred entries may be gone; unique across ledgers, so
+        # a replay is only ever added to the ledger that recorded it
+        self._generation = next(_GENERATIONS)
         self.watch: MessageWatch | None = None
         """Sees every batch as it is recorded (``device_profile``'s per-device replay; ``None``: off)."""
 
@@ -197,7 +204,7 @@ class Ledger:
     def _settle(self) -> None:
         """Count the deferred messages into the per-client totals."""
         deferred, self._deferred = self._deferred, {}
-        self._generation += 1
+        self._generation = next(_GENERATIONS)
         for (side, _, _), (ids, sz, times) in deferred.items():
             if times:
                 totals = self._totals[side]
@@ -262,7 +269,7 @@ class Ledger:
         rows = state["rows"]
         assert isinstance(rows, dict)
         self._rows.clear()
-        self._generation += 1
+        self._generation = next(_GENERATIONS)
         for key, (m, b) in rows.items():
             p, s, r = key.split("|")
             self._rows[(p, s, r)] = [int(m), int(b)]
