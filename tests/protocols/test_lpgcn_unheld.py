@@ -10,6 +10,8 @@ that are no client.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -18,6 +20,7 @@ import torch
 from fedgraphrec.crypto.errors import IntegrityError
 from fedgraphrec.crypto.tokens import TOKEN_BYTES
 from fedgraphrec.protocols.common import CLIENT, KEY_HOLDER, SERVER
+from fedgraphrec.protocols.lpgcn.client import LPGCNClient
 from fedgraphrec.protocols.lpgcn.roles import LOSS, SETUP_VERIFY
 from fedgraphrec.protocols.lpgcn.unheld import UNHELD_LIST, read_unheld_list
 from fedgraphrec.runtime.message import Message
@@ -25,45 +28,60 @@ from fedgraphrec.runtime.part import Part
 from fedgraphrec.training.sampler import BPRSampler
 from tests.helpers import random_train
 from tests.protocols.lpgcn_world import oracle, world
-from tests.protocols.test_lpgcn_lying_server import _build, _with
+from tests.protocols.test_lpgcn_lying_server import Scene, _build, _with
 
 N_USERS = 24
 
 
-def _loss_request(monkeypatch: pytest.MonkeyPatch) -> tuple[object, int, Message, np.ndarray]:
-    """A scene stopped before the loss stage, a node whose request names owners, and its requesters."""
+@dataclass
+class LossScene:
+    """A scene stopped before the loss stage: a node whose request names owners, and its requesters."""
+
+    scene: Scene
+    node: int
+    request: Message
+    requester: np.ndarray
+
+    def program(self) -> LPGCNClient:
+        transport = self.scene.liar.transport
+        assert transport is not None
+        program = transport.programs[self.node]
+        assert isinstance(program, LPGCNClient)
+        return program
+
+    def deliver(self, neg_owner: np.ndarray) -> Message:
+        return self.scene.liar.deliver(self.node, LOSS, _with(self.request, {"neg_owner": neg_owner}))
+
+
+def _loss_scene(monkeypatch: pytest.MonkeyPatch) -> LossScene:
     s = _build(monkeypatch)
     s.stop(LOSS, 0)
     for node, request in sorted(s.liar.log[(LOSS, 0)].items()):
-        prog = s.liar.transport.programs[node]  # type: ignore[union-attr]
-        ss = prog.state.step
-        requester = np.repeat(prog.clients, np.diff(ss.req_ptr))
-        held = (
-            prog.held_entry(np.repeat(np.arange(len(prog.clients)), np.diff(ss.req_ptr)), ss.req_items) >= 0
-        )
-        if (~held).any():  # a negative its requester does not hold: its owner is the server's word
-            return s, node, request, requester
+        at = LossScene(s, node, request, np.zeros(0, np.int64))
+        prog, ss = at.program(), at.program().state.step
+        rows = np.repeat(np.arange(len(prog.clients)), np.diff(ss.req_ptr))
+        if (prog.held_entry(rows, ss.req_items) < 0).any():  # a negative its requester does not hold
+            at.requester = prog.clients[rows]
+            return at
     raise AssertionError("no node asked for a negative its client does not hold")
 
 
 def test_the_server_claiming_an_item_a_client_holds_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    s, node, request, _ = _loss_request(monkeypatch)
-    assert not len(s.liar.transport.programs[node].state.unheld_items)  # type: ignore[attr-defined]
-    forged = _with(request, {"neg_owner": np.full(len(request.fields["neg_owner"]), -1)})
+    at = _loss_scene(monkeypatch)
+    assert not len(at.program().state.unheld_items)  # every item has a holder here
     with pytest.raises(IntegrityError, match="claimed an item some client holds"):
-        s.liar.deliver(node, LOSS, forged)  # type: ignore[attr-defined]
+        at.deliver(np.full(len(at.requester), -1))
 
 
 @pytest.mark.parametrize("lie", ["beyond", "below", "requester"])
 def test_an_owner_that_is_no_client_or_the_requester_itself_is_refused(
     monkeypatch: pytest.MonkeyPatch, lie: str
 ) -> None:
-    s, node, request, requester = _loss_request(monkeypatch)
-    owners = {"beyond": np.full(len(requester), N_USERS), "below": np.full(len(requester), -2)}
-    forged = owners.get(lie, requester)
+    at = _loss_scene(monkeypatch)
+    owners = {"beyond": np.full(len(at.requester), N_USERS), "below": np.full(len(at.requester), -2)}
     match = "owner of an item it does not hold" if lie == "requester" else "an owner that is no client"
     with pytest.raises(IntegrityError, match=match):
-        s.liar.deliver(node, LOSS, _with(request, {"neg_owner": forged}))  # type: ignore[attr-defined]
+        at.deliver(owners.get(lie, at.requester))
 
 
 @pytest.mark.parametrize("lie", ["missing", "fewer"])
