@@ -152,8 +152,9 @@ def test_a_part_booked_like_an_earlier_one_is_booked_at_its_own_sizes(
     """Replaying a booked layout needs everything its ledger entry depends on to be the same.
 
     Parts share read-only id arrays but differ in one thing each (row width, dtype, counts,
-    protection, repeat, phase, roles, the sizes a part in transit carries); every one is booked at its own sizes, as a transport that
-    recognises no layout books it, and the same part booked again is replayed.
+    protection, repeat, phase, roles, the sizes a part in transit carries). Every one is booked at
+    its own sizes, as a transport that recognises no layout books it, and the same part booked
+    again is replayed.
     """
     ids = np.array([0, 2, 2, 5])
     counts = np.array([1, 2, 1, 3])
