@@ -43,14 +43,6 @@ Protection = Literal["plain", "sealed", "pseudonymous", "masked", "homomorphic",
 PROTECTIONS: tuple[str, ...] = get_args(Protection)
 
 
-_INT64 = np.dtype(np.int64)
-
-
-def _int64_array(ids: Any) -> bool:
-    """Whether ``ids`` is already an int64 NumPy array (NumPy's native int64 dtype is one object)."""
-    return type(ids) is np.ndarray and (ids.dtype is _INT64 or ids.dtype == _INT64)
-
-
 def _as_index(at: np.ndarray) -> torch.Tensor:
     """``at`` as a tensor to index with, read-only arrays included (a static route's; only read)."""
     if at.flags.writeable:
@@ -137,17 +129,10 @@ class Part:
             raise ValueError(f"{self.kind}: protection must be one of {PROTECTIONS}, got {self.protection!r}")
         if self.shape not in ("rows", "broadcast", "blobs"):
             raise ValueError(f"{self.kind}: shape must be rows, broadcast or blobs, got {self.shape!r}")
-        # int64 arrays (the common case: a protocol's own arrays) pass by identity, others convert
-        if self.senders is not None and not _int64_array(self.senders):
-            self.senders = np.asarray(self.senders, dtype=np.int64)
-        if self.receivers is not None and not _int64_array(self.receivers):
-            self.receivers = np.asarray(self.receivers, dtype=np.int64)
-        if self.counts is not None and not _int64_array(self.counts):
-            self.counts = np.asarray(self.counts, dtype=np.int64)
-        if self.seal_to is not None and not _int64_array(self.seal_to):
-            self.seal_to = np.asarray(self.seal_to, dtype=np.int64)
-        if self.index is not None and not _int64_array(self.index):
-            self.index = np.asarray(self.index, dtype=np.int64)
+        for name in ("senders", "receivers", "counts", "seal_to", "index"):
+            ids = getattr(self, name)
+            if ids is not None and not (type(ids) is np.ndarray and ids.dtype == np.int64):
+                setattr(self, name, np.asarray(ids, dtype=np.int64))
         if self.shape == "broadcast" and self.protection == "sealed":
             raise ValueError(f"{self.kind}: a broadcast is a copy per receiver; seal rows instead")
         if self.index is not None and self.shape != "rows" and not self.batched:
